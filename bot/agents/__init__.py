@@ -1,0 +1,1 @@
+"""The agent runtime: model loop, agent types, tools and the command sandbox."""

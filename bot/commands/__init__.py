@@ -1,0 +1,1 @@
+"""Command-line entry points for the app's own areas."""

@@ -1,0 +1,1 @@
+"""The workflow engine: phases, agents, parallel and pipeline fan-out, resumable runs."""

@@ -1,0 +1,1 @@
+"""The JobQueue contract and its backends."""

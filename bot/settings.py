@@ -1,0 +1,115 @@
+"""Deployment settings, read from BOT_* environment variables and an optional .env file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message says which and how to fix it."""
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """Parse KEY=VALUE lines; quotes are stripped, `#` lines and blanks ignored."""
+    values: dict[str, str] = {}
+    if not path.is_file():
+        return values
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip().removeprefix("export ").strip()
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        values[key] = value.replace("\\n", "\n") if key == "BOT_PRIVATE_KEY" else value
+    return values
+
+
+class Settings(BaseModel):
+    """Every BOT_* setting, with its default. Secrets are SecretStr so they never print."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    app_id: int | None = None
+    private_key: SecretStr | None = None
+    private_key_path: Path | None = None
+    webhook_secret: SecretStr | None = None
+    app_slug: str | None = None
+    github_api_url: str = "https://api.github.com"
+    github_web_url: str = "https://github.com"
+    data_dir: Path = Path(".bot")
+    database_url: str | None = None
+    model: str | None = None
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    anthropic_api_key: SecretStr | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = Field(default=2, ge=1, le=64)
+    log_level: str = "INFO"
+    insecure_no_signature: bool = False
+
+    @field_validator("webhook_secret", "private_key", "llm_api_key", "anthropic_api_key", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @property
+    def webhook_secrets(self) -> list[bytes]:
+        """All accepted webhook secrets (comma-separated for rotation), as bytes."""
+        if self.webhook_secret is None:
+            return []
+        raw = self.webhook_secret.get_secret_value()
+        return [part.strip().encode() for part in raw.split(",") if part.strip()]
+
+    @property
+    def sqlite_path(self) -> Path:
+        url = self.database_url
+        if url and url.startswith("sqlite:///"):
+            return Path(url.removeprefix("sqlite:///"))
+        return self.data_dir / "bot.sqlite3"
+
+    @property
+    def uses_postgres(self) -> bool:
+        return bool(self.database_url and self.database_url.startswith(("postgres://", "postgresql://")))
+
+    def private_key_pem(self) -> str | None:
+        if self.private_key is not None:
+            return self.private_key.get_secret_value()
+        if self.private_key_path is not None:
+            try:
+                return self.private_key_path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise SettingsError(
+                    f"BOT_PRIVATE_KEY_PATH={self.private_key_path} cannot be read ({exc.strerror}); "
+                    "point it at the .pem file GitHub gave you, or run `bot setup`."
+                ) from exc
+        return None
+
+    def secret_values(self) -> list[str]:
+        """The configured secrets' plain values, for redaction."""
+        out: list[str] = []
+        for secret in (self.webhook_secret, self.private_key, self.llm_api_key, self.anthropic_api_key):
+            if secret is not None:
+                out.extend(v for v in secret.get_secret_value().split(",") if len(v.strip()) >= 6)
+        return out
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
+) -> Settings:
+    """Settings from the environment, over values from `.env` (the environment wins)."""
+    env = dict(os.environ if environ is None else environ)
+    merged = read_dotenv(dotenv) if dotenv is not None else {}
+    merged.update({k: v for k, v in env.items() if k.startswith("BOT_")})
+    fields = {k.removeprefix("BOT_").lower(): v for k, v in merged.items() if k.startswith("BOT_")}
+    try:
+        return Settings.model_validate(fields)
+    except ValueError as exc:
+        raise SettingsError(f"invalid BOT_* setting: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Built-in workflows, written with the engine."""

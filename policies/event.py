@@ -1,0 +1,87 @@
+"""The values a decision reads from one delivery: Event in, Trigger or Skip out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+TargetKind = Literal["issue", "pull_request"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """The parsed payload fields the bot reads; every field but `name` may be missing."""
+
+    name: str
+    delivery_id: str
+    action: str | None = None
+    repo_full_name: str | None = None
+    repo_id: int | None = None
+    default_branch: str | None = None
+    installation_id: int | None = None
+    sender_login: str | None = None
+    sender_type: str | None = None
+    target_kind: TargetKind | None = None
+    number: int | None = None
+    title: str | None = None
+    is_draft: bool = False
+    head_sha: str | None = None
+    head_ref: str | None = None
+    head_repo_full_name: str | None = None
+    base_sha: str | None = None
+    base_ref: str | None = None
+    comment_id: int | None = None
+    comment_body: str | None = None
+    comment_kind: Literal["issue_comment", "review_comment", "review"] | None = None
+
+
+class SkipReason(StrEnum):
+    """Why a delivery starts no run. Every Skip carries one, and it is always logged."""
+
+    UNSUPPORTED_EVENT = "unsupported_event"
+    UNSUPPORTED_ACTION = "unsupported_action"
+    NO_REPOSITORY = "no_repository"
+    SELF_EVENT = "self_event"
+    BOT_SENDER = "bot_sender"
+    DRAFT = "draft"
+    NO_PERMISSION = "no_permission"
+    EDITED_OR_DELETED = "edited_or_deleted"
+    NOT_ADDRESSED = "not_addressed"
+    UNKNOWN_COMMAND = "unknown_command"
+    REPO_DISABLED = "repo_disabled"
+    WORKFLOW_DISABLED = "workflow_disabled"
+    INVALID_CONFIG = "invalid_config"
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """What is asked of the bot: one workflow on one issue or pull request."""
+
+    workflow: str
+    repo_full_name: str
+    installation_id: int | None
+    target_kind: TargetKind
+    number: int
+    actor: str
+    delivery_id: str
+    args: str = ""
+    head_sha: str | None = None
+    comment_id: int | None = None
+    command: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Why nothing runs, in a code for machines and a sentence for people."""
+
+    reason: SkipReason
+    detail: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+
+
+Decision = Trigger | Skip

@@ -1,0 +1,42 @@
+"""Shared test set-up: anyio on asyncio, no real network, a data dir per test."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    """Refuse any connection that leaves this machine: tests talk to fakes only."""
+    if isinstance(address, tuple) and address:
+        host = str(address[0])
+        if not (host.startswith("127.") or host in ("::1", "localhost", "0.0.0.0")):
+            raise OSError(f"tests may not reach the network ({host})")
+    _real_connect(self, address)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    yield
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    return d

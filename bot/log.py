@@ -9,9 +9,11 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 
+_EMPTY: Mapping[str, object] = MappingProxyType({})
 _FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
-    "bot_log_fields", default={}
+    "bot_log_fields", default=_EMPTY
 )
 _REDACTOR: list[object] = []  # set by bot.redact when secrets are known
 

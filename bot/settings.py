@@ -55,7 +55,9 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     insecure_no_signature: bool = False
 
-    @field_validator("webhook_secret", "private_key", "llm_api_key", "anthropic_api_key", mode="before")
+    @field_validator(
+        "webhook_secret", "private_key", "llm_api_key", "anthropic_api_key", mode="before"
+    )
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
@@ -77,7 +79,9 @@ class Settings(BaseModel):
 
     @property
     def uses_postgres(self) -> bool:
-        return bool(self.database_url and self.database_url.startswith(("postgres://", "postgresql://")))
+        return bool(
+            self.database_url and self.database_url.startswith(("postgres://", "postgresql://"))
+        )
 
     def private_key_pem(self) -> str | None:
         if self.private_key is not None:
@@ -95,7 +99,12 @@ class Settings(BaseModel):
     def secret_values(self) -> list[str]:
         """The configured secrets' plain values, for redaction."""
         out: list[str] = []
-        for secret in (self.webhook_secret, self.private_key, self.llm_api_key, self.anthropic_api_key):
+        for secret in (
+            self.webhook_secret,
+            self.private_key,
+            self.llm_api_key,
+            self.anthropic_api_key,
+        ):
             if secret is not None:
                 out.extend(v for v in secret.get_secret_value().split(",") if len(v.strip()) >= 6)
         return out

@@ -9,9 +9,25 @@ import pytest
 
 POLICIES = Path(__file__).resolve().parents[1] / "policies"
 ALLOWED_ROOTS = {
-    "__future__", "collections", "dataclasses", "enum", "typing", "re", "fnmatch",
-    "pydantic", "yaml", "json", "hashlib", "hmac", "string", "textwrap", "functools",
-    "itertools", "policies", "unicodedata", "math",
+    "__future__",
+    "collections",
+    "dataclasses",
+    "enum",
+    "typing",
+    "re",
+    "fnmatch",
+    "pydantic",
+    "yaml",
+    "json",
+    "hashlib",
+    "hmac",
+    "string",
+    "textwrap",
+    "functools",
+    "itertools",
+    "policies",
+    "unicodedata",
+    "math",
 }
 
 

@@ -39,7 +39,10 @@ M = RunInteractionMode
             id="explicit-wins",
         ),
         pytest.param(
-            {"configurable": {"interaction_mode": "scheduled"}, "context": {"interaction_mode": "webhook"}},
+            {
+                "configurable": {"interaction_mode": "scheduled"},
+                "context": {"interaction_mode": "webhook"},
+            },
             M.WEBHOOK,
             id="context-over-configurable",
         ),

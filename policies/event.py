@@ -34,6 +34,13 @@ class Event:
     comment_id: int | None = None
     comment_body: str | None = None
     comment_kind: Literal["issue_comment", "review_comment", "review"] | None = None
+    comment_author_association: str | None = None
+    comment_path: str | None = None
+    comment_line: int | None = None
+    comment_diff_hunk: str | None = None
+    author_login: str | None = None
+    labels: tuple[str, ...] = ()
+    html_url: str | None = None
 
 
 class SkipReason(StrEnum):
@@ -52,6 +59,8 @@ class SkipReason(StrEnum):
     REPO_DISABLED = "repo_disabled"
     WORKFLOW_DISABLED = "workflow_disabled"
     INVALID_CONFIG = "invalid_config"
+    IGNORED_AUTHOR = "ignored_author"
+    NO_TARGET = "no_target"
 
 
 @dataclass(frozen=True, slots=True)

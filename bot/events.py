@@ -1,0 +1,191 @@
+"""Lenient models of the webhook payload fields the bot reads, turned into an Event."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+
+from policies.event import Event, TargetKind
+
+__all__ = ["parse_event"]
+
+T = TypeVar("T")
+
+
+def _or_none(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """Keep a value that fits the field, drop one that does not: payloads drift."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return None
+
+
+Lenient = Annotated[T | None, WrapValidator(_or_none)]
+"""A field that becomes None instead of failing when GitHub sends something unexpected."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Account(_Model):
+    login: Lenient[str] = None
+    type: Lenient[str] = None
+
+
+class _Repository(_Model):
+    id: Lenient[int] = None
+    full_name: Lenient[str] = None
+    default_branch: Lenient[str] = None
+
+
+class _Installation(_Model):
+    id: Lenient[int] = None
+
+
+class _Label(_Model):
+    name: Lenient[str] = None
+
+
+class _Ref(_Model):
+    sha: Lenient[str] = None
+    ref: Lenient[str] = None
+    repo: Lenient[_Repository] = None
+
+
+class _Issue(_Model):
+    number: Lenient[int] = None
+    title: Lenient[str] = None
+    html_url: Lenient[str] = None
+    user: Lenient[_Account] = None
+    labels: Lenient[list[Lenient[_Label]]] = None
+    draft: Lenient[bool] = None
+    # Present (an object of links) only when the issue is a pull request.
+    pull_request: Lenient[dict[str, object]] = None
+
+
+class _PullRequest(_Model):
+    number: Lenient[int] = None
+    title: Lenient[str] = None
+    html_url: Lenient[str] = None
+    user: Lenient[_Account] = None
+    labels: Lenient[list[Lenient[_Label]]] = None
+    draft: Lenient[bool] = None
+    head: Lenient[_Ref] = None
+    base: Lenient[_Ref] = None
+
+
+class _Comment(_Model):
+    id: Lenient[int] = None
+    body: Lenient[str] = None
+    html_url: Lenient[str] = None
+    author_association: Lenient[str] = None
+    path: Lenient[str] = None
+    line: Lenient[int] = None
+    diff_hunk: Lenient[str] = None
+
+
+class _Payload(_Model):
+    action: Lenient[str] = None
+    number: Lenient[int] = None
+    repository: Lenient[_Repository] = None
+    installation: Lenient[_Installation] = None
+    sender: Lenient[_Account] = None
+    issue: Lenient[_Issue] = None
+    pull_request: Lenient[_PullRequest] = None
+    comment: Lenient[_Comment] = None
+    review: Lenient[_Comment] = None
+
+
+_COMMENT_KINDS: Mapping[str, Literal["issue_comment", "review_comment", "review"]] = {
+    "issue_comment": "issue_comment",
+    "pull_request_review_comment": "review_comment",
+    "pull_request_review": "review",
+}
+_PULL_REQUEST_EVENTS = frozenset(
+    {"pull_request", "pull_request_review", "pull_request_review_comment"}
+)
+
+
+def _target_kind(name: str, payload: _Payload) -> TargetKind | None:
+    if name in _PULL_REQUEST_EVENTS:
+        return "pull_request"
+    if name == "issue_comment" and payload.issue is not None:
+        return "pull_request" if payload.issue.pull_request is not None else "issue"
+    if name == "issues":
+        return "issue"
+    return None
+
+
+def _labels(labels: list[_Label | None] | None) -> tuple[str, ...]:
+    return tuple(label.name for label in labels or () if label is not None and label.name)
+
+
+def _event(name: str, delivery_id: str, p: _Payload) -> Event:
+    kind = _target_kind(name, p)
+    pr = p.pull_request if kind == "pull_request" else None
+    issue = p.issue
+    target: _Issue | _PullRequest | None = pr or issue
+    head = pr.head if pr else None
+    base = pr.base if pr else None
+    comment = p.review if name == "pull_request_review" else p.comment
+    comment_kind = _COMMENT_KINDS.get(name) if comment is not None else None
+    draft = (pr.draft if pr else None) or (
+        issue.draft if issue and kind == "pull_request" else None
+    )
+    number = target.number if target and target.number is not None else None
+    if number is None and kind is not None:
+        number = p.number
+    return Event(
+        name=name,
+        delivery_id=delivery_id,
+        action=p.action,
+        repo_full_name=p.repository.full_name if p.repository else None,
+        repo_id=p.repository.id if p.repository else None,
+        default_branch=p.repository.default_branch if p.repository else None,
+        installation_id=p.installation.id if p.installation else None,
+        sender_login=p.sender.login if p.sender else None,
+        sender_type=p.sender.type if p.sender else None,
+        target_kind=kind,
+        number=number,
+        title=target.title if target else None,
+        is_draft=bool(draft),
+        head_sha=head.sha if head else None,
+        head_ref=head.ref if head else None,
+        head_repo_full_name=head.repo.full_name if head and head.repo else None,
+        base_sha=base.sha if base else None,
+        base_ref=base.ref if base else None,
+        comment_id=comment.id if comment else None,
+        comment_body=comment.body if comment else None,
+        comment_kind=comment_kind,
+        comment_author_association=comment.author_association if comment else None,
+        comment_path=comment.path if comment else None,
+        comment_line=comment.line if comment else None,
+        comment_diff_hunk=comment.diff_hunk if comment else None,
+        author_login=target.user.login if target and target.user else None,
+        labels=_labels(target.labels) if target else (),
+        html_url=target.html_url if target else None,
+    )
+
+
+def parse_event(name: str, delivery_id: str, payload: Mapping[str, object]) -> Event:
+    """Read the fields the bot uses from one delivery's payload.
+
+    Never raises for a payload GitHub could send: a field that is missing or has an
+    unexpected shape is simply None in the Event (only `name` and `delivery_id` are sure).
+    """
+    if not isinstance(payload, Mapping):
+        return Event(name=name, delivery_id=delivery_id)
+    try:
+        parsed = _Payload.model_validate(dict(payload))
+    except ValidationError:  # pragma: no cover - every field is lenient; belt and braces
+        return Event(name=name, delivery_id=delivery_id)
+    return _event(name, delivery_id, parsed)

@@ -1,0 +1,308 @@
+"""What a run concluded (the Outcome) and the pure mapping from a workflow's return value to it.
+
+A workflow returns a dict (or a pydantic model) shaped like `WorkflowResult`:
+
+    {"status": "succeeded" | "no_changes" | "blocked" | "failed" (optional),
+     "summary": "Markdown", "assumptions": ["..."],
+     "blocked": {"decision", "why", "options": [2-4], "default", "risk"} (optional),
+     "findings": [{"path", "line", "severity", "title", "body"}], "branches": ["bot/..."]}
+
+`outcome_from_run` turns that, together with the facts the engine reports about the run
+(`RunFacts`), into an `Outcome`. A run that did not complete is `failed` whatever it returned;
+a value that does not fit the shape is `failed` with a message saying what was wrong; a
+`blocked` section makes the outcome `blocked` and gets the exact reply that answers it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+OutcomeStatus = Literal["succeeded", "no_changes", "blocked", "failed", "skipped"]
+OUTCOME_STATUSES: tuple[str, ...] = ("succeeded", "no_changes", "blocked", "failed", "skipped")
+SEVERITIES: tuple[str, ...] = ("critical", "high", "medium", "low", "info")
+# Workflows a person can start again with a command carrying `--decision`.
+COMMAND_WORKFLOWS: frozenset[str] = frozenset({"review", "fix", "ask"})
+
+MAX_OPTIONS = 4
+MIN_OPTIONS = 2
+OTHER_OPTION = "Something else (say what in your reply)"
+PROVIDE_OPTION = "Provide what is asked above in your reply"
+_SHORT = 300
+_LONG = 4_000
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """Tokens, cost (None when the price is unknown), wall time and agent counts of one run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = None
+    wall_seconds: float = 0.0
+    agents_ok: int = 0
+    agents_failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A decision only a person can make, and the exact reply that makes it."""
+
+    decision: str
+    why: str
+    options: tuple[str, ...]
+    default: str
+    risk: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One point a workflow found; `fingerprint` stays the same across runs and line moves."""
+
+    path: str
+    line: int | None
+    severity: str
+    title: str
+    body: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one run concluded, ready to be rendered and published."""
+
+    status: OutcomeStatus
+    summary: str
+    run_id: str
+    workflow: str
+    assumptions: tuple[str, ...] = ()
+    usage: UsageSummary = field(default_factory=UsageSummary)
+    blocked: Blocked | None = None
+    findings: tuple[Finding, ...] = ()
+    branches: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What the engine reports about a run: its final state, error and usage."""
+
+    run_id: str
+    workflow: str
+    status: str
+    error: str | None = None
+    usage: UsageSummary = field(default_factory=UsageSummary)
+
+
+class BlockedResult(BaseModel):
+    """The BLOCKED part of a workflow's return value (lenient: extra keys ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decision: str = Field(min_length=1)
+    why: str = ""
+    options: list[str] = Field(default_factory=list)
+    default: str | None = None
+    risk: str = ""
+
+
+class FindingResult(BaseModel):
+    """One finding in a workflow's return value."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    path: str = ""
+    line: int | None = Field(default=None, ge=1)
+    severity: str = "medium"
+    title: str = Field(min_length=1)
+    body: str = ""
+
+
+class WorkflowResult(BaseModel):
+    """The shape a workflow's return value must have to map onto an Outcome."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: Literal["succeeded", "no_changes", "blocked", "failed"] | None = None
+    summary: str = ""
+    assumptions: list[str] = Field(default_factory=list)
+    blocked: BlockedResult | None = None
+    findings: list[FindingResult] = Field(default_factory=list)
+    branches: list[str] = Field(default_factory=list)
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _one_line(text: str, limit: int = _SHORT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _normalize(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def fingerprint(path: str, title: str, body: str) -> str:
+    """A stable id for a finding: the path and its normalized title and body, not the line."""
+    key = f"{path.strip()}\n{_normalize(title)}\n{_normalize(body)}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def answer_command(app_slug: str, workflow: str, args: str, option: str) -> str:
+    """The exact comment that starts a follow-up run with `option` as the decision.
+
+    Commands (`review`, `fix`, `ask`) are repeated with their arguments; anything else (triage)
+    is answered through `ask`, whose question carries the decision to the next run.
+    """
+    choice = _one_line(option).replace('"', "'")
+    if workflow in COMMAND_WORKFLOWS:
+        words = [f"@{app_slug}", workflow]
+        if args.strip():
+            words.append(_one_line(args.replace("\n", " ")))
+    else:
+        words = [f"@{app_slug}", "ask", f"{workflow} this again"]
+    return " ".join([*words, f'--decision "{choice}"'])
+
+
+def _options(raw: Sequence[str], clean: Callable[[str], str]) -> tuple[str, ...]:
+    seen: list[str] = []
+    for item in raw:
+        text = _one_line(clean(item))
+        if text and text.lower() not in (s.lower() for s in seen):
+            seen.append(text)
+    seen = seen[:MAX_OPTIONS]
+    if not seen:
+        seen.append(PROVIDE_OPTION)
+    if len(seen) < MIN_OPTIONS:
+        seen.append(OTHER_OPTION)
+    return tuple(seen)
+
+
+def _blocked(
+    raw: BlockedResult, clean: Callable[[str], str], *, app_slug: str, workflow: str, args: str
+) -> Blocked:
+    options = _options(raw.options, clean)
+    default = _one_line(clean(raw.default)) if raw.default and raw.default.strip() else options[0]
+    return Blocked(
+        decision=_one_line(clean(raw.decision), _LONG),
+        why=clean(raw.why).strip()[:_LONG],
+        options=options,
+        default=default,
+        risk=clean(raw.risk).strip()[:_LONG],
+        answer=answer_command(app_slug, workflow, args, default),
+    )
+
+
+def _finding(raw: FindingResult, clean: Callable[[str], str]) -> Finding:
+    severity = raw.severity.strip().lower()
+    title = _one_line(clean(raw.title))
+    body = clean(raw.body).strip()
+    path = _one_line(clean(raw.path))
+    return Finding(
+        path=path,
+        line=raw.line,
+        severity=severity if severity in SEVERITIES else "medium",
+        title=title,
+        body=body,
+        fingerprint=fingerprint(path, title, body),
+    )
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:5]:
+        where = ".".join(str(p) for p in item["loc"]) or "(value)"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def failed_outcome(facts: RunFacts, error: str, *, summary: str | None = None) -> Outcome:
+    """A `failed` outcome that says what failed."""
+    text = summary if summary is not None else f"The run failed: {_one_line(error, _LONG)}"
+    return Outcome(
+        status="failed",
+        summary=text,
+        run_id=facts.run_id,
+        workflow=facts.workflow,
+        usage=facts.usage,
+        error=error,
+    )
+
+
+def outcome_from_run(
+    result: object,
+    facts: RunFacts,
+    *,
+    app_slug: str,
+    args: str = "",
+    clean: Callable[[str], str] = _identity,
+) -> Outcome:
+    """Map a workflow's return value and the run's facts to an Outcome.
+
+    `clean` is applied to every model-authored string (the engine's terminal-control stripper).
+    """
+    if facts.status != "completed":
+        reason = facts.error or f"the run ended {facts.status}"
+        if facts.status == "aborted":
+            return failed_outcome(facts, reason, summary=f"The run was stopped: {reason}.")
+        return failed_outcome(facts, reason)
+
+    data: object = result
+    if isinstance(result, BaseModel):
+        data = result.model_dump(mode="json")
+    if isinstance(data, str):
+        data = {"summary": data}
+    if not isinstance(data, Mapping):
+        kind = "nothing" if data is None else f"a {type(data).__name__}"
+        return failed_outcome(facts, f"the workflow returned {kind}, not a result object")
+    try:
+        parsed = WorkflowResult.model_validate(dict(data))
+    except ValidationError as exc:
+        return failed_outcome(facts, f"the workflow's result is malformed: {_describe(exc)}")
+
+    blocked = (
+        _blocked(parsed.blocked, clean, app_slug=app_slug, workflow=facts.workflow, args=args)
+        if parsed.blocked is not None
+        else None
+    )
+    status: OutcomeStatus
+    if blocked is not None:
+        status = "blocked"
+    elif parsed.status in (None, "blocked"):
+        status = "succeeded"
+    else:
+        status = parsed.status
+    summary = clean(parsed.summary).strip()
+    if not summary:
+        summary = blocked.decision if blocked is not None else "The run finished without a summary."
+    return Outcome(
+        status=status,
+        summary=summary,
+        run_id=facts.run_id,
+        workflow=facts.workflow,
+        assumptions=tuple(
+            _one_line(clean(a), _LONG) for a in parsed.assumptions if clean(a).strip()
+        ),
+        usage=facts.usage,
+        blocked=blocked,
+        findings=tuple(_finding(f, clean) for f in parsed.findings),
+        branches=tuple(b.strip() for b in parsed.branches if b.strip()),
+        error="the workflow reported failure" if status == "failed" else None,
+    )
+
+
+def check_conclusion(status: OutcomeStatus) -> str:
+    """The check run conclusion for an outcome: success, neutral (blocked, skipped) or failure."""
+    if status in ("succeeded", "no_changes"):
+        return "success"
+    if status in ("blocked", "skipped"):
+        return "neutral"
+    return "failure"

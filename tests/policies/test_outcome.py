@@ -1,0 +1,213 @@
+"""Tests for policies/outcome.py: mapping a workflow's return value and run facts to an Outcome."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from policies.outcome import (
+    OTHER_OPTION,
+    PROVIDE_OPTION,
+    RunFacts,
+    UsageSummary,
+    answer_command,
+    check_conclusion,
+    fingerprint,
+    outcome_from_run,
+)
+
+USAGE = UsageSummary(input_tokens=10, output_tokens=5, total_tokens=15, cost=0.01, wall_seconds=2.5)
+DONE = RunFacts(run_id="wf_0123456789ab", workflow="triage", status="completed", usage=USAGE)
+BLOCKED = {
+    "decision": "Which platform does the crash happen on?",
+    "why": "The stack trace differs per platform.",
+    "options": ["Linux", "macOS", "Windows"],
+    "default": "Linux",
+    "risk": "Guessing wrong sends the fix to the wrong code path.",
+}
+
+
+@pytest.mark.parametrize(
+    ("result", "status", "summary"),
+    [
+        pytest.param({"summary": "All good."}, "succeeded", "All good.", id="summary-only"),
+        pytest.param("Plain text", "succeeded", "Plain text", id="string"),
+        pytest.param(
+            {"status": "no_changes", "summary": "Nothing to do."},
+            "no_changes",
+            "Nothing to do.",
+            id="no-changes",
+        ),
+        pytest.param(
+            {"status": "failed", "summary": "Could not build."},
+            "failed",
+            "Could not build.",
+            id="wf-failed",
+        ),
+        pytest.param(
+            {"summary": "", "blocked": BLOCKED}, "blocked", BLOCKED["decision"], id="blocked"
+        ),
+        pytest.param(
+            {"status": "succeeded", "summary": "s", "blocked": BLOCKED},
+            "blocked",
+            "s",
+            id="blocked-wins",
+        ),
+        pytest.param({}, "succeeded", "The run finished without a summary.", id="empty"),
+    ],
+)
+def test_status_and_summary(result: object, status: str, summary: str) -> None:
+    out = outcome_from_run(result, DONE, app_slug="app")
+    assert (out.status, out.summary) == (status, summary)
+    assert out.usage == USAGE
+    assert out.run_id == DONE.run_id
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        pytest.param(None, "the workflow returned nothing, not a result object", id="none"),
+        pytest.param([1, 2], "the workflow returned a list, not a result object", id="list"),
+        pytest.param(
+            {"blocked": {"options": ["a"]}},
+            "the workflow's result is malformed: blocked.decision: Field required",
+            id="blocked-no-decision",
+        ),
+        pytest.param(
+            {"findings": [{"title": "t", "line": 0}]},
+            "the workflow's result is malformed: findings.0.line: Input should be greater than or equal to 1",
+            id="bad-line",
+        ),
+    ],
+)
+def test_malformed_results_fail_with_a_reason(result: object, error: str) -> None:
+    out = outcome_from_run(result, DONE, app_slug="app")
+    assert out.status == "failed"
+    assert out.error == error
+    assert error in out.summary
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "summary"),
+    [
+        pytest.param("failed", "model down", "The run failed: model down", id="failed"),
+        pytest.param(
+            "aborted", "Stopped by user", "The run was stopped: Stopped by user.", id="aborted"
+        ),
+        pytest.param("failed", None, "The run failed: the run ended failed", id="no-error"),
+    ],
+)
+def test_runs_that_did_not_complete_fail_whatever_they_returned(
+    status: str, error: str | None, summary: str
+) -> None:
+    facts = RunFacts(run_id="wf_1", workflow="ask", status=status, error=error)
+    out = outcome_from_run({"summary": "ignored"}, facts, app_slug="app")
+    assert out.status == "failed"
+    assert out.summary == summary
+
+
+def test_blocked_gets_options_default_and_the_exact_reply() -> None:
+    out = outcome_from_run({"blocked": BLOCKED}, DONE, app_slug="my-app")
+    assert out.blocked is not None
+    assert out.blocked.options == ("Linux", "macOS", "Windows")
+    assert out.blocked.default == "Linux"
+    assert out.blocked.answer == '@my-app ask triage this again --decision "Linux"'
+
+
+@pytest.mark.parametrize(
+    ("options", "default", "expected_options", "expected_default"),
+    [
+        pytest.param(["only"], None, ("only", OTHER_OPTION), "only", id="one-option-padded"),
+        pytest.param([], None, (PROVIDE_OPTION, OTHER_OPTION), PROVIDE_OPTION, id="no-options"),
+        pytest.param(["a", "b", "c", "d", "e"], "b", ("a", "b", "c", "d"), "b", id="capped-at-4"),
+        pytest.param(["a", "A", " a "], None, ("a", OTHER_OPTION), "a", id="deduplicated"),
+        pytest.param(["a", "b"], "  ", ("a", "b"), "a", id="blank-default"),
+    ],
+)
+def test_options_are_kept_between_two_and_four(
+    options: list[str],
+    default: str | None,
+    expected_options: tuple[str, ...],
+    expected_default: str,
+) -> None:
+    raw = {"decision": "d", "options": options, "default": default}
+    out = outcome_from_run({"blocked": raw}, DONE, app_slug="app")
+    assert out.blocked is not None
+    assert out.blocked.options == expected_options
+    assert out.blocked.default == expected_default
+
+
+@pytest.mark.parametrize(
+    ("workflow", "args", "option", "expected"),
+    [
+        pytest.param("fix", "", "Use B", '@app fix --decision "Use B"', id="fix"),
+        pytest.param(
+            "ask",
+            "why is it slow?",
+            "the cache",
+            '@app ask why is it slow? --decision "the cache"',
+            id="ask",
+        ),
+        pytest.param(
+            "triage",
+            "",
+            'say "x"',
+            "@app ask triage this again --decision \"say 'x'\"",
+            id="quotes",
+        ),
+        pytest.param("review", "", "a\nb", '@app review --decision "a b"', id="newline"),
+    ],
+)
+def test_answer_command(workflow: str, args: str, option: str, expected: str) -> None:
+    assert answer_command("app", workflow, args, option) == expected
+
+
+def test_findings_get_stable_fingerprints_and_known_severities() -> None:
+    result = {
+        "summary": "s",
+        "findings": [
+            {"path": "a.py", "line": 3, "severity": "HIGH", "title": "Null  deref", "body": "x"},
+            {"path": "a.py", "line": 90, "severity": "weird", "title": "null deref", "body": "X "},
+        ],
+    }
+    out = outcome_from_run(result, DONE, app_slug="app")
+    first, second = out.findings
+    assert first.severity == "high"
+    assert second.severity == "medium"
+    assert first.fingerprint == second.fingerprint == fingerprint("a.py", "null deref", "x")
+    assert fingerprint("b.py", "null deref", "x") != first.fingerprint
+
+
+def test_clean_is_applied_to_model_authored_text() -> None:
+    result = {"summary": "S\x1b[31m", "assumptions": ["A\x1b[0m", "\x1b[0m"], "blocked": BLOCKED}
+    out = outcome_from_run(
+        result,
+        DONE,
+        app_slug="app",
+        clean=lambda s: s.replace("\x1b[31m", "").replace("\x1b[0m", ""),
+    )
+    assert out.summary == "S"
+    assert out.assumptions == ("A",)
+
+
+def test_pydantic_model_results_are_accepted() -> None:
+    class Result(BaseModel):
+        summary: str
+        assumptions: list[str]
+
+    out = outcome_from_run(Result(summary="ok", assumptions=["x"]), DONE, app_slug="app")
+    assert (out.status, out.summary, out.assumptions) == ("succeeded", "ok", ("x",))
+
+
+@pytest.mark.parametrize(
+    ("status", "conclusion"),
+    [
+        pytest.param("succeeded", "success", id="succeeded"),
+        pytest.param("no_changes", "success", id="no_changes"),
+        pytest.param("blocked", "neutral", id="blocked"),
+        pytest.param("skipped", "neutral", id="skipped"),
+        pytest.param("failed", "failure", id="failed"),
+    ],
+)
+def test_check_conclusion(status: str, conclusion: str) -> None:
+    assert check_conclusion(status) == conclusion  # type: ignore[arg-type]

@@ -1,0 +1,178 @@
+"""The end of a writing agent's worktree: record what it did, then reclaim it only when safe."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.engine.git import GitError, repo_lock, run_git
+from bot.engine.worktree import Worktree
+
+PATCH_CAP = 512 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """What a worktree agent left behind, as written to `worktrees/agent-N.json`."""
+
+    base: str
+    head: str | None
+    branch: str
+    detached: bool
+    descends: bool
+    commits: int
+    patch: str
+    patch_truncated: bool
+    numstat: str
+    name_status: str
+    untracked: tuple[str, ...]
+    ignored: tuple[str, ...]
+    dirty: bool
+    path: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "head": self.head,
+            "branch": self.branch,
+            "detached": self.detached,
+            "descends_from_base": self.descends,
+            "commits": self.commits,
+            "patch": self.patch,
+            "patch_truncated": self.patch_truncated,
+            "numstat": self.numstat,
+            "name_status": self.name_status,
+            "untracked": list(self.untracked),
+            "ignored": list(self.ignored),
+            "uncommitted_changes": self.dirty,
+            "worktree": self.path,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Cleanup:
+    """What happened to the worktree and its branch after the handoff was written."""
+
+    removed: bool
+    branch_deleted: bool
+    reason: str | None
+    commits: int
+    branch: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "removed": self.removed,
+            "branch_deleted": self.branch_deleted,
+            "reason": self.reason,
+            "commits": self.commits,
+            "branch": self.branch,
+        }
+
+
+def _text(args: list[str], cwd: Path) -> str | None:
+    proc = run_git(args, cwd, check=False, optional_locks=False)
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def _names(args: list[str], cwd: Path) -> tuple[str, ...]:
+    out = _text(args, cwd) or ""
+    return tuple(name for name in out.split("\0") if name)
+
+
+def collect_handoff(wt: Worktree) -> Handoff:
+    """Inspect the worktree: head, branch, patch against base (capped), stats, stray files."""
+    path = wt.path
+    head = (_text(["rev-parse", "--verify", "HEAD"], path) or "").strip() or None
+    branch_ref = (_text(["symbolic-ref", "-q", "HEAD"], path) or "").strip()
+    detached = not branch_ref
+    branch = branch_ref.removeprefix("refs/heads/") if branch_ref else wt.branch
+    descends = head is not None and (
+        run_git(["merge-base", "--is-ancestor", wt.base, head], path, check=False).returncode == 0
+    )
+    commits = 0
+    if head is not None:
+        count = _text(["rev-list", "--count", f"{wt.base}..{head}"], path)
+        commits = int(count.strip()) if count and count.strip().isdigit() else 0
+    proc = run_git(
+        ["diff", "--no-color", "--no-ext-diff", "--binary", wt.base],
+        path,
+        check=False,
+        optional_locks=False,
+    )
+    raw = proc.stdout if proc.returncode == 0 else b""
+    truncated = len(raw) > PATCH_CAP
+    patch = raw[:PATCH_CAP].decode("utf-8", "replace")
+    if truncated:
+        patch += f"\n[patch truncated at {PATCH_CAP // 1024} KiB of {len(raw)} bytes]\n"
+    numstat = _text(["diff", "--numstat", wt.base], path) or ""
+    name_status = _text(["diff", "--name-status", wt.base], path) or ""
+    untracked = _names(["ls-files", "-z", "--others", "--exclude-standard"], path)
+    ignored = _names(
+        ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"], path
+    )
+    status = _text(["status", "--porcelain=v1", "-z", "--untracked-files=no"], path)
+    dirty = status is None or bool(status.strip("\0"))
+    return Handoff(
+        base=wt.base,
+        head=head,
+        branch=branch,
+        detached=detached,
+        descends=descends,
+        commits=commits,
+        patch=patch,
+        patch_truncated=truncated,
+        numstat=numstat,
+        name_status=name_status,
+        untracked=untracked,
+        ignored=ignored,
+        dirty=dirty,
+        path=str(path),
+    )
+
+
+def _keep_reason(record: Handoff, exists: bool) -> str | None:
+    if not exists:
+        return "worktree directory is missing"
+    if record.head is None:
+        return "HEAD cannot be read"
+    if record.detached:
+        return "detached HEAD"
+    if not record.descends:
+        return "branch does not descend from base"
+    if record.dirty:
+        return "uncommitted changes"
+    if record.untracked:
+        return "untracked files"
+    if record.ignored:
+        return "ignored files"
+    return None
+
+
+def reclaim(wt: Worktree, record: Handoff) -> Cleanup:
+    """Remove the worktree only when clean, on its branch and descending from base (never
+    forced); delete the branch only when it has no commits beyond base. Blocking."""
+    reason = _keep_reason(record, wt.path.is_dir())
+    if reason is not None:
+        return Cleanup(False, False, reason, record.commits, record.branch)
+    removed = False
+    deleted = False
+    try:
+        with repo_lock(wt.common_dir):
+            run_git(["worktree", "remove", str(wt.path)], wt.common_dir, retry_locks=True)
+            removed = True
+            if record.commits == 0 and record.head == wt.base:
+                run_git(
+                    ["update-ref", "-d", f"refs/heads/{record.branch}", wt.base],
+                    wt.common_dir,
+                    retry_locks=True,
+                )
+                deleted = True
+    except GitError as exc:
+        return Cleanup(removed, deleted, str(exc), record.commits, record.branch)
+    with contextlib.suppress(OSError):
+        wt.path.parent.rmdir()  # the run's folder, once its last worktree is gone
+    return Cleanup(removed, deleted, None, record.commits, record.branch)

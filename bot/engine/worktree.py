@@ -1,0 +1,213 @@
+"""Sparse git worktrees for writing agents: create one cheaply, materialize files on demand.
+
+A writing agent's worktree is created with `git worktree add --no-checkout` on its own branch
+and turned into a sparse checkout of that worktree only: the index holds the whole base tree
+with every entry marked skip-worktree, and no file is written. Files appear when the agent's
+tools call `materialize(worktree, paths)`; `materialize_all(worktree)` checks the whole tree out
+(the agent's tools call it before running a command). `git status` is clean for an untouched
+sparse worktree, writing a new file and `git add`/`git commit` work as usual, and a file written
+at a path that was never materialized is still seen as a change.
+
+The sparse pattern file lists `/*` (everything), so any git operation that re-applies the
+patterns (a checkout, a merge) simply fills the tree in; sparseness lives in the index bits.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.engine.git import GitError, common_dir, git_out, repo_lock, run_git
+
+_MATCH_NOTHING = "!/*\n"
+_MATCH_ALL = "/*\n"
+
+
+class WorktreeError(RuntimeError):
+    """A worktree could not be created or inspected; fails only the agent that needed it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Worktree:
+    """A writing agent's worktree: where it is, its branch, and the commit it started from."""
+
+    path: Path
+    branch: str
+    base: str
+    common_dir: Path
+    index: int
+
+
+def branch_slug(label: str, limit: int = 40) -> str:
+    """A ref-safe slug of an agent label: lower case, `[a-z0-9-]` only, never empty."""
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:limit].strip("-")
+    return slug or "agent"
+
+
+def worktree_git_dir(worktree: Path) -> Path:
+    """The per-worktree git dir (`<common>/worktrees/<name>`) named by `<worktree>/.git`."""
+    dotgit = worktree / ".git"
+    try:
+        text = dotgit.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorktreeError(f"{worktree} is not a linked git worktree ({exc.strerror})") from exc
+    if not text.startswith("gitdir:"):
+        raise WorktreeError(f"{worktree} is not a linked git worktree")
+    gitdir = Path(text.removeprefix("gitdir:").strip())
+    return gitdir if gitdir.is_absolute() else (worktree / gitdir).resolve()
+
+
+def _config_get(worktree: Path, key: str) -> str | None:
+    config = worktree_git_dir(worktree) / "config.worktree"
+    if not config.is_file():
+        return None
+    proc = run_git(["config", "--file", str(config), "--get", key], worktree, check=False)
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", "replace").strip()
+
+
+def is_sparse(worktree: Path) -> bool:
+    """True while the worktree is a sparse checkout (files appear only when materialized)."""
+    return (_config_get(worktree, "core.sparseCheckout") or "").lower() == "true"
+
+
+def base_commit(worktree: Path) -> str | None:
+    """The commit the worktree was created from (recorded at creation), or None if unknown."""
+    return _config_get(worktree, "bot.base")
+
+
+def _safe_relpath(path: str) -> str | None:
+    """A normalized repository-relative path, or None when it is absolute or escapes the tree."""
+    text = path.replace("\\", "/").strip()
+    if not text or text.startswith("/") or "\0" in text:
+        return None
+    norm = posixpath.normpath(text)
+    if norm == ".." or norm.startswith("../") or norm.startswith(".git/") or norm == ".git":
+        return None
+    return norm
+
+
+def materialize(worktree: Path, paths: Sequence[str]) -> None:
+    """Make these repository-relative files exist in a sparse worktree, from its index.
+
+    A no-op for files already present, for paths git does not track (new files are the
+    writer's business), for paths outside the tree, and once the worktree is no longer sparse.
+    A directory path materializes every tracked file under it.
+    """
+    clean = sorted({p for p in (_safe_relpath(p) for p in paths) if p is not None})
+    if not clean or not is_sparse(worktree):
+        return
+    listed = run_git(
+        ["--literal-pathspecs", "ls-files", "-v", "-z", "--", *clean], worktree
+    ).stdout.decode("utf-8", "surrogateescape")
+    wanted: list[str] = []
+    for entry in listed.split("\0"):
+        if len(entry) > 2 and entry[0] == "S" and entry[1] == " ":
+            rel = entry[2:]
+            if not os.path.lexists(worktree / rel):
+                wanted.append(rel)
+    if not wanted:
+        return
+    data = "\0".join(wanted).encode("utf-8", "surrogateescape") + b"\0"
+    run_git(
+        ["update-index", "--no-skip-worktree", "-z", "--stdin"],
+        worktree,
+        stdin=data,
+        retry_locks=True,
+    )
+    run_git(["checkout-index", "-z", "--stdin"], worktree, stdin=data, retry_locks=True)
+
+
+def materialize_all(worktree: Path) -> None:
+    """Check the whole tree out and leave sparse mode; local changes are kept. Idempotent."""
+    if not is_sparse(worktree):
+        return
+    run_git(["sparse-checkout", "disable"], worktree, retry_locks=True)
+
+
+def resolve_commit(repo: Path, rev: str = "HEAD") -> str:
+    """The full sha of `rev` in `repo` (a git dir or a work tree)."""
+    try:
+        return git_out(["rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}"], repo)
+    except GitError as exc:
+        raise WorktreeError(f"cannot resolve {rev!r} in {repo}: {exc.stderr or exc}") from exc
+
+
+def _ensure_worktree_config(common: Path) -> None:
+    proc = run_git(["config", "--get", "extensions.worktreeConfig"], common, check=False)
+    if proc.stdout.strip().lower() != b"true":
+        run_git(["config", "extensions.worktreeConfig", "true"], common, retry_locks=True)
+
+
+def create_worktree(repo: Path, *, base: str, run_id: str, index: int, label: str) -> Worktree:
+    """Create a sparse worktree for agent `index` of `run_id` on a new branch from `base`.
+
+    The worktree lives at `<git common dir>/bot-worktrees/<run_id>/<index>` on branch
+    `bot/<label-slug>-<run id suffix>-<index>`. Works on a bare repository (a mirror) and on
+    a normal one. Blocking: call it from a worker thread. Raises WorktreeError.
+    """
+    try:
+        common = common_dir(repo)
+    except GitError as exc:
+        raise WorktreeError(f"{repo} is not a git repository: {exc.stderr or exc}") from exc
+    sha = resolve_commit(common, base)
+    path = common / "bot-worktrees" / run_id / str(index)
+    suffix = run_id.removeprefix("wf_")[-6:] or "run"
+    branch = f"bot/{branch_slug(label)}-{suffix}-{index}"
+    bare = git_out(["rev-parse", "--is-bare-repository"], common) == "true"
+    try:
+        with repo_lock(common):
+            _ensure_worktree_config(common)
+            if path.exists():
+                raise WorktreeError(f"worktree path {path} already exists")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            taken = run_git(
+                ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], common, check=False
+            )
+            if taken.returncode == 0:
+                branch = f"{branch}-{os.urandom(3).hex()}"
+            run_git(
+                ["worktree", "add", "--quiet", "--no-checkout", "-b", branch, str(path), sha],
+                common,
+                retry_locks=True,
+            )
+    except (GitError, OSError) as exc:
+        raise WorktreeError(f"cannot create worktree for agent {index}: {exc}") from exc
+    try:
+        _make_sparse(path, sha, bare)
+    except (GitError, OSError, WorktreeError) as exc:
+        _discard(path, common, branch, sha)
+        raise WorktreeError(f"cannot create worktree for agent {index}: {exc}") from exc
+    return Worktree(path=path, branch=branch, base=sha, common_dir=common, index=index)
+
+
+def _make_sparse(path: Path, sha: str, bare: bool) -> None:
+    gitdir = worktree_git_dir(path)
+    config = str(gitdir / "config.worktree")
+    settings = [("core.sparseCheckout", "true"), ("bot.base", sha)]
+    if bare:
+        # With per-worktree config the shared `core.bare = true` would apply here too.
+        settings.insert(0, ("core.bare", "false"))
+    for key, value in settings:
+        run_git(["config", "--file", config, key, value], path, retry_locks=True)
+    info = gitdir / "info"
+    info.mkdir(exist_ok=True)
+    patterns = info / "sparse-checkout"
+    patterns.write_text(_MATCH_NOTHING, encoding="utf-8")
+    # Fill the index from the base tree, every entry skip-worktree, no file written.
+    run_git(["read-tree", "-mu", "HEAD"], path, retry_locks=True)
+    patterns.write_text(_MATCH_ALL, encoding="utf-8")
+
+
+def _discard(path: Path, common: Path, branch: str, sha: str) -> None:
+    """Best effort: undo a half-created worktree (no agent work can be in it yet)."""
+    shutil.rmtree(path, ignore_errors=True)
+    with repo_lock(common):
+        run_git(["worktree", "prune"], common, check=False)
+        run_git(["update-ref", "-d", f"refs/heads/{branch}", sha], common, check=False)

@@ -1,0 +1,283 @@
+"""Pure renderers: the Markdown of every comment and check run the app writes, with hidden markers.
+
+Every body starts with `<!-- bot:run=<run id> kind=<kind> -->`; a sticky comment also carries
+`<!-- bot:sticky=<kind> -->`, which is how a later run finds and edits it (see
+`bot.github.publish`). Nothing here talks to GitHub or redacts: the publisher redacts each
+body just before it is sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from policies.outcome import Outcome
+
+MAX_BODY = 60_000  # GitHub refuses comments over 65,536 characters
+_RUN_MARKER = re.compile(r"<!-- bot:run=(wf_[0-9a-f]{4,32}) kind=([a-z_-]{1,32}) -->")
+_STICKY_MARKER = re.compile(r"<!-- bot:sticky=([a-z_-]{1,32}) -->")
+_TITLES = {
+    "triage": "Triage",
+    "ask": "Answer",
+    "review": "Review",
+    "fix": "Fix",
+    "help": "Help",
+    "status": "Status",
+    "stop": "Stop",
+}
+_STATE_ICONS = {
+    "pending": "⏳",
+    "running": "🔄",
+    "ok": "✅",
+    "replayed": "✅",
+    "failed": "❌",
+    "done": "✅",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLine:
+    """One agent call as shown in progress: its label, phase and state."""
+
+    label: str
+    phase: str | None
+    state: str  # pending | running | ok | replayed | failed
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A snapshot of a running run, for the "working" comment."""
+
+    run_id: str
+    workflow: str
+    phases: tuple[str, ...]
+    current_phase: str | None = None
+    agents: tuple[AgentLine, ...] = ()
+    logs: tuple[str, ...] = ()
+    tokens: int = 0
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One run in a `status` reply."""
+
+    run_id: str
+    workflow: str
+    status: str
+    created: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Markers:
+    """The hidden markers found in a body."""
+
+    run_id: str | None
+    kind: str | None
+    sticky: str | None
+
+
+def run_marker(run_id: str, kind: str) -> str:
+    return f"<!-- bot:run={run_id} kind={kind} -->"
+
+
+def sticky_marker(kind: str) -> str:
+    return f"<!-- bot:sticky={kind} -->"
+
+
+def parse_markers(body: str | None) -> Markers:
+    """The run id, kind and sticky kind in a body (None for each that is absent)."""
+    text = body or ""
+    run = _RUN_MARKER.search(text)
+    sticky = _STICKY_MARKER.search(text)
+    return Markers(
+        run_id=run.group(1) if run else None,
+        kind=run.group(2) if run else None,
+        sticky=sticky.group(1) if sticky else None,
+    )
+
+
+def title_of(kind: str) -> str:
+    return _TITLES.get(kind, kind.capitalize())
+
+
+def _head(run_id: str, kind: str, sticky: bool) -> str:
+    lines = [run_marker(run_id, kind)]
+    if sticky:
+        lines.append(sticky_marker(kind))
+    return "\n".join(lines)
+
+
+def _cap(body: str) -> str:
+    if len(body) <= MAX_BODY:
+        return body
+    return (
+        body[: MAX_BODY - 80] + f"\n\n… [truncated: {len(body) - MAX_BODY + 80:,} characters cut]"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def _fence(text: str, info: str = "") -> str:
+    """A code block whose fence is longer than any backtick run inside `text`."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{info}\n{text}\n{ticks}"
+
+
+def _inline(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat.replace("`", "'")
+
+
+def render_progress(progress: Progress, *, sticky: bool = True) -> str:
+    """The comment while a run is working: its phases, its agents and the newest log lines."""
+    parts = [
+        _head(progress.run_id, progress.workflow, sticky),
+        f"### {title_of(progress.workflow)}: working…",
+        "",
+    ]
+    if progress.phases:
+        current = progress.current_phase
+        seen_current = current is None
+        shown = []
+        for phase in progress.phases:
+            if phase == current:
+                shown.append(f"🔄 **{phase}**")
+                seen_current = True
+            elif not seen_current:
+                shown.append(f"✅ {phase}")
+            else:
+                shown.append(f"⏳ {phase}")
+        parts.append("Phases: " + " → ".join(shown))
+    if progress.agents:
+        parts.append("")
+        for agent in progress.agents[-20:]:
+            icon = _STATE_ICONS.get(agent.state, "•")
+            where = f" ({agent.phase})" if agent.phase else ""
+            parts.append(f"- {icon} `{_inline(agent.label)}`{where}: {agent.state}")
+        if len(progress.agents) > 20:
+            parts.append(f"- … and {len(progress.agents) - 20} earlier agent call(s)")
+    if progress.logs:
+        parts += ["", "<details><summary>Log</summary>", ""]
+        parts += [f"- {_inline(line)}" for line in progress.logs[-10:]]
+        parts += ["", "</details>"]
+    tokens = f"{progress.tokens:,} tokens · " if progress.tokens else ""
+    parts += ["", f"<sub>Run `{progress.run_id}` · {tokens}{_duration(progress.elapsed)}</sub>"]
+    return _cap("\n".join(parts))
+
+
+def render_footer(outcome: Outcome) -> str:
+    usage = outcome.usage
+    bits = [
+        f"Run `{outcome.run_id}`",
+        f"agents {usage.agents_ok} ok, {usage.agents_failed} failed",
+        f"{usage.total_tokens:,} tokens",
+    ]
+    if usage.cost is not None:
+        bits.append(f"${usage.cost:.4f}")
+    bits.append(_duration(usage.wall_seconds))
+    return "<sub>" + " · ".join(bits) + "</sub>"
+
+
+def _blocked_section(outcome: Outcome) -> list[str]:
+    blocked = outcome.blocked
+    assert blocked is not None
+    lines = [f"**Decision needed:** {blocked.decision}", ""]
+    if blocked.why:
+        lines += [f"**Why:** {blocked.why}", ""]
+    lines.append("**Options:**")
+    for number, option in enumerate(blocked.options, start=1):
+        mark = " *(default)*" if option == blocked.default else ""
+        lines.append(f"{number}. {option}{mark}")
+    lines += ["", f"**Default:** {blocked.default}"]
+    if blocked.risk:
+        lines += ["", f"**Risk:** {blocked.risk}"]
+    lines += [
+        "",
+        "**To answer**, reply with this comment (put another option in the quotes to choose it):",
+        "",
+        _fence(blocked.answer, "text"),
+    ]
+    return lines
+
+
+def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
+    """The final comment: the summary or the BLOCKED report, assumptions, findings, footer."""
+    heading = {
+        "succeeded": f"### {title_of(outcome.workflow)}",
+        "no_changes": f"### {title_of(outcome.workflow)}: nothing to change",
+        "blocked": f"### {title_of(outcome.workflow)}: needs a decision",
+        "failed": f"### {title_of(outcome.workflow)}: failed",
+        "skipped": f"### {title_of(outcome.workflow)}: skipped",
+    }[outcome.status]
+    parts = [_head(outcome.run_id, outcome.workflow, sticky), heading, ""]
+    if outcome.status == "blocked" and outcome.blocked is not None:
+        if outcome.summary and outcome.summary != outcome.blocked.decision:
+            parts += [outcome.summary, ""]
+        parts += _blocked_section(outcome)
+    else:
+        parts.append(outcome.summary)
+    if outcome.findings:
+        parts += ["", "**Findings**", ""]
+        for finding in outcome.findings:
+            where = f"`{finding.path}:{finding.line}`" if finding.line else f"`{finding.path}`"
+            parts.append(f"- **{finding.severity}** {where}: {finding.title}")
+            if finding.body:
+                parts.append("  " + finding.body.replace("\n", "\n  "))
+    if outcome.branches:
+        parts += ["", "**Branches:** " + ", ".join(f"`{b}`" for b in outcome.branches)]
+    if outcome.assumptions:
+        parts += ["", "**Assumptions**", ""]
+        parts += [f"- {a}" for a in outcome.assumptions]
+    parts += ["", render_footer(outcome)]
+    return _cap("\n".join(parts))
+
+
+def render_reply(run_id: str, kind: str, text: str, *, sticky: bool = True) -> str:
+    """A model-free reply (help, status, stop, unknown command)."""
+    return _cap("\n".join([_head(run_id, kind, sticky), text]))
+
+
+def render_help(run_id: str, help_text: str, *, note: str | None = None) -> str:
+    lines = [f"> {note}", ""] if note else []
+    return render_reply(run_id, "help", "\n".join([*lines, help_text]))
+
+
+def render_status(run_id: str, rows: Sequence[RunRow], *, target: str) -> str:
+    if not rows:
+        text = f"No runs recorded for {target}."
+    else:
+        lines = [f"Runs for {target}, newest first:", "", "| Run | Workflow | State | Started |"]
+        lines.append("|---|---|---|---|")
+        for row in rows[:20]:
+            lines.append(f"| `{row.run_id}` | {row.workflow} | {row.status} | {row.created} |")
+        text = "\n".join(lines)
+    return render_reply(run_id, "status", text)
+
+
+def render_stop(run_id: str, stopped: Sequence[str], *, target: str) -> str:
+    if stopped:
+        text = "Stopped " + ", ".join(f"`{r}`" for r in stopped) + f" on {target}."
+    else:
+        text = f"No run is in progress on {target}; nothing to stop."
+    return render_reply(run_id, "stop", text)
+
+
+def render_check_output(outcome: Outcome) -> dict[str, str]:
+    """The `output` of a completed check run: a title and the summary (without markers)."""
+    title = {
+        "succeeded": "Done",
+        "no_changes": "Nothing to change",
+        "blocked": "Needs a decision",
+        "failed": "Failed",
+        "skipped": "Skipped",
+    }[outcome.status]
+    body = render_outcome(outcome, sticky=False).split("\n", 1)[1]
+    return {"title": f"{title_of(outcome.workflow)}: {title}", "summary": body[:60_000]}

@@ -1,0 +1,164 @@
+"""Tests for bot/github/render.py: markers, progress, final and BLOCKED comments, replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.github.render import (
+    MAX_BODY,
+    AgentLine,
+    Progress,
+    RunRow,
+    parse_markers,
+    render_check_output,
+    render_help,
+    render_outcome,
+    render_progress,
+    render_status,
+    render_stop,
+    run_marker,
+    sticky_marker,
+)
+from policies.outcome import Blocked, Finding, Outcome, UsageSummary
+
+RUN = "wf_0123456789ab"
+USAGE = UsageSummary(
+    input_tokens=1000,
+    output_tokens=234,
+    total_tokens=1234,
+    cost=0.0123,
+    wall_seconds=12.34,
+    agents_ok=2,
+    agents_failed=1,
+)
+
+
+def test_markers_round_trip() -> None:
+    body = f"{run_marker(RUN, 'triage')}\n{sticky_marker('triage')}\ntext"
+    markers = parse_markers(body)
+    assert (markers.run_id, markers.kind, markers.sticky) == (RUN, "triage", "triage")
+    assert parse_markers("no markers") == parse_markers(None)
+    assert parse_markers("<!-- bot:run=wf_x kind=t -->").run_id is None
+
+
+def test_progress_shows_phases_agents_and_log() -> None:
+    progress = Progress(
+        run_id=RUN,
+        workflow="triage",
+        phases=("Explore", "Conclude", "Publish"),
+        current_phase="Conclude",
+        agents=(AgentLine("explore-1", "Explore", "ok"), AgentLine("synth", "Conclude", "running")),
+        logs=("read 3 files",),
+        tokens=1500,
+        elapsed=3.25,
+    )
+    body = render_progress(progress)
+    assert body.startswith(f"{run_marker(RUN, 'triage')}\n{sticky_marker('triage')}\n")
+    assert "Phases: ✅ Explore → 🔄 **Conclude** → ⏳ Publish" in body
+    assert "- ✅ `explore-1` (Explore): ok" in body
+    assert "- 🔄 `synth` (Conclude): running" in body
+    assert "- read 3 files" in body
+    assert f"<sub>Run `{RUN}` · 1,500 tokens · 3.2 s</sub>" in body
+
+
+def test_progress_without_sticky_has_only_the_run_marker() -> None:
+    body = render_progress(Progress(run_id=RUN, workflow="ask", phases=()), sticky=False)
+    assert sticky_marker("ask") not in body
+    assert parse_markers(body).kind == "ask"
+
+
+def test_final_summary_with_assumptions_findings_and_footer() -> None:
+    outcome = Outcome(
+        status="succeeded",
+        summary="The bug is in `parse()`.",
+        run_id=RUN,
+        workflow="triage",
+        assumptions=("Python 3.11 is the target",),
+        usage=USAGE,
+        findings=(Finding("a.py", 3, "high", "Null deref", "x may be None", "f" * 16),),
+    )
+    body = render_outcome(outcome)
+    assert "### Triage\n\nThe bug is in `parse()`." in body
+    assert "- **high** `a.py:3`: Null deref\n  x may be None" in body
+    assert "**Assumptions**\n\n- Python 3.11 is the target" in body
+    assert body.endswith(
+        f"<sub>Run `{RUN}` · agents 2 ok, 1 failed · 1,234 tokens · $0.0123 · 12.3 s</sub>"
+    )
+
+
+def test_blocked_report_has_decision_options_default_risk_and_reply() -> None:
+    blocked = Blocked(
+        decision="Which platform?",
+        why="Traces differ.",
+        options=("Linux", "macOS"),
+        default="Linux",
+        risk="Wrong fix.",
+        answer='@app ask triage this again --decision "Linux"',
+    )
+    outcome = Outcome(
+        status="blocked",
+        summary="Which platform?",
+        run_id=RUN,
+        workflow="triage",
+        usage=UsageSummary(wall_seconds=75),
+        blocked=blocked,
+    )
+    body = render_outcome(outcome)
+    assert "### Triage: needs a decision" in body
+    assert "**Decision needed:** Which platform?" in body
+    assert "**Why:** Traces differ." in body
+    assert "1. Linux *(default)*\n2. macOS" in body
+    assert "**Risk:** Wrong fix." in body
+    assert '```text\n@app ask triage this again --decision "Linux"\n```' in body
+    assert body.count("Which platform?") == 1
+    assert "1m15s" in body
+    assert "$" not in body.split("<sub>")[1]
+
+
+def test_answer_fence_survives_backticks() -> None:
+    blocked = Blocked("d", "", ("a", "b"), "a", "", '@app fix --decision "use ```x```"')
+    outcome = Outcome(status="blocked", summary="d", run_id=RUN, workflow="fix", blocked=blocked)
+    assert "````text\n" in render_outcome(outcome)
+
+
+@pytest.mark.parametrize(
+    ("status", "heading"),
+    [
+        pytest.param("failed", "### Answer: failed", id="failed"),
+        pytest.param("no_changes", "### Answer: nothing to change", id="no_changes"),
+        pytest.param("skipped", "### Answer: skipped", id="skipped"),
+    ],
+)
+def test_headings(status: str, heading: str) -> None:
+    outcome = Outcome(status=status, summary="s", run_id=RUN, workflow="ask")  # type: ignore[arg-type]
+    assert heading in render_outcome(outcome)
+
+
+def test_bodies_are_capped_below_githubs_limit() -> None:
+    outcome = Outcome(status="succeeded", summary="x" * 100_000, run_id=RUN, workflow="ask")
+    body = render_outcome(outcome)
+    assert len(body) <= MAX_BODY
+    assert "[truncated:" in body
+    assert parse_markers(body).run_id == RUN
+
+
+def test_replies() -> None:
+    help_body = render_help(RUN, "Commands: ...", note="Unknown command `frob`.")
+    assert parse_markers(help_body).sticky == "help"
+    assert "> Unknown command `frob`.\n\nCommands: ..." in help_body
+    rows = [RunRow("wf_aaaaaaaaaaaa", "triage", "completed", "2026-01-01T00:00:00Z")]
+    status = render_status(RUN, rows, target="issue #7")
+    assert "| `wf_aaaaaaaaaaaa` | triage | completed | 2026-01-01T00:00:00Z |" in status
+    assert "No runs recorded for issue #7." in render_status(RUN, [], target="issue #7")
+    assert "Stopped `wf_aaaaaaaaaaaa` on PR #3." in render_stop(
+        RUN, ["wf_aaaaaaaaaaaa"], target="PR #3"
+    )
+    assert "nothing to stop" in render_stop(RUN, [], target="PR #3")
+
+
+def test_check_output_has_title_and_no_markers() -> None:
+    outcome = Outcome(status="failed", summary="boom", run_id=RUN, workflow="review")
+    output = render_check_output(outcome)
+    assert output["title"] == "Review: Failed"
+    assert "<!--" not in output["summary"]
+    assert "boom" in output["summary"]

@@ -46,7 +46,8 @@ class _Section(BaseModel):
 class ReviewConfig(_Section):
     """Automatic pull request reviews."""
 
-    enabled: bool = Field(True, description="Review pull requests when opened or updated.")
+    enabled: bool = Field(True, description="Offer reviews here at all (also `@app review`).")
+    auto: bool = Field(True, description="Review pull requests when opened or updated.")
     drafts: bool = Field(False, description="Also review draft pull requests automatically.")
     max_files: int = Field(
         50, ge=1, le=3000, description="Review at most this many changed files; list the rest."

@@ -1,0 +1,249 @@
+"""The trigger policy: an Event, the RepoConfig and the actor's permission -> Trigger or Skip."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from policies.commands import UNKNOWN, Command, parse_command
+from policies.config import RepoConfig
+from policies.event import Decision, Event, Skip, SkipReason, Trigger
+
+__all__ = [
+    "ROUTES",
+    "WRITE_PERMISSIONS",
+    "Handler",
+    "Request",
+    "bot_login",
+    "decide",
+    "is_app_account",
+    "needs_permission",
+    "route",
+]
+
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+"""GitHub collaborator permissions that may give the app commands."""
+
+
+def bot_login(app_slug: str) -> str:
+    """The login of the app's own account: `<slug>[bot]`."""
+    return f"{app_slug}[bot]"
+
+
+def _account(login: str) -> str:
+    return login.strip().lower().removesuffix("[bot]")
+
+
+def is_app_account(login: str | None, app_slug: str) -> bool:
+    """Whether `login` is the app itself, ignoring case and any `[bot]` suffix."""
+    return login is not None and _account(login) == _account(app_slug)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What an event asks for, before the actor's permission is known.
+
+    `needs_permission` marks work asked for by a person (a comment command): it runs only
+    for actors with write access. `then` is a skip that applies once the permission has
+    passed (an unknown or disabled command), so people without access get no reply at all.
+    """
+
+    workflow: str
+    args: str = ""
+    command: str | None = None
+    needs_permission: bool = False
+    then: Skip | None = None
+
+
+Handler = Callable[[Event, RepoConfig, str], Request | Skip]
+"""A route's target: reads the event and config (and the app slug) and says what is asked."""
+
+
+def _is_ignored(login: str | None, config: RepoConfig) -> bool:
+    ignored = {_account(name) for name in config.ignore_authors}
+    return login is not None and _account(login) in ignored
+
+
+def on_pull_request(event: Event, config: RepoConfig, app_slug: str) -> Request | Skip:
+    """A pull request was opened, reopened, marked ready or pushed to: review it."""
+    if not config.review.enabled or not config.review.auto:
+        return Skip(SkipReason.WORKFLOW_DISABLED, "review")
+    if event.is_draft and not config.review.drafts:
+        return Skip(SkipReason.DRAFT, f"pull request #{event.number} is a draft")
+    if _is_ignored(event.author_login, config):
+        return Skip(SkipReason.IGNORED_AUTHOR, f"{event.author_login} is in ignore_authors")
+    return Request("review")
+
+
+def on_issue_opened(event: Event, config: RepoConfig, app_slug: str) -> Request | Skip:
+    """An issue was opened: triage it."""
+    if not config.triage.enabled:
+        return Skip(SkipReason.WORKFLOW_DISABLED, "triage")
+    if _is_ignored(event.author_login, config):
+        return Skip(SkipReason.IGNORED_AUTHOR, f"{event.author_login} is in ignore_authors")
+    return Request("triage")
+
+
+def on_comment_changed(event: Event, config: RepoConfig, app_slug: str) -> Request | Skip:
+    """A comment or review was edited or deleted: commands count only when first posted."""
+    return Skip(SkipReason.EDITED_OR_DELETED, f"{event.name}.{event.action}")
+
+
+def _command_skip(command: Command, event: Event, config: RepoConfig) -> Skip | None:
+    """Why a command that reached the app does not run, if it does not."""
+    extra = {"command": command.raw or command.name}
+    if command.name == UNKNOWN:
+        return Skip(SkipReason.UNKNOWN_COMMAND, command.raw, extra)
+    if command.name == "ask" and not command.args:
+        return Skip(SkipReason.UNKNOWN_COMMAND, "ask needs a question", extra)
+    if command.name == "review" and event.target_kind != "pull_request":
+        return Skip(SkipReason.UNKNOWN_COMMAND, "review works on pull requests only", extra)
+    if command.name == "review" and not config.review.enabled:
+        return Skip(SkipReason.WORKFLOW_DISABLED, "review", extra)
+    if command.name == "fix" and not config.fix.enabled:
+        return Skip(SkipReason.WORKFLOW_DISABLED, "fix", extra)
+    return None
+
+
+def on_comment(event: Event, config: RepoConfig, app_slug: str) -> Request | Skip:
+    """A comment or review was posted: run the command it gives the app, if any."""
+    if not event.comment_body:
+        return Skip(SkipReason.NOT_ADDRESSED, "empty comment")
+    command = parse_command(
+        event.comment_body, app_slug=app_slug, slash_commands=config.slash_commands
+    )
+    if command is None:
+        return Skip(SkipReason.NOT_ADDRESSED)
+    if not config.commands.enabled:
+        return Skip(SkipReason.WORKFLOW_DISABLED, "commands", {"command": command.name})
+    return Request(
+        workflow=command.name,
+        args=command.args,
+        command=command.name,
+        needs_permission=True,
+        then=_command_skip(command, event, config),
+    )
+
+
+ROUTES: Mapping[tuple[str, str], Handler] = {
+    ("pull_request", "opened"): on_pull_request,
+    ("pull_request", "reopened"): on_pull_request,
+    ("pull_request", "ready_for_review"): on_pull_request,
+    ("pull_request", "synchronize"): on_pull_request,
+    ("issues", "opened"): on_issue_opened,
+    ("issue_comment", "created"): on_comment,
+    ("issue_comment", "edited"): on_comment_changed,
+    ("issue_comment", "deleted"): on_comment_changed,
+    ("pull_request_review_comment", "created"): on_comment,
+    ("pull_request_review_comment", "edited"): on_comment_changed,
+    ("pull_request_review_comment", "deleted"): on_comment_changed,
+    ("pull_request_review", "submitted"): on_comment,
+    ("pull_request_review", "edited"): on_comment_changed,
+}
+"""(event, action) -> handler. Every pair not listed is skipped with a reason."""
+
+_SUPPORTED_EVENTS = frozenset(name for name, _ in ROUTES)
+
+
+def route(event: Event) -> Handler | Skip:
+    """The handler for this event and action, or why there is none."""
+    if event.name not in _SUPPORTED_EVENTS:
+        return Skip(SkipReason.UNSUPPORTED_EVENT, event.name)
+    handler = ROUTES.get((event.name, event.action or ""))
+    if handler is None:
+        return Skip(SkipReason.UNSUPPORTED_ACTION, f"{event.name}.{event.action}")
+    return handler
+
+
+def _request(
+    event: Event, config: RepoConfig, app_slug: str, config_error: str | None
+) -> Request | Skip:
+    """Every check that does not need the actor's permission, in order."""
+    handler = route(event)
+    if isinstance(handler, Skip):
+        return handler
+    if not event.repo_full_name:
+        return Skip(SkipReason.NO_REPOSITORY, f"{event.name}.{event.action}")
+    if is_app_account(event.sender_login, app_slug):
+        return Skip(SkipReason.SELF_EVENT, f"sent by {event.sender_login}")
+    sender = event.sender_login or ""
+    if event.sender_type == "Bot" or sender.lower().endswith("[bot]"):
+        return Skip(SkipReason.BOT_SENDER, f"sent by {event.sender_login}")
+    if config_error is not None:
+        return Skip(SkipReason.INVALID_CONFIG, config_error)
+    if not config.enabled:
+        return Skip(SkipReason.REPO_DISABLED, event.repo_full_name)
+    if _is_ignored(event.sender_login, config):
+        return Skip(SkipReason.IGNORED_AUTHOR, f"{event.sender_login} is in ignore_authors")
+    if event.target_kind is None or event.number is None:
+        return Skip(SkipReason.NO_TARGET, f"{event.name}.{event.action} names no issue or PR")
+    return handler(event, config, app_slug)
+
+
+def needs_permission(
+    event: Event, config: RepoConfig, app_slug: str, *, config_error: str | None = None
+) -> bool:
+    """Whether decide() will read the actor's permission, so the caller should fetch it.
+
+    True only for a comment that gives the app a command and passes every other check: a
+    command is the one way a person asks for work (and `fix` writes code). Every command
+    needs it, `help` and unknown words included, so people without write access get no
+    reply to spam with. Automatic reviews and triage run for anyone's pull request or
+    issue; they only read, and their output is marked untrusted where the author is.
+    """
+    request = _request(event, config, app_slug, config_error)
+    return isinstance(request, Request) and request.needs_permission
+
+
+def _permission_skip(event: Event, permission: str | None) -> Skip | None:
+    actor = event.sender_login or "the sender"
+    if permission is None:
+        detail = f"could not read {actor}'s permission on {event.repo_full_name}; not running"
+        return Skip(SkipReason.NO_PERMISSION, detail)
+    if permission.strip().lower() not in WRITE_PERMISSIONS:
+        detail = f"{actor} has {permission!r} permission; commands need write, maintain or admin"
+        return Skip(SkipReason.NO_PERMISSION, detail)
+    return None
+
+
+def decide(
+    event: Event,
+    config: RepoConfig,
+    *,
+    app_slug: str,
+    permission: str | None,
+    config_error: str | None = None,
+) -> Decision:
+    """Turn one event into a Trigger, or a Skip that says why nothing runs.
+
+    `permission` is the sender's collaborator permission on the repository (`admin`,
+    `maintain`, `write`, `triage`, `read`, `none`), or None when it could not be read;
+    it is consulted only where needs_permission() is True, and None then fails closed.
+    `config_error` is the text of a ConfigError for `.github/bot.yml`: events that pass
+    the routing, self and bot checks then skip with INVALID_CONFIG so the error can be shown.
+    """
+    request = _request(event, config, app_slug, config_error)
+    if isinstance(request, Skip):
+        return request
+    if request.needs_permission:
+        refused = _permission_skip(event, permission)
+        if refused is not None:
+            return refused
+    if request.then is not None:
+        return request.then
+    # _request() returns a Request only when the repository and target are known.
+    assert event.repo_full_name is not None and event.target_kind is not None
+    assert event.number is not None
+    return Trigger(
+        workflow=request.workflow,
+        repo_full_name=event.repo_full_name,
+        installation_id=event.installation_id,
+        target_kind=event.target_kind,
+        number=event.number,
+        actor=event.sender_login or "",
+        delivery_id=event.delivery_id,
+        args=request.args,
+        head_sha=event.head_sha,
+        comment_id=event.comment_id if request.command else None,
+        command=request.command,
+    )

@@ -1,0 +1,239 @@
+"""Group commit for intake: one thread writes every pending delivery and its job in one transaction.
+
+Requests hand their row to the writer and await a future; the writer takes everything queued
+while the previous commit was running, commits it at once and wakes each request with its
+result (new or duplicate). WAL checkpoints run on a separate thread and connection, so a
+request never waits for one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.log import get_logger
+from bot.queue.sqlite import insert_job
+from bot.store import StoreError, connect
+
+log = get_logger(__name__)
+
+_INSERT = (
+    "INSERT OR IGNORE INTO deliveries (guid, event, action, hook_id, target_type, target_id,"
+    " received_at, headers, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingDelivery:
+    """A verified delivery as it arrived: raw body plus the headers worth keeping."""
+
+    guid: str
+    event: str
+    action: str | None
+    hook_id: str | None
+    target_type: str | None
+    target_id: str | None
+    headers_json: str
+    body: bytes
+    received_at: float
+
+
+Result = bool | BaseException
+_Item = tuple[IncomingDelivery, "asyncio.Future[bool]", asyncio.AbstractEventLoop]
+
+
+def _resolve(pending: list[tuple[asyncio.Future[bool], Result]]) -> None:
+    for future, result in pending:
+        if future.done():  # the request was cancelled; its row is stored all the same
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
+
+
+class DeliveryWriter:
+    """The single writer of intake rows. `submit` is awaited from the event loop."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_batch: int = 1024,
+        checkpoint_interval: float = 1.0,
+        on_commit: Callable[[int], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.max_batch = max_batch
+        self.checkpoint_interval = checkpoint_interval
+        self.on_commit = on_commit
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.batches = 0
+        self.rows = 0
+
+    @property
+    def running(self) -> bool:
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
+    def start(self) -> None:
+        if self._threads:
+            return
+        self._stop.clear()
+        conn = connect(self.path)
+        # Checkpoints belong to the checkpoint thread, never to a commit a request waits on.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._threads = [
+            threading.Thread(target=self._write_loop, args=(conn,), name="delivery-writer"),
+            threading.Thread(target=self._checkpoint_loop, name="wal-checkpoint"),
+        ]
+        for thread in self._threads:
+            thread.daemon = True
+            thread.start()
+
+    def stop(self) -> None:
+        """Write what is queued, stop both threads and leave a checkpointed database."""
+        if not self._threads:
+            return
+        self._queue.put(None)
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+        # Anything submitted after the stop was queued is answered, not left hanging.
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self._answer([item], [StoreError("the delivery writer has stopped")])
+        try:
+            conn = connect(self.path)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            conn.close()
+        except sqlite3.Error as exc:
+            log.warning("final checkpoint failed", extra={"error": str(exc)})
+
+    async def submit(self, delivery: IncomingDelivery) -> bool:
+        """Commit the delivery and its job; True if new, False if its GUID was seen before."""
+        if not self._threads:
+            raise StoreError("the delivery writer is not running")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._queue.put((delivery, future, loop))
+        return await future
+
+    # -- the writer thread ---------------------------------------------------------------
+
+    def _write_loop(self, conn: sqlite3.Connection) -> None:
+        stopping = False
+        try:
+            while not stopping:
+                item = self._queue.get()
+                if item is None:
+                    break
+                batch = [item]
+                while len(batch) < self.max_batch:
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        stopping = True
+                        break
+                    batch.append(more)
+                self._commit(conn, batch)
+        finally:
+            conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Item]) -> None:
+        results: list[Result]
+        try:
+            results = list(self._write(conn, [item[0] for item in batch]))
+        except sqlite3.Error:
+            # One bad row must not fail its neighbours: write them one by one.
+            results = []
+            for item in batch:
+                try:
+                    results.extend(self._write(conn, [item[0]]))
+                except sqlite3.Error as exc:
+                    log.error(
+                        "delivery not stored",
+                        extra={"delivery_id": item[0].guid, "error": str(exc)},
+                    )
+                    results.append(StoreError(f"delivery not stored: {exc}"))
+        self.batches += 1
+        self.rows += len(batch)
+        self._answer(batch, results)
+        if self.on_commit is not None and any(result is True for result in results):
+            new = sum(1 for result in results if result is True)
+            for loop in {item[2] for item in batch}:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self.on_commit, new)
+
+    @staticmethod
+    def _answer(batch: list[_Item], results: list[Result]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], Result]]] = {}
+        for (_, future, loop), result in zip(batch, results, strict=True):
+            by_loop.setdefault(loop, []).append((future, result))
+        for loop, pending in by_loop.items():
+            # A closed loop raises RuntimeError: nobody is waiting there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, pending)
+
+    def _write(self, conn: sqlite3.Connection, rows: list[IncomingDelivery]) -> list[bool]:
+        out: list[bool] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for d in rows:
+                cursor = conn.execute(
+                    _INSERT,
+                    (
+                        d.guid,
+                        d.event,
+                        d.action,
+                        d.hook_id,
+                        d.target_type,
+                        d.target_id,
+                        d.received_at,
+                        d.headers_json,
+                        d.body,
+                    ),
+                )
+                is_new = cursor.rowcount == 1
+                if is_new:
+                    insert_job(conn, d.guid, d.received_at)
+                out.append(is_new)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return out
+
+    # -- the checkpoint thread -----------------------------------------------------------
+
+    def _checkpoint_loop(self) -> None:
+        conn = connect(self.path)
+        try:
+            while not self._stop.wait(self.checkpoint_interval):
+                started = time.monotonic()
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:
+                    log.warning("checkpoint failed", extra={"error": str(exc)})
+                    continue
+                elapsed = time.monotonic() - started
+                if elapsed > 1.0:
+                    log.info("slow checkpoint", extra={"seconds": round(elapsed, 3)})
+        finally:
+            conn.close()

@@ -1,0 +1,81 @@
+"""The JobQueue contract every backend keeps: leased claims, retries with backoff, a dead state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+DELIVERY_JOB = "delivery"
+DEFAULT_MAX_ATTEMPTS = 5
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One unit of work: handle the stored delivery `delivery_id`."""
+
+    id: int
+    kind: str
+    delivery_id: str
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    run_after: float
+    lease_owner: str | None
+    lease_until: float | None
+    last_error: str | None
+
+
+class LeaseLost(RuntimeError):
+    """The job's lease expired and another worker may hold it now; stop working on it."""
+
+
+def backoff_seconds(attempts: int, *, base: float = 2.0, cap: float = 300.0) -> float:
+    """Delay before the next try after `attempts` failed ones: 2, 4, 8, ... up to `cap`."""
+    return float(min(cap, base * 2 ** max(0, attempts - 1)))
+
+
+class JobQueue(Protocol):
+    """Work handed from the receiver to the workers, at least once.
+
+    A claimed job is leased to one worker until `lease_until`; the worker extends the lease
+    with `heartbeat` while it works. A worker that dies simply stops heartbeating, and the job
+    becomes claimable again once the lease runs out. Each claim counts as an attempt; after
+    `max_attempts` the job is dead and no longer claimed.
+    """
+
+    async def enqueue(
+        self, delivery_id: str, *, kind: str = DELIVERY_JOB, max_attempts: int = ...
+    ) -> int | None:
+        """Add a job; None when one exists already for (kind, delivery_id)."""
+        ...
+
+    async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
+        """Lease the oldest ready job to `worker_id`, or None when nothing is ready."""
+        ...
+
+    async def heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
+        """Extend the lease; raises LeaseLost when `worker_id` no longer holds it."""
+        ...
+
+    async def complete(self, job_id: int, worker_id: str) -> None:
+        """Mark the job done; raises LeaseLost when `worker_id` no longer holds it."""
+        ...
+
+    async def fail(self, job_id: int, worker_id: str, error: str, *, retry: bool = True) -> Job:
+        """Record a failed attempt: back to queued after a backoff, or dead when attempts are
+        spent or `retry` is False. Raises LeaseLost when `worker_id` no longer holds it."""
+        ...
+
+    async def get(self, job_id: int) -> Job | None: ...
+
+    async def counts(self) -> dict[JobStatus, int]:
+        """How many jobs are in each status."""
+        ...

@@ -1,0 +1,202 @@
+"""The JobQueue on SQLite: the jobs table lives in the store's file, beside the deliveries."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from bot.queue.base import (
+    DEFAULT_MAX_ATTEMPTS,
+    DELIVERY_JOB,
+    Job,
+    JobStatus,
+    LeaseLost,
+    backoff_seconds,
+)
+from bot.store import Store, transaction
+
+T = TypeVar("T")
+
+_COLUMNS = (
+    "id, kind, delivery_id, status, attempts, max_attempts, run_after, lease_owner, lease_until,"
+    " last_error"
+)
+
+
+def insert_job(
+    conn: sqlite3.Connection,
+    delivery_id: str,
+    now: float,
+    *,
+    kind: str = DELIVERY_JOB,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> int | None:
+    """Insert a job inside the caller's transaction; None when (kind, delivery_id) exists."""
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO jobs (kind, delivery_id, max_attempts, run_after, created_at,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (kind, delivery_id, max_attempts, now, now, now),
+    )
+    return cursor.lastrowid if cursor.rowcount == 1 else None
+
+
+def _job(row: tuple[Any, ...]) -> Job:
+    return Job(
+        id=int(row[0]),
+        kind=str(row[1]),
+        delivery_id=str(row[2]),
+        status=JobStatus(str(row[3])),
+        attempts=int(row[4]),
+        max_attempts=int(row[5]),
+        run_after=float(row[6]),
+        lease_owner=None if row[7] is None else str(row[7]),
+        lease_until=None if row[8] is None else float(row[8]),
+        last_error=None if row[9] is None else str(row[9]),
+    )
+
+
+class SqliteJobQueue:
+    """JobQueue over the store's SQLite file; blocking work runs on anyio's thread pool."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], float] | None = None) -> None:
+        self.store = store
+        self.clock = clock or store.clock
+
+    async def _call(self, fn: Callable[..., T], *args: object) -> T:
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    # -- the contract --------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        delivery_id: str,
+        *,
+        kind: str = DELIVERY_JOB,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> int | None:
+        return await self._call(self.enqueue_sync, delivery_id, kind, max_attempts)
+
+    async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
+        return await self._call(self.claim_sync, worker_id, lease_seconds)
+
+    async def heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
+        await self._call(self._heartbeat, job_id, worker_id, lease_seconds)
+
+    async def complete(self, job_id: int, worker_id: str) -> None:
+        await self._call(self._complete, job_id, worker_id)
+
+    async def fail(self, job_id: int, worker_id: str, error: str, *, retry: bool = True) -> Job:
+        return await self._call(self._fail, job_id, worker_id, error, retry)
+
+    async def get(self, job_id: int) -> Job | None:
+        return await self._call(self.get_sync, job_id)
+
+    async def counts(self) -> dict[JobStatus, int]:
+        return await self._call(self.counts_sync)
+
+    # -- blocking implementations ----------------------------------------------------------
+
+    def enqueue_sync(
+        self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> int | None:
+        conn = self.store.conn()
+        with transaction(conn):
+            return insert_job(conn, delivery_id, self.clock(), kind=kind, max_attempts=max_attempts)
+
+    def claim_sync(self, worker_id: str, lease_seconds: float) -> Job | None:
+        conn = self.store.conn()
+        now = self.clock()
+        with transaction(conn):
+            # A job whose last lease ran out with no attempts left is dead, not claimable.
+            conn.execute(
+                "UPDATE jobs SET status = 'dead', lease_owner = NULL, lease_until = NULL,"
+                " last_error = coalesce(last_error, 'lease expired'), updated_at = ?"
+                " WHERE status = 'running' AND lease_until <= ? AND attempts >= max_attempts",
+                (now, now),
+            )
+            row = conn.execute(
+                f"UPDATE jobs SET status = 'running', lease_owner = ?, lease_until = ?,"
+                f" attempts = attempts + 1, updated_at = ?"
+                f" WHERE id = (SELECT id FROM jobs WHERE attempts < max_attempts AND"
+                f" ((status = 'queued' AND run_after <= ?)"
+                f" OR (status = 'running' AND lease_until <= ?))"
+                f" ORDER BY run_after, id LIMIT 1)"
+                f" RETURNING {_COLUMNS}",
+                (worker_id, now + lease_seconds, now, now, now),
+            ).fetchone()
+        return None if row is None else _job(row)
+
+    def _held(self, conn: sqlite3.Connection, job_id: int, worker_id: str) -> Job:
+        row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise LeaseLost(f"job {job_id} does not exist")
+        job = _job(row)
+        if job.status is not JobStatus.RUNNING or job.lease_owner != worker_id:
+            raise LeaseLost(f"job {job_id} is no longer leased to {worker_id}")
+        return job
+
+    def _heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
+        conn = self.store.conn()
+        now = self.clock()
+        with transaction(conn):
+            self._held(conn, job_id, worker_id)
+            conn.execute(
+                "UPDATE jobs SET lease_until = ?, updated_at = ? WHERE id = ?",
+                (now + lease_seconds, now, job_id),
+            )
+
+    def _complete(self, job_id: int, worker_id: str) -> None:
+        conn = self.store.conn()
+        with transaction(conn):
+            self._held(conn, job_id, worker_id)
+            conn.execute(
+                "UPDATE jobs SET status = 'done', lease_owner = NULL, lease_until = NULL,"
+                " updated_at = ? WHERE id = ?",
+                (self.clock(), job_id),
+            )
+
+    def _fail(self, job_id: int, worker_id: str, error: str, retry: bool) -> Job:
+        conn = self.store.conn()
+        now = self.clock()
+        with transaction(conn):
+            job = self._held(conn, job_id, worker_id)
+            dead = not retry or job.attempts >= job.max_attempts
+            row = conn.execute(
+                f"UPDATE jobs SET status = ?, run_after = ?, lease_owner = NULL,"
+                f" lease_until = NULL, last_error = ?, updated_at = ? WHERE id = ?"
+                f" RETURNING {_COLUMNS}",
+                (
+                    JobStatus.DEAD if dead else JobStatus.QUEUED,
+                    now if dead else now + backoff_seconds(job.attempts),
+                    error[:2000],
+                    now,
+                    job_id,
+                ),
+            ).fetchone()
+        return _job(row)
+
+    def get_sync(self, job_id: int) -> Job | None:
+        row = (
+            self.store.conn()
+            .execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+            .fetchone()
+        )
+        return None if row is None else _job(row)
+
+    def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
+        rows = self.store.conn().execute(
+            f"SELECT {_COLUMNS} FROM jobs WHERE delivery_id = ? ORDER BY id", (delivery_id,)
+        )
+        return [_job(row) for row in rows]
+
+    def counts_sync(self) -> dict[JobStatus, int]:
+        counts = dict.fromkeys(JobStatus, 0)
+        for status, count in self.store.conn().execute(
+            "SELECT status, count(*) FROM jobs GROUP BY status"
+        ):
+            counts[JobStatus(status)] = int(count)
+        return counts

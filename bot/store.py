@@ -1,0 +1,351 @@
+"""Persistence in SQLite (WAL): deliveries, runs and the job table, with a versioned schema."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.log import get_logger
+
+log = get_logger(__name__)
+
+# Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE deliveries (
+        guid TEXT PRIMARY KEY,
+        event TEXT NOT NULL,
+        action TEXT,
+        hook_id TEXT,
+        target_type TEXT,
+        target_id TEXT,
+        received_at REAL NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        decision TEXT,
+        reason TEXT,
+        workflow TEXT,
+        decided_at REAL
+    );
+    CREATE INDEX deliveries_received ON deliveries (received_at);
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        delivery_id TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'queued',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL DEFAULT 5,
+        run_after REAL NOT NULL,
+        lease_owner TEXT,
+        lease_until REAL,
+        last_error TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        UNIQUE (kind, delivery_id)
+    );
+    CREATE INDEX jobs_ready ON jobs (status, run_after);
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        delivery_id TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        target_kind TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        workflow TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        outcome TEXT
+    );
+    CREATE UNIQUE INDEX runs_delivery_workflow ON runs (delivery_id, workflow);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreError(RuntimeError):
+    """The database cannot be opened or has a schema this version does not know."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRecord:
+    """One stored delivery: the raw body and headers plus the decision once made."""
+
+    guid: str
+    event: str
+    action: str | None
+    hook_id: str | None
+    target_type: str | None
+    target_id: str | None
+    received_at: float
+    headers: dict[str, str]
+    body: bytes
+    decision: str | None = None
+    reason: str | None = None
+    workflow: str | None = None
+    decided_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One workflow execution started by a delivery."""
+
+    id: str
+    delivery_id: str
+    repo: str
+    target_kind: str
+    number: int
+    workflow: str
+    mode: str
+    status: str
+    created_at: float
+    updated_at: float
+    outcome: dict[str, object] | None = None
+
+
+def new_run_id() -> str:
+    return "wf_" + secrets.token_hex(6)
+
+
+def connect(path: Path, *, timeout: float = 10.0) -> sqlite3.Connection:
+    """A connection in autocommit mode with WAL and the pragmas every user of the file shares."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # In WAL mode NORMAL survives a killed process; only a power loss may drop the last commits.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema to SCHEMA_VERSION; refuse a database newer than this code."""
+    with transaction(conn):
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"database schema version {version} is newer than this bot ({SCHEMA_VERSION}); "
+                "upgrade the bot or point BOT_DATABASE_URL at another file"
+            )
+        for step in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[step].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={step + 1}")
+    return SCHEMA_VERSION
+
+
+_DELIVERY_COLUMNS = (
+    "guid, event, action, hook_id, target_type, target_id, received_at, headers, body, "
+    "decision, reason, workflow, decided_at"
+)
+_RUN_COLUMNS = (
+    "id, delivery_id, repo, target_kind, number, workflow, mode, status, created_at, "
+    "updated_at, outcome"
+)
+
+
+def _delivery(row: tuple[Any, ...]) -> DeliveryRecord:
+    return DeliveryRecord(
+        guid=str(row[0]),
+        event=str(row[1]),
+        action=_opt(row[2]),
+        hook_id=_opt(row[3]),
+        target_type=_opt(row[4]),
+        target_id=_opt(row[5]),
+        received_at=float(row[6]),
+        headers=json.loads(str(row[7])),
+        body=bytes(row[8]),
+        decision=_opt(row[9]),
+        reason=_opt(row[10]),
+        workflow=_opt(row[11]),
+        decided_at=None if row[12] is None else float(row[12]),
+    )
+
+
+def _run(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        id=str(row[0]),
+        delivery_id=str(row[1]),
+        repo=str(row[2]),
+        target_kind=str(row[3]),
+        number=int(row[4]),
+        workflow=str(row[5]),
+        mode=str(row[6]),
+        status=str(row[7]),
+        created_at=float(row[8]),
+        updated_at=float(row[9]),
+        outcome=None if row[10] is None else json.loads(str(row[10])),
+    )
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+class Store:
+    """The bot's database file. Methods are blocking; call them from a worker thread in async code.
+
+    Each thread gets its own connection, so the store may be shared by the event loop's
+    thread pool, the intake writer and command-line tools at once.
+    """
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.clock = clock
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+
+    @classmethod
+    def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Store:
+        """Create the file and its directory if needed and migrate the schema."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store = cls(path, clock=clock)
+            migrate(store.conn())
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the database at {path}: {exc}") from exc
+        return store
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def ping(self) -> bool:
+        """True when the database answers a query."""
+        try:
+            self.conn().execute("SELECT 1 FROM deliveries LIMIT 1").fetchall()
+        except sqlite3.Error:
+            return False
+        return True
+
+    # -- deliveries ----------------------------------------------------------------------
+
+    def get_delivery(self, guid: str) -> DeliveryRecord | None:
+        row = (
+            self.conn()
+            .execute(f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE guid = ?", (guid,))
+            .fetchone()
+        )
+        return None if row is None else _delivery(row)
+
+    def list_deliveries(self, *, limit: int | None = None) -> list[DeliveryRecord]:
+        """Deliveries oldest first; with `limit`, only the most recent ones."""
+        sql = f"SELECT {_DELIVERY_COLUMNS} FROM deliveries ORDER BY received_at DESC, rowid DESC"
+        params: tuple[int, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (limit,)
+        rows = [_delivery(row) for row in self.conn().execute(sql, params)]
+        rows.reverse()
+        return rows
+
+    def count_deliveries(self) -> int:
+        return int(self.conn().execute("SELECT count(*) FROM deliveries").fetchone()[0])
+
+    def record_decision(
+        self, guid: str, decision: str, *, reason: str | None = None, workflow: str | None = None
+    ) -> None:
+        """Store what the worker decided for a delivery ('trigger', 'skip' or 'error')."""
+        self.conn().execute(
+            "UPDATE deliveries SET decision = ?, reason = ?, workflow = ?, decided_at = ?"
+            " WHERE guid = ?",
+            (decision, reason, workflow, self.clock(), guid),
+        )
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        delivery_id: str,
+        repo: str,
+        target_kind: str,
+        number: int,
+        workflow: str,
+        mode: str,
+        status: str = "queued",
+    ) -> RunRecord:
+        """The run for (delivery, workflow); a retried job gets the run it created before."""
+        conn = self.conn()
+        now = self.clock()
+        with transaction(conn):
+            row = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE delivery_id = ? AND workflow = ?",
+                (delivery_id, workflow),
+            ).fetchone()
+            if row is not None:
+                return _run(row)
+            run_id = new_run_id()
+            conn.execute(
+                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                (run_id, delivery_id, repo, target_kind, number, workflow, mode, status, now, now),
+            )
+        return RunRecord(
+            run_id, delivery_id, repo, target_kind, number, workflow, mode, status, now, now
+        )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = (
+            self.conn()
+            .execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+            .fetchone()
+        )
+        return None if row is None else _run(row)
+
+    def runs_for_delivery(self, delivery_id: str) -> list[RunRecord]:
+        rows = self.conn().execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE delivery_id = ? ORDER BY created_at",
+            (delivery_id,),
+        )
+        return [_run(row) for row in rows]
+
+    def update_run(
+        self, run_id: str, *, status: str, outcome: dict[str, object] | None = None
+    ) -> None:
+        self.conn().execute(
+            "UPDATE runs SET status = ?, outcome = coalesce(?, outcome), updated_at = ?"
+            " WHERE id = ?",
+            (
+                status,
+                None if outcome is None else json.dumps(outcome, sort_keys=True),
+                self.clock(),
+                run_id,
+            ),
+        )
+
+    def checkpoint(self) -> None:
+        """Copy committed WAL pages into the database without waiting on anyone."""
+        self.conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

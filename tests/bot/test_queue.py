@@ -1,0 +1,194 @@
+"""The JobQueue contract, run against every backend (SQLite now; Postgres joins the params)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bot.queue.base import JobQueue, JobStatus, LeaseLost, backoff_seconds
+from bot.queue.sqlite import SqliteJobQueue
+from bot.store import Store
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Backend:
+    queue: JobQueue
+    clock: FakeClock
+
+
+@pytest.fixture(params=["sqlite"])
+def backend(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Backend]:
+    clock = FakeClock()
+    if request.param == "sqlite":
+        store = Store.open(data_dir / "bot.sqlite3", clock=clock)
+        yield Backend(SqliteJobQueue(store), clock)
+        store.close()
+    else:  # pragma: no cover - a new backend adds its branch here
+        raise AssertionError(request.param)
+
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_enqueued_job_is_claimed_once(backend: Backend) -> None:
+    q = backend.queue
+    job_id = await q.enqueue("d-1")
+    assert job_id is not None
+    job = await q.claim("w1", 30)
+    assert job is not None
+    assert (job.id, job.delivery_id, job.status, job.attempts) == (
+        job_id,
+        "d-1",
+        JobStatus.RUNNING,
+        1,
+    )
+    assert job.lease_owner == "w1"
+    assert job.lease_until == backend.clock.now + 30
+    assert await q.claim("w2", 30) is None
+
+
+async def test_enqueue_is_idempotent_per_delivery(backend: Backend) -> None:
+    q = backend.queue
+    assert await q.enqueue("d-1") is not None
+    assert await q.enqueue("d-1") is None
+    counts = await q.counts()
+    assert counts[JobStatus.QUEUED] == 1
+
+
+async def test_claims_oldest_first(backend: Backend) -> None:
+    q = backend.queue
+    for n in range(3):
+        await q.enqueue(f"d-{n}")
+        backend.clock.advance(1)
+    claimed = [await q.claim("w", 30) for _ in range(3)]
+    assert [job.delivery_id for job in claimed if job] == ["d-0", "d-1", "d-2"]
+
+
+async def test_completed_job_is_not_claimed_again(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w1", 30)
+    assert job is not None
+    await q.complete(job.id, "w1")
+    backend.clock.advance(3600)
+    assert await q.claim("w1", 30) is None
+    done = await q.get(job.id)
+    assert done is not None and done.status is JobStatus.DONE
+    assert (await q.counts())[JobStatus.DONE] == 1
+
+
+async def test_expired_lease_lets_another_worker_claim(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    first = await q.claim("crashed", 30)
+    assert first is not None
+    backend.clock.advance(29)
+    assert await q.claim("w2", 30) is None
+    backend.clock.advance(2)
+    second = await q.claim("w2", 30)
+    assert second is not None
+    assert (second.id, second.lease_owner, second.attempts) == (first.id, "w2", 2)
+    # The worker that lost its lease may no longer touch the job.
+    with pytest.raises(LeaseLost):
+        await q.complete(first.id, "crashed")
+    with pytest.raises(LeaseLost):
+        await q.heartbeat(first.id, "crashed", 30)
+    await q.complete(second.id, "w2")
+
+
+async def test_heartbeat_extends_the_lease(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w1", 30)
+    assert job is not None
+    for _ in range(4):
+        backend.clock.advance(20)
+        await q.heartbeat(job.id, "w1", 30)
+        assert await q.claim("w2", 30) is None
+    current = await q.get(job.id)
+    assert current is not None and current.lease_until == backend.clock.now + 30
+
+
+async def test_failed_job_is_retried_after_backoff(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w1", 30)
+    assert job is not None
+    after = await q.fail(job.id, "w1", "RuntimeError: boom")
+    assert after.status is JobStatus.QUEUED
+    assert after.last_error == "RuntimeError: boom"
+    assert after.run_after == backend.clock.now + backoff_seconds(1)
+    assert await q.claim("w1", 30) is None
+    backend.clock.advance(backoff_seconds(1))
+    again = await q.claim("w1", 30)
+    assert again is not None and again.attempts == 2
+
+
+async def test_job_dies_after_max_attempts(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1", max_attempts=2)
+    for attempt in (1, 2):
+        job = await q.claim("w", 30)
+        assert job is not None and job.attempts == attempt
+        after = await q.fail(job.id, "w", f"failure {attempt}")
+        backend.clock.advance(3600)
+    assert after.status is JobStatus.DEAD
+    assert await q.claim("w", 30) is None
+    assert (await q.counts())[JobStatus.DEAD] == 1
+
+
+async def test_fail_without_retry_is_dead_at_once(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w", 30)
+    assert job is not None
+    after = await q.fail(job.id, "w", "bad payload", retry=False)
+    assert after.status is JobStatus.DEAD and after.attempts == 1
+
+
+async def test_expired_lease_on_last_attempt_is_dead(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1", max_attempts=1)
+    job = await q.claim("crashed", 30)
+    assert job is not None
+    backend.clock.advance(31)
+    assert await q.claim("w2", 30) is None
+    dead = await q.get(job.id)
+    assert dead is not None and dead.status is JobStatus.DEAD
+    assert dead.last_error == "lease expired"
+
+
+async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
+    q = backend.queue
+    for n in range(20):
+        await q.enqueue(f"d-{n}")
+    claimed: list[str] = []
+
+    async def claimer(name: str) -> None:
+        while (job := await q.claim(name, 30)) is not None:
+            claimed.append(job.delivery_id)
+
+    async with anyio.create_task_group() as tasks:
+        for n in range(6):
+            tasks.start_soon(claimer, f"w{n}")
+    assert sorted(claimed) == sorted(f"d-{n}" for n in range(20))
+
+
+def test_backoff_doubles_up_to_a_cap() -> None:
+    assert [backoff_seconds(n) for n in (1, 2, 3, 4)] == [2.0, 4.0, 8.0, 16.0]
+    assert backoff_seconds(30) == 300.0

@@ -1,0 +1,131 @@
+"""The SQLite store: schema migrations, deliveries, decisions and runs."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.queue.sqlite import SqliteJobQueue
+from bot.store import SCHEMA_VERSION, Store, StoreError, connect
+
+
+def _insert_delivery(store: Store, guid: str, received_at: float = 1.0) -> None:
+    store.conn().execute(
+        "INSERT INTO deliveries (guid, event, action, received_at, headers, body)"
+        " VALUES (?, 'issues', 'opened', ?, '{\"x-github-event\": \"issues\"}', x'7b7d')",
+        (guid, received_at),
+    )
+
+
+def test_open_creates_the_schema_in_wal_mode(data_dir: Path) -> None:
+    path = data_dir / "nested" / "bot.sqlite3"
+    store = Store.open(path)
+    conn = store.conn()
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"deliveries", "jobs", "runs"} <= tables
+    store.close()
+
+
+def test_reopening_keeps_data_and_does_not_migrate_twice(data_dir: Path) -> None:
+    path = data_dir / "bot.sqlite3"
+    store = Store.open(path)
+    _insert_delivery(store, "g-1")
+    store.close()
+    again = Store.open(path)
+    assert again.count_deliveries() == 1
+    again.close()
+
+
+def test_a_newer_schema_is_refused_with_advice(data_dir: Path) -> None:
+    path = data_dir / "bot.sqlite3"
+    conn = connect(path)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this bot"):
+        Store.open(path)
+
+
+def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot open the database"):
+        Store.open(blocker / "bot.sqlite3")
+
+
+def test_decision_is_recorded_on_the_delivery(data_dir: Path) -> None:
+    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: 42.0)
+    _insert_delivery(store, "g-1")
+    assert store.get_delivery("g-1") is not None
+    assert store.get_delivery("g-1").decision is None  # type: ignore[union-attr]
+    store.record_decision("g-1", "skip", reason="bot_sender: dependabot[bot]")
+    row = store.get_delivery("g-1")
+    assert row is not None
+    assert (row.decision, row.reason, row.workflow, row.decided_at) == (
+        "skip",
+        "bot_sender: dependabot[bot]",
+        None,
+        42.0,
+    )
+    assert row.headers == {"x-github-event": "issues"}
+    assert row.body == b"{}"
+    assert store.get_delivery("missing") is None
+    store.close()
+
+
+def test_list_deliveries_oldest_first_with_limit_keeping_the_newest(data_dir: Path) -> None:
+    store = Store.open(data_dir / "bot.sqlite3")
+    for n in range(5):
+        _insert_delivery(store, f"g-{n}", received_at=float(n))
+    assert [d.guid for d in store.list_deliveries()] == [f"g-{n}" for n in range(5)]
+    assert [d.guid for d in store.list_deliveries(limit=2)] == ["g-3", "g-4"]
+    store.close()
+
+
+def test_create_run_is_idempotent_per_delivery_and_workflow(data_dir: Path) -> None:
+    store = Store.open(data_dir / "bot.sqlite3")
+    args = {
+        "delivery_id": "g-1",
+        "repo": "octo/repo",
+        "target_kind": "pull_request",
+        "number": 7,
+        "workflow": "review",
+        "mode": "webhook",
+    }
+    run = store.create_run(**args)  # type: ignore[arg-type]
+    assert re.fullmatch(r"wf_[0-9a-f]{12}", run.id)
+    assert store.create_run(**args) == run  # type: ignore[arg-type]
+    assert store.get_run(run.id) == run
+    other = store.create_run(**{**args, "workflow": "fix"})  # type: ignore[arg-type]
+    assert other.id != run.id
+    assert [r.id for r in store.runs_for_delivery("g-1")] == [run.id, other.id]
+    store.update_run(run.id, status="succeeded", outcome={"summary": "ok"})
+    done = store.get_run(run.id)
+    assert done is not None and (done.status, done.outcome) == ("succeeded", {"summary": "ok"})
+    store.close()
+
+
+def test_ping_reports_a_broken_database(data_dir: Path) -> None:
+    path = data_dir / "bot.sqlite3"
+    store = Store.open(path)
+    assert store.ping()
+    store.conn().execute("DROP TABLE deliveries")
+    assert not store.ping()
+    store.close()
+
+
+def test_delivery_and_job_share_the_database_file(data_dir: Path) -> None:
+    store = Store.open(data_dir / "bot.sqlite3")
+    queue = SqliteJobQueue(store)
+    _insert_delivery(store, "g-1")
+    assert queue.enqueue_sync("g-1") is not None
+    raw = sqlite3.connect(data_dir / "bot.sqlite3")
+    assert raw.execute(
+        "SELECT count(*) FROM jobs JOIN deliveries ON deliveries.guid = jobs.delivery_id"
+    ).fetchone() == (1,)
+    raw.close()
+    store.close()

@@ -1,0 +1,245 @@
+"""Reading `.github/bot.yml`: YAML with line marks, and errors that point at lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import yaml
+from pydantic import BaseModel
+
+CONFIG_PATH = ".github/bot.yml"
+MAX_CONFIG_BYTES = 128 * 1024
+"""Larger files are refused before parsing."""
+MAX_CONFIG_NODES = 10_000
+"""Values counted with aliases expanded; more means an alias bomb or a runaway file."""
+
+# --- errors -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One thing wrong with a config file, with where it is when that is known."""
+
+    message: str
+    key: str = ""
+    line: int | None = None
+    column: int | None = None
+
+    def render(self, file: str) -> str:
+        where = file
+        if self.line is not None:
+            where += f" line {self.line}"
+            if self.column is not None and not self.key:
+                where += f", column {self.column}"
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """The repository config cannot be used; the message says where and what to fix."""
+
+    def __init__(self, problems: Sequence[ConfigProblem], *, file: str = CONFIG_PATH) -> None:
+        self.problems = tuple(problems)
+        self.file = file
+        super().__init__("\n".join(problem.render(file) for problem in self.problems))
+
+
+# --- YAML with positions ------------------------------------------------------------------
+
+Loc = tuple[str | int, ...]
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """Where each key (and its value) sits in the file, by path."""
+
+    keys: dict[Loc, yaml.Mark]
+    values: dict[Loc, yaml.Mark]
+
+
+def _walk(node: yaml.Node, loc: Loc, marks: Marks, problems: list[ConfigProblem]) -> None:
+    stack: list[tuple[yaml.Node, Loc]] = [(node, loc)]
+    seen = 0
+    while stack:
+        current, here = stack.pop()
+        seen += 1
+        if seen > MAX_CONFIG_NODES:
+            raise ConfigError(
+                [ConfigProblem(f"too many values (over {MAX_CONFIG_NODES}, aliases expanded)")]
+            )
+        marks.values.setdefault(here, current.start_mark)
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend((item, (*here, i)) for i, item in enumerate(current.value))
+        elif isinstance(current, yaml.MappingNode):
+            names: set[str] = set()
+            for key_node, value_node in current.value:
+                if key_node.tag == _MERGE_TAG:
+                    # `<<: *defaults` merges other mappings here, at the same path.
+                    merged = (
+                        value_node.value
+                        if isinstance(value_node, yaml.SequenceNode)
+                        else [value_node]
+                    )
+                    stack.extend((item, here) for item in merged)
+                    continue
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                line = key_node.start_mark.line + 1
+                if key is None or key_node.tag != "tag:yaml.org,2002:str":
+                    problems.append(ConfigProblem("keys must be plain text", _dotted(here), line))
+                    continue
+                if key in names:
+                    problems.append(ConfigProblem("duplicate key", _dotted((*here, key)), line))
+                names.add(key)
+                marks.keys.setdefault((*here, key), key_node.start_mark)
+                stack.append((value_node, (*here, key)))
+
+
+def _syntax_problem(exc: yaml.YAMLError) -> ConfigProblem:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        text = exc.problem or exc.context or "cannot be read"
+        if exc.context and exc.problem:
+            started = f" started on line {exc.context_mark.line + 1}" if exc.context_mark else ""
+            text += f" ({exc.context}{started})"
+        if mark is not None:
+            return ConfigProblem(f"invalid YAML: {text}", "", mark.line + 1, mark.column + 1)
+        return ConfigProblem(f"invalid YAML: {text}")
+    return ConfigProblem(f"invalid YAML: {exc}")
+
+
+def load_yaml(text: str | None, file: str) -> tuple[dict[str, object], Marks]:
+    """The mapping in a config file and where its keys and values are; {} when empty."""
+    marks = Marks({}, {})
+    if text is None or not text.strip():
+        return {}, marks
+    if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
+        raise ConfigError([ConfigProblem(f"file is over {MAX_CONFIG_BYTES} bytes")], file=file)
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}, marks
+        problems: list[ConfigProblem] = []
+        # Walk first: the walk bounds the size, and construction rewrites merge keys.
+        _walk(node, (), marks, problems)
+        data = loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ConfigError([_syntax_problem(exc)], file=file) from None
+    except RecursionError:
+        raise ConfigError([ConfigProblem("values are nested too deeply")], file=file) from None
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, file=file) from None
+    finally:
+        loader.dispose()
+    if data is None:
+        return {}, marks
+    if not isinstance(data, dict):
+        found = ConfigProblem(f"expected a mapping of keys to values, got {got(data)}", "", 1)
+        raise ConfigError([found], file=file)
+    if problems:
+        raise ConfigError(problems, file=file)
+    return data, marks
+
+
+# --- validation errors mapped to lines ----------------------------------------------------
+
+
+def _dotted(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def got(value: object) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
+    """The model class whose field list applies at `loc`, following nested sections."""
+    model = root
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = next((f for name, f in model.model_fields.items() if part in (name, f.alias)), None)
+        annotation = field.annotation if field else None
+        inner = _section_type(annotation)
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _section_type(annotation: object) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _section_type(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _keys(model: type[BaseModel]) -> str:
+    return ", ".join(f.alias or name for name, f in model.model_fields.items())
+
+
+_EXPECTED = {
+    "bool_type": "expected true or false",
+    "int_type": "expected a whole number",
+    "string_type": "expected text",
+    "list_type": "expected a list",
+    "model_type": "expected a mapping of keys to values",
+    "dict_type": "expected a mapping of keys to values",
+}
+
+
+def _explain(error: Mapping[str, object], loc: Loc, root: type[BaseModel]) -> str:
+    kind = str(error["type"])
+    raw_ctx = error.get("ctx")
+    ctx: Mapping[str, object] = raw_ctx if isinstance(raw_ctx, Mapping) else {}
+    msg = str(error["msg"])
+    shown = got(error.get("input"))
+    if kind in _EXPECTED:
+        return f"{_EXPECTED[kind]}, got {shown}"
+    if kind == "extra_forbidden":
+        model = _model_at(root, loc[:-1])
+        known = f"; expected one of: {_keys(model)}" if model else ""
+        return f"unknown key{known}"
+    if kind == "missing":
+        return "required, but missing"
+    if kind == "literal_error":
+        return f"expected one of {ctx.get('expected', '')}, got {shown}"
+    if kind == "string_pattern_mismatch":
+        return f"expected a lower-case name of letters, digits, - and _, got {shown}"
+    if kind == "value_error":
+        return str(ctx.get("error", msg))
+    return f"{msg[:1].lower()}{msg[1:]}, got {shown}"
+
+
+def problem_at(error: Mapping[str, object], marks: Marks, root: type[BaseModel]) -> ConfigProblem:
+    """One pydantic error as a ConfigProblem on the line of the value (or key) it is about."""
+    raw_loc = error["loc"]
+    loc: Loc = tuple(raw_loc) if isinstance(raw_loc, tuple) else ()
+    message = _explain(error, loc, root)
+    mark: yaml.Mark | None
+    if error["type"] == "extra_forbidden":
+        mark = marks.keys.get(loc)
+    elif error["type"] == "missing":
+        # The key is absent, so point at the mapping that lacks it.
+        mark = next(
+            (
+                marks.values[loc[:end]]
+                for end in range(len(loc) - 1, 0, -1)
+                if loc[:end] in marks.values
+            ),
+            None,
+        )
+    else:
+        mark = marks.values.get(loc)
+    if mark is None:
+        return ConfigProblem(f"{message} (in the `_extends` config)", _dotted(loc))
+    return ConfigProblem(message, _dotted(loc), mark.line + 1)

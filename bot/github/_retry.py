@@ -1,0 +1,236 @@
+"""Sending one GitHub request: retries with backoff, rate-limit waits and write spacing.
+
+What is retried, and how:
+
+* 5xx answers and connection failures (refused, reset, timeouts) are retried with
+  exponential backoff: `backoff_s` * 1, 2, 4 ... plus up to 25 % jitter, for at
+  most `attempts` tries in all (default 4: waits of 0.5, 1 and 2 s). GETs and
+  PATCHes are idempotent. POSTs are retried too: the writes the bot makes are
+  comments, reactions, check runs and reviews, and the publisher finds an earlier
+  copy by its hidden marker before creating one, so a POST that reached GitHub but
+  whose answer was lost costs at most one duplicate that the next update absorbs.
+  When the tries run out the caller gets `RetryableError`, so the job is re-queued.
+* Rate limits (403 or 429): `retry-after` (seconds) is honoured; otherwise, with
+  `x-ratelimit-remaining: 0`, the client waits until `x-ratelimit-reset` (epoch
+  seconds); a 429 or a "secondary rate limit" 403 without either waits 60 s, as
+  GitHub's documentation asks. A wait longer than `max_sleep_s` (default 60 s) is
+  not slept inside the run: `RateLimited(retry_at)` is raised at once so the job
+  can be scheduled for later. At most `rate_limit_waits` waits per request.
+* Writes (POST, PATCH, PUT, DELETE) made with one installation's token are
+  serialised and spaced at least `mutation_interval_s` apart (default 1 s), as
+  GitHub's secondary-rate-limit guidance asks: a per-installation lock plus the
+  time the previous write was sent.
+
+Every request carries `X-Bot-Delivery: <delivery id>` when a delivery is bound in
+the log context, so GitHub-side traces can be tied back to the webhook. Tokens and
+JWTs travel only in the Authorization header and are never logged.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+from githubkit import GitHub, UnauthAuthStrategy
+from githubkit.exception import RequestError, RequestFailed
+
+from bot.github.errors import AuthError, GitHubError, NotFound, RateLimited, RetryableError
+from bot.log import current_fields, get_logger
+
+log = get_logger(__name__)
+
+MUTATING = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+USER_AGENT = "repo-agent-bot"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How hard one request tries. Tests shrink the intervals; production keeps the defaults."""
+
+    attempts: int = 4
+    backoff_s: float = 0.5
+    max_sleep_s: float = 60.0
+    rate_limit_waits: int = 3
+    mutation_interval_s: float = 1.0
+    timeout_s: float = 30.0
+
+
+def rate_limit_wait(status: int, headers: Mapping[str, str], body: str, now: float) -> float | None:
+    """Seconds to wait before retrying a rate-limited answer; None when it is not a rate limit."""
+    if status not in (403, 429):
+        return None
+    retry_after = headers.get("retry-after")
+    if retry_after is not None:
+        try:
+            return max(0.0, float(retry_after))
+        except ValueError:
+            return 60.0
+    if headers.get("x-ratelimit-remaining") == "0":
+        try:
+            return max(0.0, float(headers.get("x-ratelimit-reset", "")) - now) + 1.0
+        except ValueError:
+            return 60.0
+    if status == 429 or "rate limit" in body.lower():
+        return 60.0
+    return None
+
+
+def error_for(response: httpx.Response) -> GitHubError:
+    """The exception for a final error answer, with GitHub's message and docs link."""
+    message, docs = "", None
+    try:
+        data = response.json()
+        if isinstance(data, dict):
+            message = str(data.get("message") or "")
+            docs = data.get("documentation_url")
+    except ValueError:
+        message = response.text[:200]
+    status = response.status_code
+    if status == 404:
+        return NotFound(status, message, docs)
+    if status == 401:
+        return AuthError(status, message, docs)
+    if status >= 500:
+        return RetryableError(status, message, docs)
+    return GitHubError(status, message, docs)
+
+
+class _SharedTransport(httpx.AsyncBaseTransport):
+    """Keeps one connection pool across the short-lived httpx clients githubkit creates."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:  # the owner closes `inner` once, at shutdown
+        return None
+
+
+class _Spacer:
+    """Serialises one installation's writes and keeps them `interval` apart."""
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.last_sent = float("-inf")
+
+
+class Sender:
+    """Sends requests through githubkit with the retry, rate-limit and spacing rules above."""
+
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        policy: RetryPolicy,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self.policy = policy
+        self._clock = clock
+        self._sleep = sleep
+        self._inner = transport or httpx.AsyncHTTPTransport(retries=0)
+        self._github: GitHub[Any] = GitHub(
+            UnauthAuthStrategy(),
+            base_url=api_url,
+            async_transport=_SharedTransport(self._inner),
+            auto_retry=False,
+            http_cache=False,
+            timeout=policy.timeout_s,
+            user_agent=USER_AGENT,
+        )
+        self._spacers: dict[int, _Spacer] = {}
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        authorization: str,
+        json: Any = None,
+        params: Mapping[str, str | int] | None = None,
+        accept: str = "application/vnd.github+json",
+        installation_id: int | None = None,
+    ) -> httpx.Response:
+        """One request, retried per the policy; a 2xx/3xx answer or a GitHubError."""
+        method = method.upper()
+        if method in MUTATING and installation_id is not None:
+            spacer = self._spacers.setdefault(installation_id, _Spacer())
+            async with spacer.lock:
+                wait = spacer.last_sent + self.policy.mutation_interval_s - time.monotonic()
+                if wait > 0:
+                    await self._sleep(wait)
+                spacer.last_sent = time.monotonic()
+                return await self._with_retries(method, path, authorization, json, params, accept)
+        return await self._with_retries(method, path, authorization, json, params, accept)
+
+    async def _with_retries(
+        self,
+        method: str,
+        path: str,
+        authorization: str,
+        json: Any,
+        params: Mapping[str, str | int] | None,
+        accept: str,
+    ) -> httpx.Response:
+        headers = {
+            "Authorization": authorization,
+            "Accept": accept,
+            "X-GitHub-Api-Version": "2022-11-28",
+        }
+        delivery = current_fields().get("delivery_id")
+        if delivery is not None:
+            headers["X-Bot-Delivery"] = str(delivery)
+        failures = 0
+        rate_waits = 0
+        while True:
+            try:
+                answer = await self._github.arequest(
+                    method, path, headers=headers, json=json, params=dict(params or {})
+                )
+                return answer.raw_response
+            except RequestFailed as exc:
+                response = exc.response.raw_response
+            except RequestError as exc:
+                failures += 1
+                if failures >= self.policy.attempts:
+                    raise RetryableError(0, f"{method} {path}: {type(exc.exc).__name__}") from None
+                await self._backoff(method, path, 0, failures)
+                continue
+            status = response.status_code
+            wait = rate_limit_wait(status, response.headers, response.text, self._clock())
+            if wait is not None:
+                rate_waits += 1
+                if wait > self.policy.max_sleep_s or rate_waits > self.policy.rate_limit_waits:
+                    raise RateLimited(self._clock() + wait, f"{method} {path} rate limited")
+                log.warning(
+                    "github rate limited",
+                    extra={"method": method, "path": path, "status": status, "wait_s": wait},
+                )
+                await self._sleep(wait)
+                continue
+            if status >= 500:
+                failures += 1
+                if failures < self.policy.attempts:
+                    await self._backoff(method, path, status, failures)
+                    continue
+            raise error_for(response)
+
+    async def _backoff(self, method: str, path: str, status: int, failures: int) -> None:
+        delay = self.policy.backoff_s * 2 ** (failures - 1)
+        delay += random.uniform(0, delay / 4)
+        log.warning(
+            "github request failed, retrying",
+            extra={"method": method, "path": path, "status": status, "attempt": failures},
+        )
+        await self._sleep(delay)

@@ -1,0 +1,215 @@
+"""Lenient models of the GitHub REST objects the bot reads: known fields typed, the rest ignored.
+
+GitHub adds fields over time and some are absent on older objects; these models
+accept any extra keys and default what the bot can live without, so drifted
+responses never fail a run. `raw` keeps the full JSON for the rare reader that
+needs a field not modelled here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
+PERMISSIONS: tuple[str, ...] = ("admin", "maintain", "write", "triage", "read", "none")
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+
+class User(_Lenient):
+    login: str
+    id: int = 0
+    type: str = "User"
+    html_url: str = ""
+
+    @property
+    def is_bot(self) -> bool:
+        return self.type == "Bot" or self.login.endswith("[bot]")
+
+
+class Label(_Lenient):
+    name: str
+    color: str = ""
+
+
+class Repository(_Lenient):
+    id: int
+    name: str
+    full_name: str
+    private: bool = False
+    default_branch: str = "main"
+    clone_url: str = ""
+    html_url: str = ""
+    owner: User | None = None
+    archived: bool = False
+    fork: bool = False
+
+
+class Issue(_Lenient):
+    """An issue, or the issue side of a pull request (then `pull_request` is set)."""
+
+    id: int
+    number: int
+    title: str = ""
+    body: str | None = None
+    state: str = "open"
+    user: User | None = None
+    labels: list[Label] = Field(default_factory=list)
+    comments: int = 0
+    html_url: str = ""
+    author_association: str = "NONE"
+    pull_request: dict[str, Any] | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    @property
+    def is_pull_request(self) -> bool:
+        return self.pull_request is not None
+
+
+class IssueComment(_Lenient):
+    id: int
+    body: str | None = None
+    user: User | None = None
+    html_url: str = ""
+    author_association: str = "NONE"
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+class GitRef(_Lenient):
+    """One side of a pull request (`head` or `base`)."""
+
+    ref: str
+    sha: str
+    label: str = ""
+    repo: Repository | None = None
+
+
+class PullRequest(_Lenient):
+    id: int
+    number: int
+    title: str = ""
+    body: str | None = None
+    state: str = "open"
+    draft: bool = False
+    merged: bool = False
+    user: User | None = None
+    head: GitRef
+    base: GitRef
+    html_url: str = ""
+    additions: int = 0
+    deletions: int = 0
+    changed_files: int = 0
+    author_association: str = "NONE"
+
+    @property
+    def is_fork(self) -> bool:
+        head_repo = self.head.repo
+        base_repo = self.base.repo
+        if head_repo is None or base_repo is None:
+            return True
+        return head_repo.full_name != base_repo.full_name
+
+
+class PullFile(_Lenient):
+    filename: str
+    status: str = "modified"
+    additions: int = 0
+    deletions: int = 0
+    changes: int = 0
+    patch: str | None = None
+    previous_filename: str | None = None
+    sha: str | None = None
+
+
+class ReviewComment(_Lenient):
+    id: int
+    body: str = ""
+    path: str = ""
+    line: int | None = None
+    side: str | None = None
+    commit_id: str = ""
+    user: User | None = None
+    in_reply_to_id: int | None = None
+    author_association: str = "NONE"
+    html_url: str = ""
+
+
+class Review(_Lenient):
+    id: int
+    body: str | None = None
+    state: str = ""
+    commit_id: str | None = None
+    user: User | None = None
+    html_url: str = ""
+
+
+class CheckRunOutput(_Lenient):
+    title: str | None = None
+    summary: str | None = None
+    text: str | None = None
+
+
+class CheckRun(_Lenient):
+    id: int
+    name: str
+    head_sha: str
+    status: str = "queued"
+    conclusion: str | None = None
+    external_id: str | None = None
+    details_url: str | None = None
+    html_url: str | None = None
+    output: CheckRunOutput | None = None
+
+
+class AppInfo(_Lenient):
+    """`GET /app`: the App this private key belongs to."""
+
+    id: int
+    slug: str
+    name: str = ""
+    owner: User | None = None
+    html_url: str = ""
+    permissions: dict[str, str] = Field(default_factory=dict)
+    events: list[str] = Field(default_factory=list)
+
+
+class Installation(_Lenient):
+    id: int
+    account: User | None = None
+    repository_selection: str = "all"
+    app_id: int | None = None
+    permissions: dict[str, str] = Field(default_factory=dict)
+    suspended_at: str | None = None
+
+
+class InstallationToken(_Lenient):
+    """`POST /app/installations/{id}/access_tokens`. `token` is a secret: never log it."""
+
+    token: str = Field(repr=False)
+    expires_at: str
+    permissions: dict[str, str] = Field(default_factory=dict)
+    repository_selection: str | None = None
+
+
+class ManifestConversion(_Lenient):
+    """`POST /app-manifests/{code}/conversions`: the new App's identity and secrets."""
+
+    id: int
+    slug: str
+    name: str = ""
+    pem: str = Field(repr=False)
+    webhook_secret: str | None = Field(default=None, repr=False)
+    client_id: str | None = None
+    client_secret: str | None = Field(default=None, repr=False)
+    html_url: str = ""
+    owner: User | None = None

@@ -1,0 +1,635 @@
+"""A stateful fake of the GitHub REST API and git smart HTTP, for tests; a real HTTP server.
+
+    fake = FakeGitHub()
+    fake.add_repo("octo", "hello", bare_git_dir, default_branch="main")
+    fake.add_installation(42, "octo", ["octo/hello"])
+    fake.add_issue("octo", "hello", title="Crash", body="...", user="alice")
+    app = GitHubApp(fake.app_id, fake.private_key_pem, transport=httpx.ASGITransport(fake.app),
+                    api_url="http://github.test")
+    with serve_fake_github(fake) as base_url: ...      # on 127.0.0.1, for git and subprocesses
+
+It checks the App JWT (RS256 against its key pair; `iss`, `iat`, `exp` within 10 min) on
+`/app*` routes and its own expiring installation tokens on repository routes (a token
+narrowed to other repositories gets 404); git clones at `/{owner}/{repo}.git` need the
+token as HTTP Basic `x-access-token:<token>`. Every request is appended to `calls`;
+`fail_next(...)` injects 5xx and rate-limit answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import itertools
+import json
+import os
+import re
+import secrets
+import subprocess
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jwt
+import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.fakes._github_git import git, pull_changes
+
+Handler = Callable[[Request, Any], Awaitable[Response]]
+DOCS = "https://docs.github.com/rest"
+
+
+def iso(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+
+
+def user_json(login: str, kind: str | None = None) -> dict[str, Any]:
+    kind = kind or ("Bot" if login.endswith("[bot]") else "User")
+    uid = zlib.crc32(login.encode()) % 10_000_000
+    return {
+        "login": login,
+        "id": uid,
+        "node_id": base64.b64encode(f"U_{uid}".encode()).decode(),
+        "avatar_url": f"https://avatars.githubusercontent.com/u/{uid}?v=4",
+        "gravatar_id": "",
+        "url": f"https://api.github.com/users/{login}",
+        "html_url": f"https://github.com/{login}",
+        "type": kind,
+        "site_admin": False,
+    }
+
+
+class FakeError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Call:
+    """One request the fake received. `headers` exclude Authorization; `auth` says what came."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    json: Any
+    headers: dict[str, str]
+    auth: str | None
+    at: float
+    status: int = 0
+    installation_id: int | None = None
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: str
+    status: int
+    remaining: int
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class Token:
+    value: str
+    installation_id: int
+    repos: frozenset[str] | None
+    permissions: dict[str, str]
+    expires_at: float
+    revoked: bool = False
+
+
+@dataclass
+class Installation:
+    id: int
+    account: str
+    repos: list[str]
+
+
+@dataclass
+class FakeRepo:
+    id: int
+    owner: str
+    name: str
+    git_dir: Path
+    default_branch: str
+    private: bool
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pull_diffs: dict[int, str] = field(default_factory=dict)
+    pull_files: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    review_comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+    next_number: int = 1
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+class FakeGitHub:
+    """The state behind the fake, and the Starlette app (`.app`) serving it."""
+
+    def __init__(
+        self,
+        *,
+        app_id: int = 1001,
+        slug: str = "repo-agent",
+        private_key_pem: str | None = None,
+        webhook_secret: str = "whsec-test-0123456789",
+        token_ttl_s: float = 3600.0,
+    ) -> None:
+        self.app_id = app_id
+        self.slug = slug
+        if private_key_pem is None:
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            private_key_pem = key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            ).decode()
+        self.private_key_pem = private_key_pem
+        self.public_key = serialization.load_pem_private_key(
+            private_key_pem.encode(), password=None
+        ).public_key()
+        self.webhook_secret = webhook_secret
+        self.token_ttl_s = token_ttl_s
+        self.max_per_page = 100
+        self.calls: list[Call] = []
+        self.repos: dict[str, FakeRepo] = {}
+        self.installations: dict[int, Installation] = {}
+        self.tokens: dict[str, Token] = {}
+        self.comments: dict[int, dict[str, Any]] = {}
+        self.comment_issue: dict[int, tuple[str, int]] = {}
+        self.reactions: list[dict[str, Any]] = []
+        self.check_runs: dict[int, dict[str, Any]] = {}
+        self.check_run_repo: dict[int, str] = {}
+        self.manifest_codes: dict[str, dict[str, Any]] = {}
+        self._faults: list[Fault] = []
+        self._ids = itertools.count(1_000_001)
+        self._lock = threading.Lock()
+        self.app = self._build_app()
+
+    # -- state set-up ------------------------------------------------------------------------
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.slug}[bot]"
+
+    def _id(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
+    def add_repo(
+        self,
+        owner: str,
+        name: str,
+        bare_git_path: Path,
+        default_branch: str = "main",
+        private: bool = False,
+    ) -> FakeRepo:
+        repo = FakeRepo(self._id(), owner, name, Path(bare_git_path), default_branch, private)
+        self.repos[repo.full_name] = repo
+        return repo
+
+    def add_installation(self, installation_id: int, account: str, repos: list[str]) -> None:
+        """`repos` are full names ("owner/name") the installation may see."""
+        self.installations[installation_id] = Installation(installation_id, account, list(repos))
+
+    def set_permission(self, owner: str, repo: str, login: str, perm: str) -> None:
+        self.repos[f"{owner}/{repo}"].permissions[login.lower()] = perm
+
+    def add_issue(
+        self,
+        owner: str,
+        repo: str,
+        *,
+        title: str,
+        body: str | None = "",
+        user: str = "octocat",
+        labels: list[str] | None = None,
+        number: int | None = None,
+        state: str = "open",
+    ) -> dict[str, Any]:
+        fr = self.repos[f"{owner}/{repo}"]
+        number = number or fr.next_number
+        fr.next_number = max(fr.next_number, number + 1)
+        now = iso()
+        issue = {
+            "id": self._id(),
+            "node_id": f"I_{number}",
+            "url": f"https://api.github.com/repos/{fr.full_name}/issues/{number}",
+            "html_url": f"https://github.com/{fr.full_name}/issues/{number}",
+            "number": number,
+            "state": state,
+            "title": title,
+            "body": body,
+            "user": user_json(user),
+            "labels": [{"id": self._id(), "name": n, "color": "ededed"} for n in labels or []],
+            "assignees": [],
+            "comments": 0,
+            "locked": False,
+            "author_association": self._association(fr, user),
+            "created_at": now,
+            "updated_at": now,
+            "closed_at": None,
+        }
+        fr.issues[number] = issue
+        return issue
+
+    def add_comment(
+        self, owner: str, repo: str, number: int, body: str, user: str = "octocat"
+    ) -> dict[str, Any]:
+        """A comment as if a person wrote it (the bot's own go through the API)."""
+        return self._new_comment(self.repos[f"{owner}/{repo}"], number, body, user)
+
+    async def add_pull(
+        self,
+        owner: str,
+        repo: str,
+        *,
+        head: str,
+        base: str | None = None,
+        title: str = "A change",
+        body: str | None = "",
+        user: str = "octocat",
+        draft: bool = False,
+        head_repo: str | None = None,
+        number: int | None = None,
+    ) -> dict[str, Any]:
+        """A pull from branch (or commit) `head` into `base`; shas, files and diff come from git.
+
+        `refs/pull/<n>/head` is written into the bare repository, as GitHub does, so
+        clients can fetch the head even when it lives in a fork (`head_repo`).
+        """
+        fr = self.repos[f"{owner}/{repo}"]
+        base = base or fr.default_branch
+        head_sha = (await git(fr.git_dir, "rev-parse", f"{head}^{{commit}}")).strip()
+        base_sha = (await git(fr.git_dir, "rev-parse", f"{base}^{{commit}}")).strip()
+        issue = self.add_issue(owner, repo, title=title, body=body, user=user, number=number)
+        n = issue["number"]
+        await git(fr.git_dir, "update-ref", f"refs/pull/{n}/head", head_sha)
+        diff, changes = await pull_changes(fr.git_dir, base_sha, head_sha)
+        fr.pull_diffs[n] = diff
+        fr.pull_files[n] = [
+            {
+                "sha": secrets.token_hex(20),
+                "filename": c.filename,
+                "status": c.status,
+                "additions": c.additions,
+                "deletions": c.deletions,
+                "changes": c.additions + c.deletions,
+                "blob_url": f"https://github.com/{fr.full_name}/blob/{head_sha}/{c.filename}",
+                "patch": c.patch,
+                **({"previous_filename": c.previous_filename} if c.previous_filename else {}),
+            }
+            for c in changes
+        ]
+        url = f"https://api.github.com/repos/{fr.full_name}/issues/{n}"
+        issue["pull_request"] = {"url": url.replace("/issues/", "/pulls/"), "merged_at": None}
+        head_full = head_repo or fr.full_name
+        pull = {
+            **{k: issue[k] for k in ("id", "number", "state", "title", "body", "user")},
+            **{k: issue[k] for k in ("created_at", "updated_at", "author_association")},
+            "url": url.replace("/issues/", "/pulls/"),
+            "html_url": f"https://github.com/{fr.full_name}/pull/{n}",
+            "draft": draft,
+            "merged": False,
+            "mergeable": True,
+            "head": {
+                "label": f"{head_full.split('/')[0]}:{head}",
+                "ref": head,
+                "sha": head_sha,
+                "user": user_json(head_full.split("/")[0]),
+                "repo": self._repo_stub(head_full, fr),
+            },
+            "base": {
+                "label": f"{owner}:{base}",
+                "ref": base,
+                "sha": base_sha,
+                "user": user_json(owner),
+                "repo": self._repo_stub(fr.full_name, fr),
+            },
+            "additions": sum(c.additions for c in changes),
+            "deletions": sum(c.deletions for c in changes),
+            "changed_files": len(changes),
+            "commits": 1,
+            "comments": 0,
+            "review_comments": 0,
+        }
+        fr.pulls[n] = pull
+        return pull
+
+    def register_manifest_code(self, code: str, manifest: dict[str, Any] | None = None) -> None:
+        """Make `POST /app-manifests/<code>/conversions` succeed (once), as after a browser flow."""
+        self.manifest_codes[code] = dict(manifest or {})
+
+    # -- faults and tokens -----------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        path_pattern: str,
+        status: int,
+        *,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Answer the next `times` matching requests with `status` (glob on the path; "*" method)."""
+        body = {"message": message or f"injected {status}", "documentation_url": DOCS}
+        self._faults.append(
+            Fault(method.upper(), path_pattern, status, times, dict(headers or {}), body)
+        )
+
+    def revoke_tokens(self) -> None:
+        for token in self.tokens.values():
+            token.revoked = True
+
+    def calls_to(self, method: str, path_pattern: str) -> list[Call]:
+        return [
+            c
+            for c in self.calls
+            if (method == "*" or c.method == method.upper())
+            and fnmatch.fnmatchcase(c.path, path_pattern)
+        ]
+
+    def writes(self) -> list[Call]:
+        """Every mutating call made with an installation token (what the bot wrote)."""
+        return [
+            c
+            for c in self.calls
+            if c.method in ("POST", "PATCH", "PUT", "DELETE") and c.auth == "token"
+        ]
+
+    def comments_on(self, owner: str, repo: str, number: int) -> list[dict[str, Any]]:
+        key = f"{owner}/{repo}"
+        return [
+            self.comments[cid]
+            for cid, where in sorted(self.comment_issue.items())
+            if where == (key, number)
+        ]
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _association(self, fr: FakeRepo, login: str) -> str:
+        if login.lower() == fr.owner.lower():
+            return "OWNER"
+        perm = fr.permissions.get(login.lower())
+        return "COLLABORATOR" if perm in ("admin", "maintain", "write", "triage") else "NONE"
+
+    def _repo_stub(self, full_name: str, fr: FakeRepo) -> dict[str, Any]:
+        owner, name = full_name.split("/", 1)
+        return {
+            "id": fr.id if full_name == fr.full_name else zlib.crc32(full_name.encode()),
+            "name": name,
+            "full_name": full_name,
+            "private": fr.private,
+            "owner": user_json(owner),
+            "html_url": f"https://github.com/{full_name}",
+            "default_branch": fr.default_branch,
+        }
+
+    def _new_comment(self, fr: FakeRepo, number: int, body: str, login: str) -> dict[str, Any]:
+        if number not in fr.issues:
+            raise FakeError(404, "Not Found")
+        cid = self._id()
+        now = iso()
+        comment = {
+            "id": cid,
+            "node_id": f"IC_{cid}",
+            "url": f"https://api.github.com/repos/{fr.full_name}/issues/comments/{cid}",
+            "html_url": f"https://github.com/{fr.full_name}/issues/{number}#issuecomment-{cid}",
+            "issue_url": f"https://api.github.com/repos/{fr.full_name}/issues/{number}",
+            "body": body,
+            "user": user_json(login),
+            "author_association": self._association(fr, login),
+            "created_at": now,
+            "updated_at": now,
+            "reactions": {"total_count": 0, "eyes": 0, "+1": 0},
+        }
+        self.comments[cid] = comment
+        self.comment_issue[cid] = (fr.full_name, number)
+        fr.issues[number]["comments"] += 1
+        return comment
+
+    def _build_app(self) -> Starlette:
+        from tests.fakes._github_routes import build_routes
+
+        routes: list[Route] = build_routes(self)
+        return Starlette(routes=routes)
+
+    # -- request plumbing used by the routes -----------------------------------------------
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if (fault.method in ("*", method)) and fnmatch.fnmatchcase(path, fault.pattern):
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def verify_jwt(self, raw: str) -> None:
+        try:
+            claims = jwt.decode(
+                raw,
+                self.public_key,  # type: ignore[arg-type]
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise FakeError(401, f"A JSON web token could not be decoded ({exc})") from None
+        now = time.time()
+        if str(claims["iss"]) != str(self.app_id):
+            raise FakeError(401, "'Issuer' claim ('iss') must be the App id")
+        if claims["exp"] > now + 600 + 5:
+            raise FakeError(401, "'Expiration time' claim ('exp') is too far in the future")
+        if claims["iat"] > now + 5:
+            raise FakeError(401, "'Issued at' claim ('iat') must be an Integer in the past")
+
+    def check_token(self, raw: str) -> Token:
+        token = self.tokens.get(raw)
+        if token is None or token.revoked or token.expires_at <= time.time():
+            raise FakeError(401, "Bad credentials")
+        return token
+
+    def token_repo(self, token: Token, full_name: str) -> FakeRepo:
+        repo = self.repos.get(full_name)
+        allowed = (
+            token.repos
+            if token.repos is not None
+            else frozenset(self.installations[token.installation_id].repos)
+        )
+        if repo is None or full_name not in allowed:
+            raise FakeError(404, "Not Found")
+        return repo
+
+    def issue_token(
+        self, installation_id: int, repo_names: list[str] | None, permissions: dict[str, str]
+    ) -> Token:
+        inst = self.installations.get(installation_id)
+        if inst is None:
+            raise FakeError(404, "Not Found")
+        repos: frozenset[str] | None = None
+        if repo_names:
+            full = {n if "/" in n else f"{inst.account}/{n}" for n in repo_names}
+            if not full <= set(inst.repos):
+                raise FakeError(
+                    422, "There is at least one repository that does not exist or is not accessible"
+                )
+            repos = frozenset(full)
+        token = Token(
+            "ghs_" + secrets.token_urlsafe(27).replace("-", "a").replace("_", "b")[:36],
+            installation_id,
+            repos,
+            permissions,
+            time.time() + self.token_ttl_s,
+        )
+        self.tokens[token.value] = token
+        return token
+
+    def page(self, request: Request, items: list[Any], *, key: str | None = None) -> Response:
+        """GitHub-style pagination: `per_page`, `page`, and a `Link: rel="next"` header."""
+        per_page = min(int(request.query_params.get("per_page", 30)), 100, self.max_per_page)
+        number = int(request.query_params.get("page", 1))
+        chunk = items[(number - 1) * per_page : number * per_page]
+        headers = {}
+        if number * per_page < len(items):
+            nxt = request.url.include_query_params(page=number + 1, per_page=per_page)
+            headers["link"] = f'<{nxt}>; rel="next"'
+        content: Any = {"total_count": len(items), key: chunk} if key else chunk
+        return JSONResponse(content, headers=headers)
+
+
+def clone_url(request: Request, full_name: str) -> str:
+    return f"{str(request.base_url).rstrip('/')}/{full_name}.git"
+
+
+def parse_json(body: bytes) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise FakeError(400, "Problems parsing JSON") from None
+
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def is_sha(ref: str) -> bool:
+    return bool(_SHA.match(ref))
+
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def _git_sync(
+    git_dir: Path, *args: str, env: dict[str, str] | None = None, data: bytes = b""
+) -> str:
+    result = subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args],
+        input=data,
+        capture_output=True,
+        check=False,
+        env={**os.environ, **_GIT_ENV, **(env or {})},
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"git {args[0]}: {result.stderr.decode(errors='replace')}")
+    return result.stdout.decode()
+
+
+def init_bare_repo(
+    path: Path, files: dict[str, str | bytes], *, default_branch: str = "main"
+) -> Path:
+    """A bare repository at `path` whose `default_branch` has one commit holding `files`."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["git", "init", "--bare", "-q", f"--initial-branch={default_branch}", str(path)],
+        check=True,
+        env={**os.environ, **_GIT_ENV},
+    )
+    commit_files(path, default_branch, files, "Initial commit")
+    return path
+
+
+def commit_files(
+    git_dir: Path,
+    branch: str,
+    files: dict[str, str | bytes | None],
+    message: str,
+    *,
+    base: str | None = None,
+) -> str:
+    """Commit `files` (None deletes) onto `branch`, starting from `base` (default: the branch)."""
+    parent = base or branch
+    has_parent = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "rev-parse", "-q", "--verify", f"{parent}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
+    parent_sha = has_parent.stdout.decode().strip() if has_parent.returncode == 0 else ""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        if parent_sha:
+            _git_sync(git_dir, "read-tree", parent_sha, env=env)
+        for name, content in files.items():
+            if content is None:
+                _git_sync(git_dir, "update-index", "--force-remove", name, env=env)
+                continue
+            data = content.encode() if isinstance(content, str) else content
+            blob = _git_sync(git_dir, "hash-object", "-w", "--stdin", data=data).strip()
+            _git_sync(
+                git_dir, "update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=env
+            )
+        tree = _git_sync(git_dir, "write-tree", env=env).strip()
+    args = ["commit-tree", tree, "-m", message] + (["-p", parent_sha] if parent_sha else [])
+    sha = _git_sync(git_dir, *args).strip()
+    _git_sync(git_dir, "update-ref", f"refs/heads/{branch}", sha)
+    return sha
+
+
+@contextmanager
+def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
+    """Serve the fake on 127.0.0.1 on a free port in a background thread; yields its base URL."""
+    config = uvicorn.Config(
+        fake.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", loop="asyncio"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="fake-github", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the fake GitHub server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -54,6 +56,17 @@ class Settings(BaseModel):
     workers: int = Field(default=2, ge=1, le=64)
     log_level: str = "INFO"
     insecure_no_signature: bool = False
+    # Agent runtime (bot/agents): provider, streaming, limits, per-role models, types, prices.
+    llm_provider: str = "openai"
+    llm_stream: bool = True
+    llm_reasoning_effort: bool = False
+    first_response_timeout: float = Field(default=45.0, gt=0)
+    tool_timeout: float = Field(default=180.0, gt=0)
+    max_turns: int = Field(default=50, ge=1, le=500)
+    role_models: dict[str, str] = Field(default_factory=dict)
+    agent_types: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    repo_agent_tools: str | None = None
+    model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     @field_validator(
         "webhook_secret", "private_key", "llm_api_key", "anthropic_api_key", mode="before"
@@ -61,6 +74,18 @@ class Settings(BaseModel):
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("role_models", "agent_types", "model_prices", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        if isinstance(value, str):
+            if not value.strip():
+                return {}
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"must be a JSON object ({exc})") from exc
+        return value
 
     @property
     def webhook_secrets(self) -> list[bytes]:

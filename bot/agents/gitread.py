@@ -1,0 +1,174 @@
+"""Read a commit straight from a git object database: no checkout, so no path can escape."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+
+# Blobs above this are not read through the shared `cat-file --batch` pipe.
+BATCH_BLOB_LIMIT = 8 * 1024 * 1024
+_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/~^@{}+-]{0,199}$")
+
+
+class GitError(Exception):
+    """A git command failed; the message is fit to show to an agent."""
+
+
+def git_env() -> dict[str, str]:
+    """A minimal environment for git: no user or system config, no prompts, no pager."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": "/nonexistent",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+        "LANG": "C.UTF-8",
+        "GIT_AUTHOR_NAME": os.environ.get("BOT_GIT_NAME", "bot"),
+        "GIT_AUTHOR_EMAIL": os.environ.get("BOT_GIT_EMAIL", "bot@localhost"),
+        "GIT_COMMITTER_NAME": os.environ.get("BOT_GIT_NAME", "bot"),
+        "GIT_COMMITTER_EMAIL": os.environ.get("BOT_GIT_EMAIL", "bot@localhost"),
+    }
+
+
+def check_rev(rev: str) -> str:
+    """Refuse anything but a plain revision (no options, no ranges of paths, no spaces)."""
+    if not _REV.match(rev):
+        raise GitError(f"not a valid revision: {rev!r}")
+    return rev
+
+
+@dataclass(frozen=True, slots=True)
+class GitOutput:
+    code: int
+    stdout: bytes
+    stderr: bytes
+
+
+async def run_git(
+    args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = None
+) -> GitOutput:
+    """Run one git command with the safe environment and collect its output."""
+    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+    if git_dir is not None:
+        argv += ["--git-dir", str(git_dir)]
+    argv += list(args)
+    done = await anyio.run_process(argv, cwd=cwd, env=git_env(), check=False)
+    return GitOutput(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    kind: str  # "blob", "tree", "commit", "symlink"
+    size: int
+    data: bytes
+
+
+class ObjectReader:
+    """One `git cat-file --batch` process kept open for an agent's whole run."""
+
+    def __init__(self, git_dir: Path, commit: str) -> None:
+        self.git_dir = git_dir
+        self.commit = commit
+        self._process: Process | None = None
+        self._lock = anyio.Lock()
+        self._buffer = bytearray()
+        self._listing: list[tuple[str, str, int]] | None = None
+
+    async def aclose(self) -> None:
+        if self._process is not None:
+            process, self._process = self._process, None
+            with anyio.CancelScope(shield=True):
+                if process.stdin is not None:
+                    await process.stdin.aclose()
+                with anyio.move_on_after(2):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                await process.aclose()
+
+    async def _start(self) -> Process:
+        if self._process is None:
+            self._process = await anyio.open_process(
+                ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=git_env(),
+            )
+        return self._process
+
+    async def _read_exactly(self, process: Process, count: int) -> bytes:
+        assert process.stdout is not None
+        while len(self._buffer) < count:
+            chunk = await process.stdout.receive()
+            self._buffer.extend(chunk)
+        data = bytes(self._buffer[:count])
+        del self._buffer[:count]
+        return data
+
+    async def _read_line(self, process: Process) -> bytes:
+        assert process.stdout is not None
+        while b"\n" not in self._buffer:
+            self._buffer.extend(await process.stdout.receive())
+        index = self._buffer.index(b"\n")
+        line = bytes(self._buffer[:index])
+        del self._buffer[: index + 1]
+        return line
+
+    async def entries(self) -> list[tuple[str, str, int]]:
+        """Every file of the commit as (path, mode, size), from `git ls-tree -r -l`."""
+        if self._listing is None:
+            out = await run_git(
+                ["ls-tree", "-r", "-l", "-z", "--full-tree", self.commit], git_dir=self.git_dir
+            )
+            if out.code != 0:
+                raise GitError(f"cannot list commit {self.commit}: {out.stderr.decode().strip()}")
+            listing: list[tuple[str, str, int]] = []
+            for record in out.stdout.split(b"\0"):
+                if not record:
+                    continue
+                meta, _, path = record.partition(b"\t")
+                fields = meta.split()
+                size = int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else 0
+                listing.append((path.decode("utf-8", "replace"), fields[0].decode(), size))
+            self._listing = listing
+        return self._listing
+
+    async def read(self, path: str) -> Blob | None:
+        """The object at `path` in the commit, or None when there is none."""
+        entry = next((e for e in await self.entries() if e[0] == path), None)
+        if entry is None:
+            prefix = path.rstrip("/") + "/"
+            if any(e[0].startswith(prefix) for e in await self.entries()):
+                return Blob("tree", 0, b"")
+            return None
+        _, mode, size = entry
+        if mode == "160000":
+            return Blob("submodule", 0, b"")
+        if size > BATCH_BLOB_LIMIT:
+            return Blob("blob", size, await self._read_head(path, BATCH_BLOB_LIMIT))
+        async with self._lock:
+            process = await self._start()
+            assert process.stdin is not None
+            await process.stdin.send(f"{self.commit}:{path}\n".encode())
+            header = (await self._read_line(process)).split()
+            if len(header) < 3 or header[-1] == b"missing":
+                return None
+            size = int(header[2])
+            data = await self._read_exactly(process, size + 1)
+        kind = "symlink" if mode == "120000" else header[1].decode()
+        return Blob(kind, size, data[:-1])
+
+    async def _read_head(self, path: str, limit: int) -> bytes:
+        out = await run_git(["cat-file", "blob", f"{self.commit}:{path}"], git_dir=self.git_dir)
+        return out.stdout[:limit]

@@ -1,0 +1,419 @@
+"""The agent loop: prompt, model turns, tool calls, the structured result, usage and limits."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import jsonschema
+
+from bot import log
+from bot.agents.models import (
+    ChatModel,
+    Message,
+    ModelError,
+    ModelTurn,
+    OpenAIChatModel,
+    ToolCall,
+    ToolSpec,
+    WatchdogTimeout,
+    price_of,
+)
+from bot.agents.sandbox import SandboxStatus, probe_sandbox
+from bot.agents.tools import Toolbox, ToolError, cap_output
+from bot.agents.toolspecs import (
+    CLARIFICATION_SPEC_PARAMETERS,
+    STRUCTURED_GUIDANCE,
+    STRUCTURED_OUTPUT,
+    TOOL_GUIDANCE,
+    WRITE_GUIDANCE,
+    structured_output_spec,
+)
+from bot.agents.transcript import Transcript
+from bot.engine.types import AgentInvocation, AgentRunner, RunnerResult, Usage
+from bot.settings import Settings
+from policies.interaction import ASK_CLARIFICATION_TOOL_NAME, NO_HUMAN_TOOL_MESSAGE
+
+OUTPUT_CAP = 64 * 1024
+NO_MODEL = "no model configured (set BOT_MODEL and BOT_LLM_BASE_URL)"
+_log = log.get_logger("bot.agents")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The runtime's bounds; tests shrink them."""
+
+    first_response_timeout: float = 45.0
+    tool_timeout: float = 180.0
+    max_turns: int = 50
+    transport_retries: int = 2
+    invalid_retries: int = 3
+    backoff: float = 1.0
+    backoff_cap: float = 20.0
+    output_cap: int = OUTPUT_CAP
+
+
+@dataclass(slots=True)
+class _State:
+    """One agent call's working state."""
+
+    messages: list[Message]
+    transcript: Transcript
+    usage: Usage = field(default_factory=Usage)
+    strikes: int = 0
+    structured: Any = None
+    finished: bool = False
+    output: str = ""
+
+
+def system_prompt(call: AgentInvocation, toolbox: Toolbox, *, with_schema: bool) -> str:
+    """Agent type instructions, the run's interaction policy, tool guidance, result rules."""
+    policy = call.interaction
+    parts = [call.agent_type.instructions.strip(), policy.clarification_system]
+    parts.append(
+        "<guidance>\n"
+        + policy.thinking_guidance
+        + "\n"
+        + policy.clarification_reminder
+        + "\n</guidance>"
+    )
+    if toolbox.names:
+        parts.append(TOOL_GUIDANCE)
+    if any(name in toolbox.names for name in ("write_file", "edit_file", "commit")):
+        parts.append(WRITE_GUIDANCE)
+    if with_schema:
+        parts.append(STRUCTURED_GUIDANCE)
+    return "\n\n".join(p for p in parts if p)
+
+
+class NoModelRunner:
+    """The runner used when no model is configured: every call fails with the fix."""
+
+    def __init__(self, reason: str = NO_MODEL) -> None:
+        self.reason = reason
+
+    async def run(self, call: AgentInvocation) -> RunnerResult:
+        return RunnerResult(error=self.reason)
+
+
+class AgentRuntime:
+    """Runs one agent call to completion against a ChatModel; implements AgentRunner."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        default_model: str | None,
+        sandbox: SandboxStatus,
+        limits: Limits | None = None,
+        role_models: Mapping[str, str] | None = None,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> None:
+        self.model = model
+        self.default_model = default_model
+        self.sandbox = sandbox
+        self.limits = limits or Limits()
+        self.role_models = dict(role_models or {})
+        self.prices = {k: dict(v) for k, v in (prices or {}).items()}
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
+
+    def model_for(self, call: AgentInvocation) -> str | None:
+        """Explicit model, then the agent type's, then the role's, then the default."""
+        return (
+            call.model
+            or call.agent_type.model
+            or self.role_models.get(call.agent_type.name)
+            or self.default_model
+        )
+
+    async def run(self, call: AgentInvocation) -> RunnerResult:
+        with log.bound(run_id=call.run_id, agent=call.label, agent_index=call.index):
+            model = self.model_for(call)
+            if model is None:
+                return RunnerResult(error=NO_MODEL)
+            if call.agent_type.requires_worktree and call.workspace.worktree is None:
+                return RunnerResult(
+                    error=f"agent type {call.agent_type.name!r} writes files and needs "
+                    "worktree isolation (isolation='worktree'); it was not given one"
+                )
+            toolbox = Toolbox(
+                call.workspace,
+                call.agent_type.tools,
+                sandbox_ok=self.sandbox.ok,
+                command_timeout=self.limits.tool_timeout,
+            )
+            try:
+                return await self._run(call, model, toolbox)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await toolbox.aclose()
+
+    def _offered(self, call: AgentInvocation, toolbox: Toolbox) -> tuple[list[ToolSpec], bool]:
+        specs = toolbox.specs()
+        if call.interaction.allows_clarification:
+            specs.append(
+                ToolSpec(
+                    ASK_CLARIFICATION_TOOL_NAME,
+                    "Ask the user a question and stop until they answer.",
+                    CLARIFICATION_SPEC_PARAMETERS,
+                )
+            )
+        wrapped = False
+        if call.schema is not None:
+            spec, wrapped = structured_output_spec(call.schema)
+            specs.append(spec)
+        return specs, wrapped
+
+    async def _run(self, call: AgentInvocation, model: str, toolbox: Toolbox) -> RunnerResult:
+        specs, wrapped = self._offered(call, toolbox)
+        offered = {spec.name for spec in specs}
+        system = system_prompt(call, toolbox, with_schema=call.schema is not None)
+        state = _State(
+            messages=[
+                {"role": "system", "content": system},
+                {"role": "user", "content": call.prompt},
+            ],
+            transcript=Transcript(),
+        )
+        state.transcript.add("user", call.prompt, model=model, tools=sorted(offered))
+        effort = call.effort or call.agent_type.effort
+        price = self.prices.get(model)
+        error: str | None = None
+        for _turn in range(self.limits.max_turns):
+            try:
+                turn = await self._complete(state.messages, specs, model, effort)
+            except ModelError as exc:
+                error = str(exc)
+                break
+            turn.usage.cost = price_of(turn.usage, price)
+            state.usage.add(turn.usage)
+            state.messages.append(turn.as_message())
+            state.transcript.add(
+                "assistant",
+                turn.content,
+                tool_calls=[
+                    {"name": c.name, "arguments": c.arguments[:2000]} for c in turn.tool_calls
+                ]
+                or None,
+            )
+            if not turn.tool_calls:
+                state.output = turn.content
+                if call.schema is not None:
+                    error = "finished without calling structured_output"
+                break
+            error = await self._tools(call, turn, toolbox, offered, wrapped, state)
+            if error is not None or state.finished:
+                break
+        else:
+            error = f"stopped after {self.limits.max_turns} model turns without finishing"
+        if error:
+            _log.info("agent failed", extra={"error": error})
+        return RunnerResult(
+            output=cap_output(state.output, self.limits.output_cap),
+            structured=state.structured,
+            usage=state.usage,
+            error=error,
+            transcript=state.transcript.entries(),
+            commits=list(toolbox.commits),
+        )
+
+    async def _complete(
+        self, messages: list[Message], specs: list[ToolSpec], model: str, effort: str | None
+    ) -> ModelTurn:
+        attempt = 0
+        while True:
+            try:
+                return await self.model.complete(
+                    messages,
+                    specs,
+                    model=model,
+                    effort=effort,
+                    first_response_timeout=self.limits.first_response_timeout,
+                )
+            except WatchdogTimeout:
+                raise
+            except ModelError as exc:
+                if not exc.retryable or attempt >= self.limits.transport_retries:
+                    if attempt:
+                        raise ModelError(f"{exc} (after {attempt + 1} attempts)") from exc
+                    raise
+                delay = exc.retry_after
+                if delay is None:
+                    delay = self.limits.backoff * (2**attempt) * (0.5 + random.random() / 2)
+                attempt += 1
+                _log.info(
+                    "model call failed; retrying", extra={"error": str(exc), "attempt": attempt}
+                )
+                await anyio.sleep(min(delay, self.limits.backoff_cap))
+
+    async def _tools(
+        self,
+        call: AgentInvocation,
+        turn: ModelTurn,
+        toolbox: Toolbox,
+        offered: set[str],
+        wrapped: bool,
+        state: _State,
+    ) -> str | None:
+        """Run one turn's tool calls; an error string ends the agent."""
+        results: list[Message] = []
+        bad: list[str] = []
+        for tc in turn.tool_calls:
+            text, ok = await self._one_tool(call, tc, toolbox, offered, wrapped, state)
+            if not ok:
+                bad.append(text)
+            results.append({"role": "tool", "tool_call_id": tc.id, "content": text})
+            state.transcript.add("tool", text, name=tc.name)
+            if state.finished:
+                break
+        state.messages.extend(results)
+        if state.finished:
+            # Tool calls after structured_output in the same turn are not run; answer them anyway.
+            return None
+        if bad and len(bad) == len(turn.tool_calls):
+            state.strikes += 1
+            if state.strikes > self.limits.invalid_retries:
+                return (
+                    f"the model made invalid tool calls {state.strikes} times in a row; "
+                    f"last: {bad[-1][:300]}"
+                )
+        else:
+            state.strikes = 0
+        return None
+
+    async def _one_tool(
+        self,
+        call: AgentInvocation,
+        tc: ToolCall,
+        toolbox: Toolbox,
+        offered: set[str],
+        wrapped: bool,
+        state: _State,
+    ) -> tuple[str, bool]:
+        """The tool's answer and whether the call itself was well formed."""
+        if tc.name not in offered:
+            if tc.name == ASK_CLARIFICATION_TOOL_NAME and not call.interaction.allows_clarification:
+                return NO_HUMAN_TOOL_MESSAGE, True
+            return (
+                f"error: there is no tool named `{tc.name}`; use one of: {', '.join(sorted(offered))}",
+                False,
+            )
+        try:
+            args = json.loads(tc.arguments) if tc.arguments.strip() else {}
+        except ValueError as exc:
+            return (
+                f"error: the arguments of `{tc.name}` are not valid JSON ({exc}); send a JSON object",
+                False,
+            )
+        if not isinstance(args, dict):
+            return f"error: the arguments of `{tc.name}` must be a JSON object", False
+        if tc.name == STRUCTURED_OUTPUT:
+            return self._structured(call, args, wrapped, state)
+        if tc.name == ASK_CLARIFICATION_TOOL_NAME:
+            question = str(args.get("question") or "").strip()
+            state.output = (
+                f"Clarification needed: {question}" if question else "Clarification needed."
+            )
+            state.finished = True
+            return "The question was passed on; the run stops here until it is answered.", True
+        with anyio.move_on_after(self.limits.tool_timeout) as scope:
+            try:
+                return cap_output(await toolbox.call(tc.name, args)), True
+            except ToolError as exc:
+                return f"error: {exc}", True
+        if scope.cancelled_caught:
+            return (
+                f"error: `{tc.name}` timed out after {self.limits.tool_timeout:g} s and was stopped",
+                True,
+            )
+        return "error: the tool produced no result", True
+
+    @staticmethod
+    def _structured(
+        call: AgentInvocation, args: dict[str, Any], wrapped: bool, state: _State
+    ) -> tuple[str, bool]:
+        assert call.schema is not None
+        value: Any = args.get("result") if wrapped else args
+        try:
+            jsonschema.validate(value, call.schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+            return (
+                f"error: the result does not match the schema at {where}: {exc.message}; call structured_output again with a corrected result",
+                False,
+            )
+        except jsonschema.SchemaError as exc:
+            state.finished = True
+            state.output = ""
+            return f"error: the schema itself is invalid: {exc.message}", False
+        state.structured = value
+        state.finished = True
+        if not state.output:
+            state.output = json.dumps(value, ensure_ascii=False, indent=2)
+        return "result recorded", True
+
+
+def build_model(
+    settings: Settings, *, http_client: httpx.AsyncClient | None = None
+) -> ChatModel | None:
+    """The configured ChatModel, or None when no endpoint is configured."""
+    provider = (settings.llm_provider or "openai").lower()
+    if provider == "anthropic":
+        from bot.agents.anthropic_model import AnthropicChatModel
+
+        key = settings.anthropic_api_key or settings.llm_api_key
+        anthropic: ChatModel = AnthropicChatModel(
+            base_url=settings.llm_base_url or "https://api.anthropic.com",
+            api_key=key.get_secret_value() if key else None,
+            http_client=http_client,
+        )
+        return anthropic
+    if not settings.llm_base_url:
+        return None
+    return OpenAIChatModel(
+        settings.llm_base_url,
+        settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+        http_client=http_client,
+        stream=settings.llm_stream,
+        send_reasoning_effort=settings.llm_reasoning_effort,
+    )
+
+
+def build_runner(
+    settings: Settings,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    sandbox: SandboxStatus | None = None,
+    limits: Limits | None = None,
+) -> AgentRunner:
+    """The app's AgentRunner from settings. Without a model, a runner that explains the fix.
+
+    The sandbox is probed here (once) unless a status is given; where it does not work the
+    `run_command` tool is withheld from every agent.
+    """
+    model = build_model(settings, http_client=http_client)
+    if model is None:
+        return NoModelRunner()
+    status = sandbox if sandbox is not None else probe_sandbox()
+    if not status.ok:
+        _log.warning("sandbox unavailable; run_command withheld", extra={"reason": status.reason})
+    return AgentRuntime(
+        model,
+        default_model=settings.model,
+        sandbox=status,
+        limits=limits
+        or Limits(
+            first_response_timeout=settings.first_response_timeout,
+            tool_timeout=settings.tool_timeout,
+            max_turns=settings.max_turns,
+        ),
+        role_models=settings.role_models,
+        prices=settings.model_prices,
+    )

@@ -1,0 +1,470 @@
+"""The workspace tools one agent uses: reading a commit, a local tree or its own worktree."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import inspect
+import mimetypes
+import os
+import posixpath
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bot.agents import sandbox
+from bot.agents.gitread import GitError, ObjectReader, check_rev, run_git
+from bot.agents.models import ToolSpec
+from bot.agents.toolspecs import TOOL_SPECS
+from bot.engine.types import READ_ONLY_TOOLS, Workspace
+
+READ_BYTES_CAP = 256 * 1024
+READ_LINES_DEFAULT = 2000
+LIST_CAP = 2000
+GREP_LINES_CAP = 500
+OUTPUT_CAP = 64 * 1024
+WRITE_CAP = 2 * 1024 * 1024
+READ_FILE_LIMIT = 32 * 1024 * 1024
+
+
+class ToolError(Exception):
+    """A tool call failed in a way the model can act on; the message goes back to it."""
+
+
+def check_path(raw: object, *, allow_root: bool = False) -> str:
+    """A normalized repository-relative path, or ToolError for anything that could escape."""
+    if raw is None or raw == "":
+        if allow_root:
+            return ""
+        raise ToolError("a path is required")
+    if not isinstance(raw, str):
+        raise ToolError("the path must be a string")
+    if "\0" in raw or "\n" in raw:
+        raise ToolError("the path contains a NUL byte or a newline")
+    if raw.startswith(("/", "\\")) or (len(raw) > 1 and raw[1] == ":"):
+        raise ToolError(
+            f"absolute paths are refused: {raw!r}; use a path relative to the repository"
+        )
+    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ToolError(f"paths with `..` are refused: {raw!r}")
+    if parts and parts[0] == ".git":
+        raise ToolError("the .git directory is not part of the repository's files")
+    path = "/".join(parts)
+    if not path and not allow_root:
+        raise ToolError("a file path is required")
+    return path
+
+
+def resolve_in(root: Path, rel: str) -> Path:
+    """`root/rel` with symlinks resolved; ToolError when that leads outside `root`."""
+    base = root.resolve()
+    target = (base / rel).resolve()
+    if target != base and base not in target.parents:
+        raise ToolError(f"{rel!r} leads outside the repository (through a symbolic link)")
+    return target
+
+
+def _describe_binary(path: str, size: int) -> str:
+    kind = mimetypes.guess_type(path)[0] or "unknown type"
+    return f"{path} is a binary file ({size} bytes, {kind}); its content is not shown."
+
+
+def render_text(path: str, data: bytes, offset: int = 1, limit: int = READ_LINES_DEFAULT) -> str:
+    """Numbered lines of a text file, capped, with a marker saying how to read on."""
+    if b"\0" in data[:8192]:
+        return _describe_binary(path, len(data))
+    lines = data.decode("utf-8", "replace").splitlines()
+    total = len(lines)
+    if total == 0:
+        return f"{path} is empty."
+    start = max(1, offset)
+    if start > total:
+        raise ToolError(f"{path} has {total} lines; offset {start} is past the end")
+    shown: list[str] = []
+    size = 0
+    end = start - 1
+    for number in range(start, min(total, start + max(1, limit) - 1) + 1):
+        line = f"{number:>6}\t{lines[number - 1]}"
+        if size + len(line) + 1 > READ_BYTES_CAP and shown:
+            break
+        shown.append(line)
+        size += len(line) + 1
+        end = number
+    text = "\n".join(shown)
+    if end < total or start > 1:
+        text += f"\n[showing lines {start}-{end} of {total}"
+        text += f"; read on with offset={end + 1}]" if end < total else "]"
+    return text
+
+
+def cap_output(text: str, cap: int = OUTPUT_CAP, what: str = "output") -> str:
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= cap:
+        return text
+    head = encoded[:cap].decode("utf-8", "ignore")
+    return head + f"\n[{what} truncated: {len(encoded)} bytes in all, first {cap} shown]"
+
+
+def _cap_lines(lines: list[str], cap: int, what: str) -> str:
+    if len(lines) > cap:
+        return "\n".join(lines[:cap]) + f"\n[{what} truncated: {len(lines)} in all, {cap} shown]"
+    return "\n".join(lines)
+
+
+def _str_arg(args: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = args.get(key)
+    if value is None:
+        if required:
+            raise ToolError(f"`{key}` is required")
+        return None
+    if not isinstance(value, str):
+        raise ToolError(f"`{key}` must be a string")
+    return value
+
+
+def _int_arg(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = args.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolError(f"`{key}` must be an integer")
+    return max(low, min(high, value))
+
+
+async def _engine_call(name: str, *args: object) -> None:
+    """Call the engine's worktree helper `name` (sparse checkout); absent -> nothing to do."""
+    try:
+        module = importlib.import_module("bot.engine.worktree")
+    except ModuleNotFoundError:
+        return
+    fn = getattr(module, name, None)
+    if fn is None:
+        return
+    if inspect.iscoroutinefunction(fn):
+        await fn(*args)
+    else:
+        await anyio.to_thread.run_sync(lambda: fn(*args))
+
+
+def _walk(tree: Path) -> list[str]:
+    files: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        rel = os.path.relpath(dirpath, tree)
+        files.extend(posixpath.normpath(posixpath.join(rel, f)) for f in filenames)
+    return sorted(files)
+
+
+class Toolbox:
+    """The tools offered to one agent, bound to its workspace. Call `aclose()` at the end."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        tool_names: tuple[str, ...] | list[str],
+        *,
+        sandbox_ok: bool = False,
+        command_timeout: float = sandbox.DEFAULT_TIMEOUT,
+    ) -> None:
+        self.workspace = workspace
+        self.command_timeout = command_timeout
+        self.commits: list[str] = []
+        names = [n for n in tool_names if n in TOOL_SPECS]
+        if workspace.worktree is None:
+            # No worktree: the writing tools simply do not exist for this agent.
+            names = [n for n in names if n in READ_ONLY_TOOLS]
+        if not sandbox_ok:
+            names = [n for n in names if n != "run_command"]
+        no_tree = workspace.worktree is None and workspace.local_root is None
+        if no_tree and (workspace.git_dir is None or workspace.commit is None):
+            names = []
+        self.names: tuple[str, ...] = tuple(names)
+        self._reader: ObjectReader | None = None
+        if workspace.worktree is None and workspace.local_root is None and self.names:
+            assert workspace.git_dir is not None and workspace.commit is not None
+            self._reader = ObjectReader(workspace.git_dir, workspace.commit)
+
+    def specs(self) -> list[ToolSpec]:
+        return [TOOL_SPECS[name] for name in self.names]
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            await self._reader.aclose()
+
+    async def call(self, name: str, args: Mapping[str, Any]) -> str:
+        """Run one tool; ToolError for anything the model should hear about."""
+        if name not in self.names:
+            raise ToolError(f"the tool `{name}` is not available to this agent")
+        handler = getattr(self, f"_tool_{name}")
+        try:
+            result: str = await handler(args)
+        except GitError as exc:
+            raise ToolError(str(exc)) from exc
+        except OSError as exc:
+            raise ToolError(f"{name} failed: {exc.strerror or exc}") from exc
+        return result
+
+    # -- where files come from -----------------------------------------------------------
+
+    @property
+    def _tree(self) -> Path | None:
+        """The directory read from, when not reading the object database."""
+        return self.workspace.worktree or self.workspace.local_root
+
+    async def _read_bytes(self, path: str) -> bytes:
+        if self._reader is not None:
+            blob = await self._reader.read(path)
+            if blob is None:
+                raise ToolError(f"no such file in the commit: {path}")
+            if blob.kind == "tree":
+                raise ToolError(f"{path} is a directory; use list_files")
+            if blob.kind == "symlink":
+                raise ToolError(
+                    f"{path} is a symbolic link to {blob.data.decode(errors='replace')!r}"
+                )
+            if blob.kind == "submodule":
+                raise ToolError(f"{path} is a submodule; its files are not available")
+            return blob.data
+        tree = self._tree
+        assert tree is not None
+        if self.workspace.worktree is not None:
+            await _engine_call("materialize", self.workspace.worktree, [path])
+        target = resolve_in(tree, path)
+        if target.is_dir():
+            raise ToolError(f"{path} is a directory; use list_files")
+        if not target.is_file():
+            raise ToolError(f"no such file: {path}")
+        with target.open("rb") as handle:
+            return handle.read(READ_FILE_LIMIT)
+
+    async def _all_files(self) -> list[str]:
+        if self._reader is not None:
+            return [path for path, _, _ in await self._reader.entries()]
+        tree = self._tree
+        assert tree is not None
+        out = await run_git(
+            ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=tree
+        )
+        if out.code == 0:
+            return sorted({p.decode("utf-8", "replace") for p in out.stdout.split(b"\0") if p})
+        return await anyio.to_thread.run_sync(_walk, tree)
+
+    # -- read-only tools -------------------------------------------------------------------
+
+    async def _tool_read_file(self, args: Mapping[str, Any]) -> str:
+        path = check_path(_str_arg(args, "path", required=True))
+        offset = _int_arg(args, "offset", 1, 1, 10**9)
+        limit = _int_arg(args, "limit", READ_LINES_DEFAULT, 1, READ_LINES_DEFAULT)
+        return render_text(path, await self._read_bytes(path), offset, limit)
+
+    async def _tool_list_files(self, args: Mapping[str, Any]) -> str:
+        path = check_path(_str_arg(args, "path"), allow_root=True)
+        pattern = _str_arg(args, "pattern")
+        files = await self._all_files()
+        if path:
+            files = [f for f in files if f == path or f.startswith(path + "/")]
+        if pattern:
+            files = [
+                f
+                for f in files
+                if fnmatch.fnmatch(f, pattern) or fnmatch.fnmatch(posixpath.basename(f), pattern)
+            ]
+        if not files:
+            return "no files match"
+        return _cap_lines(files, LIST_CAP, "listing")
+
+    async def _tool_grep(self, args: Mapping[str, Any]) -> str:
+        pattern = _str_arg(args, "pattern", required=True)
+        assert pattern is not None
+        path = check_path(_str_arg(args, "path"), allow_root=True)
+        flags = ["-n", "-I", "--no-color", "--full-name"]
+        flags.append("-F" if args.get("fixed_string") else "-E")
+        if args.get("ignore_case"):
+            flags.append("-i")
+        spec = ["--", path] if path else []
+        lines: list[str] = []
+        if self._reader is not None:
+            commit = self._reader.commit
+            out = await run_git(
+                ["grep", *flags, "-e", pattern, commit, *spec], git_dir=self._reader.git_dir
+            )
+            self._grep_status(out.code, out.stderr)
+            prefix = f"{commit}:"
+            lines = [
+                line.removeprefix(prefix)
+                for line in out.stdout.decode("utf-8", "replace").splitlines()
+            ]
+        else:
+            tree = self._tree
+            assert tree is not None
+            out = await run_git(["grep", *flags, "--untracked", "-e", pattern, *spec], cwd=tree)
+            if out.code not in (0, 1) and b"not a git repository" in out.stderr:
+                out = await run_git(["grep", "--no-index", *flags, "-e", pattern, *spec], cwd=tree)
+            self._grep_status(out.code, out.stderr)
+            lines = out.stdout.decode("utf-8", "replace").splitlines()
+            if self.workspace.worktree is not None:
+                lines += await self._grep_unmaterialized(flags, pattern, spec, tree)
+        if not lines:
+            return "no matches"
+        return cap_output(_cap_lines(lines, GREP_LINES_CAP, "matches"))
+
+    async def _grep_unmaterialized(
+        self, flags: list[str], pattern: str, spec: list[str], tree: Path
+    ) -> list[str]:
+        """Matches in the base commit for files a sparse worktree has not checked out yet."""
+        out = await run_git(["grep", *flags, "-e", pattern, "HEAD", *spec], cwd=tree)
+        found: list[str] = []
+        for line in out.stdout.decode("utf-8", "replace").splitlines():
+            rel = line.removeprefix("HEAD:")
+            file = rel.split(":", 1)[0]
+            if not (tree / file).exists():
+                found.append(rel)
+        return found
+
+    @staticmethod
+    def _grep_status(code: int, stderr: bytes) -> None:
+        if code not in (0, 1):
+            raise ToolError(f"grep failed: {stderr.decode('utf-8', 'replace').strip()[:300]}")
+
+    async def _git(self, args: list[str]) -> str:
+        if self._reader is not None:
+            out = await run_git(args, git_dir=self._reader.git_dir)
+        else:
+            tree = self._tree
+            assert tree is not None
+            out = await run_git(args, cwd=tree)
+        if out.code != 0:
+            raise ToolError(
+                f"git {args[0]} failed: {out.stderr.decode('utf-8', 'replace').strip()[:300]}"
+            )
+        text = out.stdout.decode("utf-8", "replace")
+        return cap_output(text) if text.strip() else "(empty)"
+
+    async def _tool_git_diff(self, args: Mapping[str, Any]) -> str:
+        base = _str_arg(args, "base")
+        head = _str_arg(args, "head")
+        path = check_path(_str_arg(args, "path"), allow_root=True)
+        cmd = ["diff", "--no-ext-diff", "--no-textconv", "--no-color"]
+        if args.get("stat"):
+            cmd.append("--stat")
+        if self._reader is not None:
+            commit = self._reader.commit
+            cmd += [check_rev(base or f"{commit}^"), check_rev(head or commit)]
+        else:
+            cmd.append(check_rev(base or "HEAD"))
+            if head:
+                cmd.append(check_rev(head))
+        cmd += ["--", path] if path else []
+        return await self._git(cmd)
+
+    async def _tool_git_log(self, args: Mapping[str, Any]) -> str:
+        rev = _str_arg(args, "rev")
+        path = check_path(_str_arg(args, "path"), allow_root=True)
+        count = _int_arg(args, "max_count", 20, 1, 200)
+        default = self._reader.commit if self._reader is not None else "HEAD"
+        cmd = ["log", f"--max-count={count}", "--no-color", "--format=%H %ad %an%n    %s"]
+        cmd += ["--date=short", check_rev(rev or default)]
+        cmd += ["--", path] if path else []
+        return await self._git(cmd)
+
+    async def _tool_git_show(self, args: Mapping[str, Any]) -> str:
+        rev = check_rev(_str_arg(args, "rev", required=True) or "")
+        cmd = ["show", "--no-ext-diff", "--no-textconv", "--no-color"]
+        cmd += ["--stat"] if args.get("stat") else ["--patch", "--stat"]
+        return await self._git([*cmd, rev, "--"])
+
+    # -- writing tools (only ever offered with a worktree) --------------------------------
+
+    @property
+    def _worktree(self) -> Path:
+        if self.workspace.worktree is None:
+            raise ToolError("this agent has no worktree to write to")
+        return self.workspace.worktree
+
+    async def _writable_target(self, path: str) -> Path:
+        worktree = self._worktree
+        await _engine_call("materialize", worktree, [path])
+        target = resolve_in(worktree, path)
+        if target.is_dir():
+            raise ToolError(f"{path} is a directory")
+        return target
+
+    async def _tool_write_file(self, args: Mapping[str, Any]) -> str:
+        path = check_path(_str_arg(args, "path", required=True))
+        content = _str_arg(args, "content", required=True) or ""
+        data = content.encode("utf-8")
+        if len(data) > WRITE_CAP:
+            raise ToolError(f"content too large ({len(data)} bytes; at most {WRITE_CAP})")
+        target = await self._writable_target(path)
+        resolve_in(self._worktree, posixpath.dirname(path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        resolve_in(self._worktree, path)
+        existed = target.exists()
+        target.write_bytes(data)
+        return f"{'overwrote' if existed else 'created'} {path} ({len(data)} bytes)"
+
+    async def _tool_edit_file(self, args: Mapping[str, Any]) -> str:
+        path = check_path(_str_arg(args, "path", required=True))
+        old = _str_arg(args, "old_text", required=True) or ""
+        new = _str_arg(args, "new_text", required=True)
+        assert new is not None
+        if not old:
+            raise ToolError("`old_text` must not be empty; use write_file to create a file")
+        target = await self._writable_target(path)
+        if not target.is_file():
+            raise ToolError(f"no such file: {path}")
+        text = target.read_bytes().decode("utf-8", "surrogateescape")
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(
+                f"`old_text` was not found in {path}; read the file and copy the text exactly"
+            )
+        if count > 1 and not args.get("replace_all"):
+            raise ToolError(
+                f"`old_text` occurs {count} times in {path}; include more surrounding lines "
+                "so it is unique, or set replace_all"
+            )
+        target.write_bytes(text.replace(old, new).encode("utf-8", "surrogateescape"))
+        return f"edited {path}: replaced {count} occurrence(s)"
+
+    async def _tool_run_command(self, args: Mapping[str, Any]) -> str:
+        command = _str_arg(args, "command", required=True) or ""
+        if not command.strip():
+            raise ToolError("`command` is empty")
+        timeout = float(_int_arg(args, "timeout_seconds", 180, 1, 180))
+        worktree = self._worktree
+        await _engine_call("materialize_all", worktree)
+        result = await sandbox.run_sandboxed(
+            worktree, command, time_limit=min(timeout, self.command_timeout)
+        )
+        return result.render()
+
+    async def _tool_commit(self, args: Mapping[str, Any]) -> str:
+        message = (_str_arg(args, "message", required=True) or "").strip()
+        if not message:
+            raise ToolError("the commit message is empty")
+        worktree = self._worktree
+        added = await run_git(["add", "-A", "--sparse"], cwd=worktree)
+        if added.code != 0:
+            added = await run_git(["add", "-A"], cwd=worktree)
+        if added.code != 0:
+            raise ToolError(
+                f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
+            )
+        staged = await run_git(["diff", "--cached", "--quiet"], cwd=worktree)
+        if staged.code == 0:
+            raise ToolError("nothing to commit: the worktree has no changes")
+        done = await run_git(["commit", "--no-verify", "-q", "-m", message], cwd=worktree)
+        if done.code != 0:
+            raise ToolError(
+                f"git commit failed: {done.stderr.decode(errors='replace').strip()[:300]}"
+            )
+        sha = (await run_git(["rev-parse", "HEAD"], cwd=worktree)).stdout.decode().strip()
+        stat = await run_git(["show", "--stat", "--format=", "HEAD"], cwd=worktree)
+        self.commits.append(sha)
+        branch = self.workspace.branch or "the worktree's branch"
+        summary = stat.stdout.decode("utf-8", "replace").strip().splitlines()
+        return f"committed {sha[:12]} on {branch}" + (f": {summary[-1].strip()}" if summary else "")

@@ -1,0 +1,158 @@
+"""`bot serve` (receiver and worker pool in one process) and `bot worker` (the pool alone)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+from typing import Any
+
+import anyio
+import uvicorn
+
+from bot.log import configure, get_logger
+from bot.queue.sqlite import SqliteJobQueue
+from bot.settings import Settings, SettingsError, load_settings
+from bot.store import Store, StoreError
+from bot.web import WEBHOOK_PATH, create_app
+from bot.wiring import build_worker_hooks
+from bot.worker import DEFAULT_APP_SLUG, Worker
+
+log = get_logger("bot.serve")
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    serve = subparsers.add_parser(
+        "serve", help="receive webhooks and run the worker pool in this process"
+    )
+    serve.add_argument("--host", help="address to listen on (default: BOT_HOST, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default: BOT_PORT, 8000)")
+    serve.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="only receive and store deliveries; run `bot worker` elsewhere to handle them",
+    )
+    serve.set_defaults(func=run_serve)
+    worker = subparsers.add_parser("worker", help="run only the worker pool")
+    worker.set_defaults(func=run_worker)
+
+
+def missing_credentials(settings: Settings) -> list[str]:
+    """The GitHub App settings that are not set."""
+    try:
+        check = importlib.import_module("bot.github.setup").missing_credentials
+    except (ImportError, AttributeError):
+        missing = []
+        if settings.app_id is None:
+            missing.append("BOT_APP_ID")
+        if settings.private_key is None and settings.private_key_path is None:
+            missing.append("BOT_PRIVATE_KEY or BOT_PRIVATE_KEY_PATH")
+        return missing
+    return list(check(settings))
+
+
+def _prepare() -> tuple[Settings, Store] | None:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        configure()
+        log.error(str(exc))
+        return None
+    configure(settings.log_level)
+    if settings.uses_postgres:
+        log.error(
+            "BOT_DATABASE_URL selects Postgres, which this version cannot use yet; "
+            "unset it to use SQLite in BOT_DATA_DIR"
+        )
+        return None
+    missing = missing_credentials(settings)
+    if missing:
+        log.warning(
+            "GitHub App credentials missing (%s): deliveries are received and decided, but "
+            "nothing is read from or posted to GitHub; run `bot setup` to register the app",
+            ", ".join(missing),
+            extra={"missing": missing},
+        )
+    if settings.app_slug is None:
+        log.warning(f"BOT_APP_SLUG is not set; answering to @{DEFAULT_APP_SLUG}")
+    try:
+        store = Store.open(settings.sqlite_path)
+    except StoreError as exc:
+        log.error(str(exc))
+        return None
+    return settings, store
+
+
+def build_worker(settings: Settings, store: Store) -> Worker:
+    hooks = build_worker_hooks(settings, store)
+    return Worker(
+        store,
+        SqliteJobQueue(store),
+        hooks,
+        app_slug=settings.app_slug or DEFAULT_APP_SLUG,
+        concurrency=settings.workers,
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    prepared = _prepare()
+    if prepared is None:
+        return 1
+    settings, store = prepared
+    if not settings.webhook_secrets:
+        if settings.insecure_no_signature:
+            log.warning(
+                "BOT_INSECURE_NO_SIGNATURE is set: unsigned deliveries are accepted; "
+                "never run like this where GitHub or anyone else can reach the port"
+            )
+        else:
+            log.warning(
+                "no webhook secret: deliveries are refused (503) until BOT_WEBHOOK_SECRET is set"
+            )
+    worker = None if args.no_worker else build_worker(settings, store)
+    app = create_app(settings, store, worker=worker)
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_config=None,
+        server_header=False,
+    )
+    log.info(
+        "serving",
+        extra={
+            "url": f"http://{host}:{port}{WEBHOOK_PATH}",
+            "database": str(store.path),
+            "worker": worker is not None,
+        },
+    )
+    uvicorn.Server(config).run()
+    store.close()
+    return 0
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    prepared = _prepare()
+    if prepared is None:
+        return 1
+    settings, store = prepared
+    worker = build_worker(settings, store)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(worker.run)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("stopping", extra={"signal": signal.Signals(signum).name})
+                    tasks.cancel_scope.cancel()
+                    break
+
+    anyio.run(main, backend_options={"use_uvloop": True})
+    store.close()
+    return 0

@@ -1,0 +1,304 @@
+"""The worker pool: job -> stored delivery -> Event -> Trigger or Skip -> Run -> executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from bot.events import parse_event
+from bot.log import bound, get_logger
+from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
+from bot.store import DeliveryRecord, RunRecord, Store
+from policies.config import ConfigError, RepoConfig, parse_repo_config
+from policies.event import Decision, Event, Skip, SkipReason, Trigger
+from policies.interaction import resolve_run_interaction_policy
+from policies.triggers import decide, needs_permission
+
+log = get_logger(__name__)
+
+DEFAULT_APP_SLUG = "repo-agent-bot"
+
+
+class ConfigLoader(Protocol):
+    """Reads the repository's `.github/bot.yml` from its default branch, merged over defaults.
+
+    Raises `policies.config.ConfigError` when the file is invalid (the delivery is skipped
+    with that message); any other exception is treated as transient and the job is retried.
+    """
+
+    async def __call__(self, event: Event) -> RepoConfig: ...
+
+
+class PermissionLookup(Protocol):
+    """The sender's permission on the repository: admin, maintain, write, triage, read, none;
+    None when it cannot be known (commands then fail closed)."""
+
+    async def __call__(self, event: Event) -> str | None: ...
+
+
+class Executor(Protocol):
+    """Carries out a run: builds its context, runs the workflow, publishes the outcome.
+
+    It may be called again for the same run after a crash, so it must be idempotent.
+    """
+
+    async def __call__(self, trigger: Trigger, run: RunRecord) -> None: ...
+
+
+async def default_config(event: Event) -> RepoConfig:
+    """No repository access: every setting at its default."""
+    return parse_repo_config(None)
+
+
+async def unknown_permission(event: Event) -> str | None:
+    """No GitHub access: the permission is unknown, so commands are refused."""
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerHooks:
+    """The pieces a worker gets from outside; the defaults need no GitHub access."""
+
+    config_loader: ConfigLoader = field(default=default_config)
+    permission_lookup: PermissionLookup = field(default=unknown_permission)
+    executor: Executor | None = None
+    app_slug: str | None = None
+    """Overrides the slug from settings, e.g. once learned from `GET /app`."""
+
+
+class Worker:
+    """`concurrency` tasks that claim jobs, decide, record and hand triggers to the executor."""
+
+    def __init__(
+        self,
+        store: Store,
+        queue: JobQueue,
+        hooks: WorkerHooks,
+        *,
+        app_slug: str,
+        concurrency: int = 2,
+        lease_seconds: float = 60.0,
+        poll_interval: float = 1.0,
+        worker_id: str | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("a worker needs at least one task")
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        self.store = store
+        self.queue = queue
+        self.hooks = hooks
+        self.app_slug = hooks.app_slug or app_slug
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.poll_interval = poll_interval
+        self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{secrets.token_hex(3)}"
+        self._wakeup: anyio.Event | None = None
+
+    def wake(self, new_jobs: int = 1) -> None:
+        """Stop idling: new jobs were committed. Call from the worker's event loop."""
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run the pool until cancelled."""
+        self._wakeup = anyio.Event()
+        log.info(
+            "worker pool started",
+            extra={"worker_id": self.worker_id, "tasks": self.concurrency},
+        )
+        async with anyio.create_task_group() as tasks:
+            for n in range(self.concurrency):
+                tasks.start_soon(self._loop, f"{self.worker_id}/{n}")
+            task_status.started()
+
+    async def run_until_idle(self, worker_id: str = "once") -> int:
+        """Handle ready jobs one after another until none is left; returns how many."""
+        handled = 0
+        while (job := await self.queue.claim(worker_id, self.lease_seconds)) is not None:
+            await self.handle(job, worker_id)
+            handled += 1
+        return handled
+
+    async def _loop(self, worker_id: str) -> None:
+        while True:
+            try:
+                job = await self.queue.claim(worker_id, self.lease_seconds)
+            except Exception:
+                log.exception("claiming a job failed", extra={"worker_id": worker_id})
+                job = None
+            if job is not None:
+                try:
+                    await self.handle(job, worker_id)
+                except Exception:  # the lease runs out and the job is claimed again
+                    log.exception("handling a job failed", extra={"job_id": job.id})
+                continue
+            wakeup = self._wakeup
+            if wakeup is None:
+                wakeup = self._wakeup = anyio.Event()
+            with anyio.move_on_after(self.poll_interval):
+                await wakeup.wait()
+            if wakeup.is_set() and self._wakeup is wakeup:
+                self._wakeup = anyio.Event()
+
+    async def handle(self, job: Job, worker_id: str) -> None:
+        """Handle one claimed job; never raises for a bad delivery (it is recorded instead)."""
+        delivery = await anyio.to_thread.run_sync(self.store.get_delivery, job.delivery_id)
+        with bound(delivery_id=job.delivery_id, job_id=job.id):
+            if delivery is None:
+                log.error("job names a delivery that is not stored")
+                await self.queue.fail(job.id, worker_id, "delivery not stored", retry=False)
+                return
+            with bound(event=delivery.event):
+                await self._handle_leased(job, worker_id, delivery)
+
+    async def _handle_leased(self, job: Job, worker_id: str, delivery: DeliveryRecord) -> None:
+        errors: list[Exception] = []
+        lost: list[LeaseLost] = []
+
+        async def keep_lease(scope: anyio.CancelScope) -> None:
+            while True:
+                await anyio.sleep(self.lease_seconds / 3)
+                try:
+                    await self.queue.heartbeat(job.id, worker_id, self.lease_seconds)
+                except LeaseLost as exc:
+                    lost.append(exc)
+                    scope.cancel()
+                    return
+                except Exception:  # a busy database now and then; the lease has slack
+                    log.warning("extending the lease failed", exc_info=True)
+
+        async with anyio.create_task_group() as tasks:
+
+            async def work() -> None:
+                try:
+                    await self._process(delivery)
+                except Exception as exc:
+                    errors.append(exc)
+                finally:
+                    tasks.cancel_scope.cancel()
+
+            tasks.start_soon(keep_lease, tasks.cancel_scope)
+            tasks.start_soon(work)
+
+        try:
+            if lost:
+                log.warning("lease lost; another worker may be handling the job")
+            elif errors:
+                await self._failed(job, worker_id, delivery, errors[0])
+            else:
+                await self.queue.complete(job.id, worker_id)
+        except LeaseLost:
+            log.warning("lease lost before the job could be closed")
+
+    async def _failed(
+        self, job: Job, worker_id: str, delivery: DeliveryRecord, error: Exception
+    ) -> None:
+        log.error(
+            "handling the delivery failed",
+            exc_info=error,
+            extra={"attempt": job.attempts, "max_attempts": job.max_attempts},
+        )
+        after = await self.queue.fail(job.id, worker_id, f"{type(error).__name__}: {error}")
+        if after.status is JobStatus.DEAD:
+            reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"
+            await self._record(delivery.guid, "error", reason=reason)
+            log.error("job is dead", extra={"reason": reason})
+
+    async def _record(
+        self, guid: str, decision: str, *, reason: str | None = None, workflow: str | None = None
+    ) -> None:
+        await anyio.to_thread.run_sync(
+            lambda: self.store.record_decision(guid, decision, reason=reason, workflow=workflow)
+        )
+
+    async def _process(self, delivery: DeliveryRecord) -> None:
+        decision = await self._decide(delivery)
+        if decision is None:
+            return
+        if isinstance(decision, Skip):
+            await self._record(delivery.guid, "skip", reason=decision.message)
+            log.info("skipped", extra={"decision": "skip", "reason": decision.message})
+            return
+        await self._start_run(delivery, decision)
+
+    async def _decide(self, delivery: DeliveryRecord) -> Decision | None:
+        """The decision for a delivery, or None when its payload is unusable (then recorded)."""
+
+        if delivery.event == "ping":
+            return Skip(SkipReason.UNSUPPORTED_EVENT, "ping: GitHub checking the webhook")
+        try:
+            payload = json.loads(delivery.body)
+        except (ValueError, RecursionError) as exc:
+            payload = exc
+        if not isinstance(payload, dict):
+            reason = "invalid_payload: the stored body is not a JSON object"
+            await self._record(delivery.guid, "error", reason=reason)
+            log.error("stored payload unusable", extra={"reason": reason})
+            return None
+        try:
+            event = parse_event(delivery.event, delivery.guid, payload)
+        except Exception as exc:  # parse_event is lenient; this is a bug, not a retry case
+            reason = f"invalid_payload: {type(exc).__name__}: {exc}"
+            await self._record(delivery.guid, "error", reason=reason)
+            log.exception("payload could not be read")
+            return None
+        with bound(repo=event.repo_full_name, action=event.action):
+            config_error: str | None = None
+            try:
+                config = await self.hooks.config_loader(event)
+            except ConfigError as exc:
+                # Decided on defaults; events meant for the bot then skip with this message.
+                config, config_error = parse_repo_config(None), str(exc)
+                log.warning("repository config is invalid", extra={"error": config_error})
+            permission: str | None = None
+            if needs_permission(event, config, self.app_slug, config_error=config_error):
+                permission = await self.hooks.permission_lookup(event)
+            return decide(
+                event,
+                config,
+                app_slug=self.app_slug,
+                permission=permission,
+                config_error=config_error,
+            )
+
+    async def _start_run(self, delivery: DeliveryRecord, trigger: Trigger) -> None:
+        # The mode comes from values set here, never from the payload: always webhook.
+        policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
+        run = await anyio.to_thread.run_sync(
+            lambda: self.store.create_run(
+                delivery_id=delivery.guid,
+                repo=trigger.repo_full_name,
+                target_kind=trigger.target_kind,
+                number=trigger.number,
+                workflow=trigger.workflow,
+                mode=policy.mode.value,
+            )
+        )
+        await self._record(
+            delivery.guid, "trigger", workflow=trigger.workflow, reason=trigger.command
+        )
+        with bound(run_id=run.id, repo=trigger.repo_full_name):
+            log.info(
+                "run created",
+                extra={
+                    "decision": "trigger",
+                    "workflow": trigger.workflow,
+                    "mode": run.mode,
+                    "target": f"{trigger.target_kind}#{trigger.number}",
+                },
+            )
+            executor = self.hooks.executor
+            if executor is None:
+                log.info("run queued; no executor is configured")
+                return
+            await executor(trigger, run)

@@ -1,0 +1,335 @@
+"""The worker: stored delivery -> decision on the row -> Run in webhook mode -> executor."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bot import log as bot_log
+from bot.queue.base import JobStatus
+from bot.queue.sqlite import SqliteJobQueue, insert_job
+from bot.settings import Settings
+from bot.store import RunRecord, Store, transaction
+from bot.wiring import build_worker_hooks
+from bot.worker import Worker, WorkerHooks
+from policies.config import RepoConfig, parse_repo_config
+from policies.event import Event, Trigger
+from tests.conftest import SHARED
+
+pytestmark = pytest.mark.anyio
+
+PAYLOADS = SHARED / "github-payloads"
+SLUG = "repo-agent-bot"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def payload(path: str, **changes: object) -> dict[str, object]:
+    source = PAYLOADS / path
+    assert source.is_file(), f"{source} is missing: the shared payloads must be checked out"
+    data: dict[str, object] = json.loads(source.read_text())
+    data.update(changes)
+    return data
+
+
+def comment_payload(body: str) -> dict[str, object]:
+    data = payload("issue_comment/created.payload.json")
+    comment = dict(data["comment"])  # type: ignore[call-overload]
+    comment["body"] = body
+    data["comment"] = comment
+    return data
+
+
+class Env:
+    def __init__(self, store: Store, clock: FakeClock) -> None:
+        self.store = store
+        self.clock = clock
+        self.queue = SqliteJobQueue(store)
+
+    def deliver(self, guid: str, event: str, body: dict[str, object] | bytes) -> None:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        conn = self.store.conn()
+        with transaction(conn):
+            conn.execute(
+                "INSERT INTO deliveries (guid, event, received_at, headers, body)"
+                " VALUES (?, ?, ?, '{}', ?)",
+                (guid, event, self.clock(), raw),
+            )
+            insert_job(conn, guid, self.clock())
+
+    def worker(self, hooks: WorkerHooks | None = None, **kw: object) -> Worker:
+        return Worker(self.store, self.queue, hooks or WorkerHooks(), app_slug=SLUG, **kw)  # type: ignore[arg-type]
+
+    def decision(self, guid: str) -> tuple[str | None, str | None, str | None]:
+        row = self.store.get_delivery(guid)
+        assert row is not None
+        return row.decision, row.workflow, row.reason
+
+
+@pytest.fixture
+def env(data_dir: Path) -> Iterator[Env]:
+    clock = FakeClock()
+    store = Store.open(data_dir / "bot.sqlite3", clock=clock)
+    yield Env(store, clock)
+    store.close()
+
+
+async def test_issue_opened_creates_a_webhook_mode_run(env: Env) -> None:
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    assert await env.worker().run_until_idle() == 1
+    assert env.decision("g-1")[:2] == ("trigger", "triage")
+    (run,) = env.store.runs_for_delivery("g-1")
+    assert (run.workflow, run.mode, run.status, run.repo, run.number) == (
+        "triage",
+        "webhook",
+        "queued",
+        "Codertocat/Hello-World",
+        1,
+    )
+    assert env.queue.counts_sync()[JobStatus.DONE] == 1
+
+
+async def test_ping_is_skipped_with_a_reason(env: Env) -> None:
+    env.deliver("g-ping", "ping", payload("ping/payload.json"))
+    await env.worker().run_until_idle()
+    decision, workflow, reason = env.decision("g-ping")
+    assert (decision, workflow) == ("skip", None)
+    assert reason is not None and reason.startswith("unsupported_event")
+
+
+async def test_unknown_event_is_skipped(env: Env) -> None:
+    env.deliver("g-star", "star", {"action": "created"})
+    await env.worker().run_until_idle()
+    assert env.decision("g-star")[0] == "skip"
+
+
+async def test_payload_mode_keys_cannot_change_the_mode(env: Env) -> None:
+    body = payload(
+        "pull_request/opened.payload.json",
+        interaction_mode="interactive",
+        context={"interaction_mode": "interactive", "channel_name": "cli"},
+        configurable={"interaction_mode": "interactive"},
+    )
+    env.deliver("g-pr", "pull_request", body)
+    await env.worker().run_until_idle()
+    (run,) = env.store.runs_for_delivery("g-pr")
+    assert (run.workflow, run.mode) == ("review", "webhook")
+
+
+async def test_permission_is_looked_up_only_when_the_decision_needs_it(env: Env) -> None:
+    asked: list[str | None] = []
+
+    async def lookup(event: Event) -> str | None:
+        asked.append(event.sender_login)
+        return "write"
+
+    hooks = WorkerHooks(permission_lookup=lookup)
+    env.deliver("g-issue", "issues", payload("issues/opened.payload.json"))
+    await env.worker(hooks).run_until_idle()
+    assert asked == []
+    env.deliver("g-cmd", "issue_comment", comment_payload(f"@{SLUG} fix please"))
+    await env.worker(hooks).run_until_idle()
+    assert asked == ["Codertocat"]
+    assert env.decision("g-cmd")[:2] == ("trigger", "fix")
+
+
+async def test_unknown_permission_fails_closed(env: Env) -> None:
+    env.deliver("g-cmd", "issue_comment", comment_payload(f"@{SLUG} fix"))
+    await env.worker().run_until_idle()
+    decision, _, reason = env.decision("g-cmd")
+    assert decision == "skip"
+    assert reason is not None and reason.startswith("no_permission")
+    assert env.store.runs_for_delivery("g-cmd") == []
+
+
+async def test_invalid_repo_config_becomes_a_visible_skip(env: Env) -> None:
+    async def broken(event: Event) -> RepoConfig:
+        return parse_repo_config("review: [not, a, mapping]\n")
+
+    env.deliver("g-pr", "pull_request", payload("pull_request/opened.payload.json"))
+    await env.worker(WorkerHooks(config_loader=broken)).run_until_idle()
+    decision, _, reason = env.decision("g-pr")
+    assert decision == "skip"
+    assert reason is not None and reason.startswith("invalid_config") and "line 1" in reason
+
+
+async def test_config_comes_from_the_loader(env: Env) -> None:
+    async def disabled(event: Event) -> RepoConfig:
+        return parse_repo_config("enabled: false\n")
+
+    env.deliver("g-pr", "pull_request", payload("pull_request/opened.payload.json"))
+    await env.worker(WorkerHooks(config_loader=disabled)).run_until_idle()
+    assert env.decision("g-pr")[0] == "skip"
+
+
+@pytest.mark.parametrize("body", [b"not json at all", b"[1, 2, 3]", b"\xff\xfe"])
+async def test_unusable_stored_payload_is_recorded_not_retried(env: Env, body: bytes) -> None:
+    env.deliver("g-bad", "issues", body)
+    assert await env.worker().run_until_idle() == 1
+    decision, _, reason = env.decision("g-bad")
+    assert decision == "error"
+    assert reason is not None and reason.startswith("invalid_payload")
+    assert env.queue.counts_sync()[JobStatus.DONE] == 1
+
+
+async def test_transient_failures_retry_then_end_as_a_recorded_error(env: Env) -> None:
+    calls = 0
+
+    async def flaky(event: Event) -> RepoConfig:
+        nonlocal calls
+        calls += 1
+        raise ConnectionError("GitHub is down")
+
+    worker = env.worker(WorkerHooks(config_loader=flaky))
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    for _ in range(10):
+        await worker.run_until_idle()
+        env.clock.now += 3600
+    assert calls == 5  # the default max attempts
+    decision, _, reason = env.decision("g-1")
+    assert decision == "error"
+    assert reason is not None and "ConnectionError: GitHub is down" in reason
+    assert env.queue.counts_sync()[JobStatus.DEAD] == 1
+
+
+async def test_job_of_a_crashed_worker_is_handled_after_its_lease(env: Env) -> None:
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    crashed = await env.queue.claim("crashed-worker", 60)
+    assert crashed is not None
+    worker = env.worker(lease_seconds=60)
+    assert await worker.run_until_idle() == 0  # still leased
+    env.clock.now += 61
+    assert await worker.run_until_idle() == 1
+    assert env.decision("g-1")[:2] == ("trigger", "triage")
+
+
+async def test_a_rerun_job_reuses_its_run(env: Env) -> None:
+    seen: list[str] = []
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        seen.append(run.id)
+        if len(seen) == 1:
+            raise RuntimeError("crash mid-run")
+
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    worker = env.worker(WorkerHooks(executor=executor))
+    await worker.run_until_idle()
+    env.clock.now += 3600
+    await worker.run_until_idle()
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert len(env.store.runs_for_delivery("g-1")) == 1
+
+
+async def test_executor_gets_the_trigger_and_the_lease_is_kept(env: Env) -> None:
+    lease = 0.3
+    handed: list[tuple[Trigger, RunRecord]] = []
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        handed.append((trigger, run))
+        (job,) = env.queue.jobs_for_delivery(trigger.delivery_id)
+        for _ in range(3):
+            # Move the clock to just before the lease ends, then wait for a heartbeat.
+            env.clock.now = (job.lease_until or 0) - 0.01
+            with anyio.fail_after(10):
+                while True:  # polling the database: nothing signals a heartbeat
+                    current = env.queue.get_sync(job.id)
+                    assert current is not None
+                    if current.lease_until != job.lease_until:
+                        break
+                    await anyio.sleep(lease / 6)
+            assert await env.queue.claim("other", lease) is None
+            job = current
+
+    env.deliver("g-pr", "pull_request", payload("pull_request/opened.payload.json"))
+    await env.worker(WorkerHooks(executor=executor), lease_seconds=lease).run_until_idle()
+    ((trigger, run),) = handed
+    assert (trigger.workflow, trigger.number, trigger.delivery_id) == ("review", 2, "g-pr")
+    assert run.id == env.store.runs_for_delivery("g-pr")[0].id
+    assert env.queue.counts_sync()[JobStatus.DONE] == 1
+
+
+async def test_pool_handles_jobs_as_they_arrive(env: Env) -> None:
+    worker = env.worker(concurrency=3, poll_interval=0.05)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(worker.run)
+        for n in range(6):
+            env.deliver(f"g-{n}", "issues", payload("issues/opened.payload.json"))
+        worker.wake()
+        with anyio.fail_after(20):
+            while True:  # polling the database: the pool reports nothing
+                if all(env.decision(f"g-{n}")[0] is not None for n in range(6)):
+                    break
+                await anyio.sleep(0.05)
+        tasks.cancel_scope.cancel()
+    assert {env.decision(f"g-{n}")[0] for n in range(6)} == {"trigger"}
+
+
+async def test_default_wiring_needs_no_github(env: Env) -> None:
+    hooks = build_worker_hooks(Settings(app_slug="my-app"), env.store)
+    assert hooks.executor is None and hooks.app_slug == "my-app"
+    event = Event(name="issues", delivery_id="x")
+    assert await hooks.permission_lookup(event) is None
+    assert (await hooks.config_loader(event)) == parse_repo_config(None)
+
+
+async def test_every_log_line_of_a_delivery_carries_its_id(env: Env) -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = _Lines()
+    bot_log.configure("DEBUG", json_lines=True)
+    root.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+    try:
+
+        async def executor(trigger: Trigger, run: RunRecord) -> None:
+            logging.getLogger("bot.workflows.test").info("executing")
+
+        async def failing(event: Event) -> RepoConfig:
+            raise ConnectionError("down")
+
+        env.deliver("g-run", "pull_request", payload("pull_request/opened.payload.json"))
+        env.deliver("g-skip", "ping", payload("ping/payload.json"))
+        env.deliver("g-bad", "issues", b"garbage")
+        await env.worker(WorkerHooks(executor=executor)).run_until_idle()
+        env.deliver("g-fail", "issues", payload("issues/opened.payload.json"))
+        await env.worker(WorkerHooks(config_loader=failing)).run_until_idle()
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    logs = [json.loads(line) for line in stream.lines]
+    handling = [
+        line
+        for line in logs
+        if line["logger"] == "bot.worker" or "workflows" in str(line["logger"])
+    ]
+    assert len(handling) >= 5
+    for line in handling:
+        assert line.get("delivery_id") in {"g-run", "g-skip", "g-bad", "g-fail"}, line
+    run_id = env.store.runs_for_delivery("g-run")[0].id
+    executing = [line for line in logs if line["msg"] == "executing"]
+    assert [(line["delivery_id"], line["run_id"]) for line in executing] == [("g-run", run_id)]
+    assert any(line["msg"] == "run created" and line["run_id"] == run_id for line in logs)
+
+
+class _Lines:
+    """A text stream that keeps what is written, one entry per line."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.lines.extend(part for part in text.splitlines() if part.strip())
+        return len(text)
+
+    def flush(self) -> None:
+        return None

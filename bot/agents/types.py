@@ -1,8 +1,12 @@
-"""Built-in agent presets: explorer, reviewer, advisor (read-only) and implementer (writes)."""
+"""Agent types: the built-in presets and the custom types declared by the operator or a repo."""
 
 from __future__ import annotations
 
-from bot.engine.types import READ_ONLY_TOOLS, WRITING_TOOLS, AgentType
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from bot.engine.types import ALL_TOOLS, EFFORTS, READ_ONLY_TOOLS, WRITING_TOOLS, AgentType
 
 _READ = tuple(sorted(READ_ONLY_TOOLS))
 _WRITE = _READ + tuple(sorted(WRITING_TOOLS))
@@ -48,3 +52,116 @@ IMPLEMENTER = AgentType(
 
 def builtin_agent_types() -> dict[str, AgentType]:
     return {t.name: t for t in (EXPLORER, REVIEWER, ADVISOR, IMPLEMENTER)}
+
+
+class AgentTypeError(ValueError):
+    """A declared agent type is invalid; the message names the type and the fix."""
+
+
+_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_TYPE_FIELDS = frozenset({"instructions", "tools", "model", "provider", "effort", "description"})
+
+
+def _parse_type(
+    name: str, raw: Mapping[str, Any] | AgentType, allowed: frozenset[str], source: str
+) -> AgentType:
+    if isinstance(raw, AgentType):
+        raw = {
+            "instructions": raw.instructions,
+            "tools": list(raw.tools),
+            "model": raw.model,
+            "provider": raw.provider,
+            "effort": raw.effort,
+            "description": raw.description,
+        }
+    where = f"agent type {name!r} in {source}"
+    if not _TYPE_NAME.match(name):
+        raise AgentTypeError(
+            f"{where}: the name must match [a-z][a-z0-9_-]* (at most 40 characters)"
+        )
+    if not isinstance(raw, Mapping):
+        raise AgentTypeError(f"{where}: must be a mapping with instructions and tools")
+    unknown_keys = sorted(set(raw) - _TYPE_FIELDS)
+    if unknown_keys:
+        raise AgentTypeError(
+            f"{where}: unknown field(s) {', '.join(unknown_keys)}; allowed: "
+            + ", ".join(sorted(_TYPE_FIELDS))
+        )
+    instructions = raw.get("instructions")
+    if not isinstance(instructions, str) or not instructions.strip():
+        raise AgentTypeError(f"{where}: `instructions` must be a non-empty string")
+    tools = raw.get("tools", [])
+    if not isinstance(tools, list | tuple) or not all(isinstance(t, str) for t in tools):
+        raise AgentTypeError(f"{where}: `tools` must be a list of tool names")
+    unknown = sorted(set(tools) - ALL_TOOLS)
+    if unknown:
+        raise AgentTypeError(
+            f"{where}: unknown tool(s) {', '.join(unknown)}; known tools: "
+            + ", ".join(sorted(ALL_TOOLS))
+        )
+    denied = sorted(set(tools) - allowed)
+    if denied:
+        raise AgentTypeError(
+            f"{where}: tool(s) {', '.join(denied)} are not allowed here; the operator allows: "
+            + (", ".join(sorted(allowed)) or "none")
+        )
+    effort = raw.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise AgentTypeError(f"{where}: effort must be one of {', '.join(EFFORTS)}")
+    values = {k: raw.get(k) for k in ("model", "provider", "description")}
+    for key, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise AgentTypeError(f"{where}: `{key}` must be a string")
+    if values["provider"] and not values["model"]:
+        raise AgentTypeError(f"{where}: a provider needs a model")
+    return AgentType(
+        name=name,
+        instructions=instructions.strip(),
+        tools=tuple(dict.fromkeys(tools)),
+        model=values["model"],
+        provider=values["provider"],
+        effort=effort,
+        description=values["description"] or "",
+    )
+
+
+def resolve_agent_types(
+    settings_types: Mapping[str, Mapping[str, Any] | AgentType] | None,
+    repo_types: Mapping[str, Mapping[str, Any] | AgentType] | None,
+    *,
+    repo_allowed_tools: frozenset[str] | None = None,
+) -> dict[str, AgentType]:
+    """The built-in presets, then the operator's types (from settings), then the repository's.
+
+    The operator may define or redefine any type with any known tool. A repository may add
+    types but not redefine an existing one, and may only use `repo_allowed_tools` (by default
+    the read-only tools): it cannot grant a tool the operator's settings do not allow.
+    Raises AgentTypeError with a message naming the type and the fix.
+    """
+    types = builtin_agent_types()
+    for name, raw in (settings_types or {}).items():
+        types[name] = _parse_type(name, raw, ALL_TOOLS, "the settings (BOT_AGENT_TYPES)")
+    allowed = READ_ONLY_TOOLS if repo_allowed_tools is None else repo_allowed_tools & ALL_TOOLS
+    for name, raw in (repo_types or {}).items():
+        if name in types:
+            raise AgentTypeError(
+                f"agent type {name!r} in .github/bot.yml: a repository cannot redefine an "
+                "existing agent type; choose another name"
+            )
+        types[name] = _parse_type(name, raw, allowed, ".github/bot.yml")
+    return types
+
+
+def repo_allowed_tools(raw: str | None) -> frozenset[str]:
+    """The operator's allow-list for repository-declared types (BOT_REPO_AGENT_TOOLS, comma
+    separated); unset means the read-only tools. Unknown names raise AgentTypeError."""
+    if raw is None or not raw.strip():
+        return READ_ONLY_TOOLS
+    names = frozenset(part.strip() for part in raw.split(",") if part.strip())
+    unknown = sorted(names - ALL_TOOLS)
+    if unknown:
+        raise AgentTypeError(
+            f"BOT_REPO_AGENT_TOOLS names unknown tool(s) {', '.join(unknown)}; known tools: "
+            + ", ".join(sorted(ALL_TOOLS))
+        )
+    return names

@@ -1,0 +1,383 @@
+"""The agent loop against the fake chat-completions server, in-process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from bot.agents.runtime import NO_MODEL, Limits, build_runner
+from bot.agents.sandbox import SandboxStatus
+from bot.agents.types import IMPLEMENTER, REVIEWER
+from bot.engine.types import Workspace
+from bot.settings import Settings
+from policies.interaction import (
+    ASK_CLARIFICATION_TOOL_NAME,
+    NO_HUMAN_TOOL_MESSAGE,
+    RunInteractionPolicy,
+)
+from tests.agents.conftest import FAST, RuntimeFactory, invocation
+from tests.fakes.llm import FakeLLM, UsageSpec, error, hang, text, tool_call, tool_calls
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": ["ok", "problem"]},
+        "findings": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["verdict", "findings"],
+    "additionalProperties": False,
+}
+
+
+def tool_messages(fake: FakeLLM, index: int = -1) -> list[str]:
+    return [str(m["content"]) for m in fake.messages(index) if m["role"] == "tool"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "plain"])
+async def test_reads_files_and_answers(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace, stream: bool
+) -> None:
+    fake.push(
+        tool_call("read_file", {"path": "src/app.py"}),
+        tool_call("grep", {"pattern": "greet"}),
+        text("greet is defined in src/app.py:1"),
+    )
+    result = await runtime_for(stream=stream).run(invocation(workspace=read_workspace))
+    assert result.error is None
+    assert result.output == "greet is defined in src/app.py:1"
+    assert "def greet(name):" in tool_messages(fake)[0]
+    assert "src/app.py:1:def greet(name):" in tool_messages(fake)[1]
+    assert fake.bodies[0]["stream"] is stream if stream else "stream" not in fake.bodies[0]
+    assert fake.messages(0)[1] == {"role": "user", "content": "Look at the code."}
+    assert [e["role"] for e in result.transcript] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+@pytest.mark.anyio
+async def test_system_prompt_has_instructions_policy_and_tool_guidance(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(tool_call("structured_output", {"verdict": "ok", "findings": []}))
+    call = invocation(agent_type=REVIEWER, workspace=read_workspace, schema=SCHEMA)
+    await runtime_for().run(call)
+    system = fake.system_prompt(0)
+    assert system.startswith(REVIEWER.instructions)
+    assert call.interaction.clarification_system in system
+    assert call.interaction.thinking_guidance in system
+    assert call.interaction.clarification_reminder in system
+    assert "<tools>" in system
+    assert "call `structured_output` exactly once" in system
+
+
+@pytest.mark.anyio
+async def test_structured_output_validated_and_returned(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(
+        tool_call("structured_output", {"verdict": "maybe", "findings": []}),
+        tool_call("structured_output", {"verdict": "problem", "findings": ["src/app.py:2"]}),
+    )
+    result = await runtime_for().run(
+        invocation(agent_type=REVIEWER, workspace=read_workspace, schema=SCHEMA)
+    )
+    assert result.error is None
+    assert result.structured == {"verdict": "problem", "findings": ["src/app.py:2"]}
+    first_error = tool_messages(fake)[0]
+    assert "does not match the schema at verdict" in first_error
+    assert "structured_output" in fake.tool_names(0)
+
+
+@pytest.mark.anyio
+async def test_non_object_schema_is_wrapped(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(tool_call("structured_output", {"result": ["a", "b"]}))
+    schema = {"type": "array", "items": {"type": "string"}}
+    result = await runtime_for().run(invocation(workspace=read_workspace, schema=schema))
+    assert result.error is None
+    assert result.structured == ["a", "b"]
+    offered = fake.bodies[0]["tools"][-1]["function"]
+    assert offered["parameters"]["properties"]["result"] == schema
+
+
+@pytest.mark.anyio
+async def test_finishing_without_structured_output_fails(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(text("all fine"))
+    result = await runtime_for().run(invocation(workspace=read_workspace, schema=SCHEMA))
+    assert result.error == "finished without calling structured_output"
+    assert result.output == "all fine"
+
+
+@pytest.mark.anyio
+async def test_schema_the_model_keeps_violating_ends_with_error(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.respond_with(lambda body: tool_call("structured_output", {"verdict": 1}))
+    result = await runtime_for().run(invocation(workspace=read_workspace, schema=SCHEMA))
+    assert result.error is not None
+    assert "invalid tool calls 4 times in a row" in result.error
+    assert len(fake.bodies) == FAST.invalid_retries + 1
+
+
+@pytest.mark.anyio
+async def test_invalid_tool_json_gets_bounded_retries_then_clear_error(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.respond_with(lambda body: tool_call("read_file", '{"path": "README.md"'))
+    result = await runtime_for().run(invocation(workspace=read_workspace))
+    assert result.error is not None
+    assert "invalid tool calls" in result.error and "not valid JSON" in result.error
+    assert len(fake.bodies) == FAST.invalid_retries + 1
+    assert "not valid JSON" in tool_messages(fake)[0]
+
+
+@pytest.mark.anyio
+async def test_invalid_json_once_then_recovers(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(tool_call("read_file", "{oops"), tool_call("read_file", {"path": "README.md"}))
+    fake.push(text("ok"))
+    result = await runtime_for().run(invocation(workspace=read_workspace))
+    assert result.error is None
+    assert "# Demo" in tool_messages(fake)[-1]
+
+
+@pytest.mark.anyio
+async def test_watchdog_trips_when_the_model_never_answers(
+    fake: FakeLLM, runtime_for: RuntimeFactory
+) -> None:
+    fake.push(hang())
+    limits = Limits(first_response_timeout=0.3, backoff=0.0)
+    with anyio.fail_after(10):
+        result = await runtime_for(limits=limits).run(invocation())
+    assert result.error == "the model sent no response within 0.3 s"
+    assert len(fake.bodies) == 1  # not retried
+
+
+@pytest.mark.anyio
+async def test_server_errors_retried_then_fail_clearly(
+    fake: FakeLLM, runtime_for: RuntimeFactory
+) -> None:
+    fake.push(error(500, "boom"), error(503, "still down"), error(502, "nope"), text("late"))
+    result = await runtime_for().run(invocation())
+    assert result.error == "model endpoint answered HTTP 502: nope (after 3 attempts)"
+    assert len(fake.bodies) == 3
+
+
+@pytest.mark.anyio
+async def test_rate_limit_is_retried(fake: FakeLLM, runtime_for: RuntimeFactory) -> None:
+    fake.push(error(429, "slow down", headers={"retry-after": "0"}), text("fine"))
+    result = await runtime_for().run(invocation())
+    assert result.error is None and result.output == "fine"
+
+
+@pytest.mark.anyio
+async def test_client_error_is_not_retried(fake: FakeLLM, runtime_for: RuntimeFactory) -> None:
+    fake.push(error(400, "model `x` does not exist"), text("never"))
+    result = await runtime_for().run(invocation())
+    assert result.error == "model endpoint answered HTTP 400: model `x` does not exist"
+    assert fake.remaining == 1
+
+
+@pytest.mark.anyio
+async def test_clarification_tool_absent_in_webhook_mode_and_answered_if_forged(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(tool_call(ASK_CLARIFICATION_TOOL_NAME, {"question": "Which env?"}), text("done"))
+    result = await runtime_for().run(invocation(workspace=read_workspace))
+    assert ASK_CLARIFICATION_TOOL_NAME not in fake.tool_names(0)
+    assert f"{ASK_CLARIFICATION_TOOL_NAME}(" not in fake.system_prompt(0)
+    assert tool_messages(fake) == [NO_HUMAN_TOOL_MESSAGE]
+    assert result.error is None and result.output == "done"
+
+
+@pytest.mark.anyio
+async def test_interactive_mode_offers_clarification(
+    fake: FakeLLM, runtime_for: RuntimeFactory
+) -> None:
+    fake.push(tool_call(ASK_CLARIFICATION_TOOL_NAME, {"question": "Which env?"}))
+    call = invocation(interaction=RunInteractionPolicy.interactive())
+    result = await runtime_for().run(call)
+    assert ASK_CLARIFICATION_TOOL_NAME in fake.tool_names(0)
+    assert result.output == "Clarification needed: Which env?"
+
+
+@pytest.mark.anyio
+async def test_read_only_agent_gets_no_writing_tools_and_forged_call_is_refused(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace, repo: Any
+) -> None:
+    fake.push(
+        tool_call("write_file", {"path": "README.md", "content": "pwned"}),
+        tool_call("run_command", {"command": "touch /tmp/x"}),
+        text("gave up"),
+    )
+    result = await runtime_for(sandbox_ok=True).run(invocation(workspace=read_workspace))
+    offered = fake.tool_names(0)
+    assert sorted(offered) == ["git_diff", "git_log", "git_show", "grep", "list_files", "read_file"]
+    assert tool_messages(fake)[0].startswith("error: there is no tool named `write_file`")
+    assert "no tool named `run_command`" in tool_messages(fake)[1]
+    root, _ = repo
+    assert (root / "README.md").read_text().startswith("# Demo")
+    assert result.output == "gave up"
+
+
+@pytest.mark.anyio
+async def test_implementer_refuses_to_run_without_worktree(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    result = await runtime_for().run(invocation(agent_type=IMPLEMENTER, workspace=read_workspace))
+    assert result.error is not None and "needs worktree isolation" in result.error
+    assert fake.bodies == []
+
+
+@pytest.mark.anyio
+async def test_usage_counts_cached_tokens_and_cost(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(
+        tool_call("list_files", {}, usage=UsageSpec(prompt=1000, completion=50, cached=400)),
+        text("done", usage=UsageSpec(prompt=1200, completion=30, cached=1000)),
+    )
+    prices = {"fake-model": {"input": 2.0, "output": 10.0, "cache_read": 0.5}}
+    result = await runtime_for(prices=prices).run(invocation(workspace=read_workspace))
+    usage = result.usage
+    assert (usage.input, usage.output, usage.cache_read) == (800, 80, 1400)
+    assert usage.cost == pytest.approx((800 * 2.0 + 80 * 10.0 + 1400 * 0.5) / 1e6)
+
+
+@pytest.mark.anyio
+async def test_cost_unknown_without_price(fake: FakeLLM, runtime_for: RuntimeFactory) -> None:
+    fake.push(text("done"))
+    result = await runtime_for().run(invocation())
+    assert result.usage.cost is None and result.usage.output > 0
+
+
+@pytest.mark.anyio
+async def test_max_turns_cap(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.respond_with(lambda body: tool_call("list_files", {}))
+    limits = Limits(max_turns=3, backoff=0.0)
+    result = await runtime_for(limits=limits).run(invocation(workspace=read_workspace))
+    assert result.error == "stopped after 3 model turns without finishing"
+    assert len(fake.bodies) == 3
+
+
+@pytest.mark.anyio
+async def test_output_is_capped(fake: FakeLLM, runtime_for: RuntimeFactory) -> None:
+    fake.push(text("x" * 70_000))
+    result = await runtime_for(limits=Limits(output_cap=1000)).run(invocation())
+    assert result.output.startswith("x" * 1000)
+    assert "[output truncated: 70000 bytes in all, first 1000 shown]" in result.output
+
+
+@pytest.mark.anyio
+async def test_transcript_is_bounded(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    for _ in range(30):
+        fake.push(tool_call("read_file", {"path": "src/app.py"}))
+    fake.push(text("end"))
+    result = await runtime_for(limits=Limits(max_turns=40)).run(
+        invocation(workspace=read_workspace)
+    )
+    assert result.error is None
+    size = len(json.dumps(result.transcript))
+    assert size < 80_000
+    assert result.transcript[0]["role"] == "user"
+    assert result.transcript[-1] == {"role": "assistant", "content": "end"}
+
+
+@pytest.mark.anyio
+async def test_several_tool_calls_in_one_turn(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    fake.push(
+        tool_calls(
+            tool_call("read_file", {"path": "README.md"}),
+            tool_call("read_file", {"path": "../etc/passwd"}),
+        ),
+        text("ok"),
+    )
+    result = await runtime_for().run(invocation(workspace=read_workspace))
+    answers = tool_messages(fake)
+    assert "# Demo" in answers[0]
+    assert answers[1].startswith("error: paths with `..` are refused")
+    ids = [m["tool_call_id"] for m in fake.messages() if m["role"] == "tool"]
+    assert len(set(ids)) == 2
+    assert result.error is None
+
+
+@pytest.mark.anyio
+async def test_tool_timeout_comes_back_as_tool_error(
+    fake: FakeLLM,
+    runtime_for: RuntimeFactory,
+    read_workspace: Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bot.agents import tools
+
+    async def slow(self: tools.Toolbox, args: dict[str, Any]) -> str:
+        await anyio.sleep(30)
+        return "never"
+
+    monkeypatch.setattr(tools.Toolbox, "_tool_list_files", slow)
+    fake.push(tool_call("list_files", {}), text("recovered"))
+    limits = Limits(tool_timeout=0.2, backoff=0.0)
+    with anyio.fail_after(10):
+        result = await runtime_for(limits=limits).run(invocation(workspace=read_workspace))
+    assert tool_messages(fake) == ["error: `list_files` timed out after 0.2 s and was stopped"]
+    assert result.output == "recovered"
+
+
+@pytest.mark.anyio
+async def test_cancellation_is_honoured(fake: FakeLLM, runtime_for: RuntimeFactory) -> None:
+    fake.push(hang())
+    runtime = runtime_for(limits=Limits(first_response_timeout=60))
+    with anyio.move_on_after(0.3) as scope:
+        await runtime.run(invocation())
+    assert scope.cancelled_caught
+
+
+@pytest.mark.anyio
+async def test_model_precedence(fake: FakeLLM, runtime_for: RuntimeFactory) -> None:
+    fake.push(text("a"), text("b"), text("c"))
+    runtime = runtime_for(role_models={"explorer": "role-model"})
+    await runtime.run(invocation(model="explicit"))
+    await runtime.run(invocation())
+    await runtime.run(invocation(agent_type=REVIEWER))
+    assert [b["model"] for b in fake.bodies] == ["explicit", "role-model", "fake-model"]
+
+
+@pytest.mark.anyio
+async def test_build_runner_without_model_explains_the_fix() -> None:
+    runner = build_runner(Settings())
+    result = await runner.run(invocation())
+    assert result.error == NO_MODEL == "no model configured (set BOT_MODEL and BOT_LLM_BASE_URL)"
+
+
+@pytest.mark.anyio
+async def test_build_runner_talks_to_the_configured_endpoint(fake: FakeLLM) -> None:
+    fake.api_key = "sk-secret"
+    fake.push(text("hi"))
+    settings = Settings.model_validate(
+        {"model": "m1", "llm_base_url": fake.base_url, "llm_api_key": "sk-secret"}
+    )
+    async with fake.client() as client:
+        runner = build_runner(settings, http_client=client, sandbox=SandboxStatus(False, "off"))
+        result = await runner.run(invocation())
+    assert result.error is None and result.output == "hi"
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-secret"
+    assert fake.bodies[0]["model"] == "m1"

@@ -19,7 +19,8 @@ What is retried, and how:
 * Writes (POST, PATCH, PUT, DELETE) made with one installation's token are
   serialised and spaced at least `mutation_interval_s` apart (default 1 s), as
   GitHub's secondary-rate-limit guidance asks: a per-installation lock plus the
-  time the previous write was sent.
+  time the previous write finished; the next write is sent no sooner than that
+  plus the interval. Reads are neither serialised nor spaced.
 
 Every request carries `X-Bot-Delivery: <delivery id>` when a delivery is bound in
 the log context, so GitHub-side traces can be tied back to the webhook. Tokens and
@@ -118,7 +119,7 @@ class _Spacer:
 
     def __init__(self) -> None:
         self.lock = anyio.Lock()
-        self.last_sent = float("-inf")
+        self.last_done = float("-inf")
 
 
 class Sender:
@@ -167,11 +168,15 @@ class Sender:
         if method in MUTATING and installation_id is not None:
             spacer = self._spacers.setdefault(installation_id, _Spacer())
             async with spacer.lock:
-                wait = spacer.last_sent + self.policy.mutation_interval_s - time.monotonic()
+                wait = spacer.last_done + self.policy.mutation_interval_s - time.monotonic()
                 if wait > 0:
                     await self._sleep(wait)
-                spacer.last_sent = time.monotonic()
-                return await self._with_retries(method, path, authorization, json, params, accept)
+                try:
+                    return await self._with_retries(
+                        method, path, authorization, json, params, accept
+                    )
+                finally:
+                    spacer.last_done = time.monotonic()
         return await self._with_retries(method, path, authorization, json, params, accept)
 
     async def _with_retries(
@@ -196,7 +201,11 @@ class Sender:
         while True:
             try:
                 answer = await self._github.arequest(
-                    method, path, headers=headers, json=json, params=dict(params or {})
+                    method,
+                    path,
+                    headers=headers,
+                    json=json,
+                    params=dict(params) if params else None,
                 )
                 return answer.raw_response
             except RequestFailed as exc:

@@ -613,6 +613,29 @@ def commit_files(
     return sha
 
 
+def make_fake_github(
+    root: Path,
+    *,
+    owner: str = "octo",
+    repo: str = "hello",
+    installation_id: int = 42,
+    files: dict[str, str | bytes] | None = None,
+    private: bool = False,
+) -> FakeGitHub:
+    """A fake with one repository (a bare git repo under `root`), installed as `installation_id`.
+
+    The owner has admin permission; other users must be added with `set_permission`.
+    """
+    fake = FakeGitHub()
+    bare = init_bare_repo(
+        root / "remote" / owner / f"{repo}.git", files or {"README.md": "hello\n"}
+    )
+    fake.add_repo(owner, repo, bare, private=private)
+    fake.add_installation(installation_id, owner, [f"{owner}/{repo}"])
+    fake.set_permission(owner, repo, owner, "admin")
+    return fake
+
+
 @contextmanager
 def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
     """Serve the fake on 127.0.0.1 on a free port in a background thread; yields its base URL."""

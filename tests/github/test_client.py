@@ -1,0 +1,384 @@
+"""The GitHub App client against the fake GitHub: auth, tokens, retries, rate limits, spacing."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import httpx
+import jwt
+import pytest
+
+from bot.github.client import (
+    AuthError,
+    GitHubApp,
+    GitHubError,
+    NotFound,
+    RateLimited,
+    RetryableError,
+    RetryPolicy,
+)
+from bot.log import bound
+from tests.fakes.github import FakeGitHub, init_bare_repo, make_fake_github
+
+pytestmark = pytest.mark.anyio
+API = "http://github.test"
+
+
+class Sleeps:
+    """Records requested sleeps instead of waiting (the waits themselves are the behaviour)."""
+
+    def __init__(self) -> None:
+        self.requested: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.requested.append(seconds)
+        await anyio.lowlevel.checkpoint()
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeGitHub:
+    fake = make_fake_github(tmp_path, files={"README.md": "hi\n", ".github/bot.yml": "x: 1\n"})
+    fake.add_issue("octo", "hello", title="Crash on start", body="It crashes.", user="alice")
+    return fake
+
+
+def make_app(
+    fake: FakeGitHub,
+    sleeps: Sleeps | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    **policy: float,
+) -> GitHubApp:
+    settings = {"mutation_interval_s": 0.0, "backoff_s": 0.01, **policy}
+    return GitHubApp(
+        fake.app_id,
+        fake.private_key_pem,
+        api_url=API,
+        transport=transport or httpx.ASGITransport(fake.app),
+        policy=RetryPolicy(**settings),  # type: ignore[arg-type]
+        sleep=sleeps or Sleeps(),
+    )
+
+
+async def test_app_jwt_claims_are_what_github_requires(fake: FakeGitHub) -> None:
+    app = make_app(fake)
+    before = int(time.time())
+    claims = jwt.decode(app.jwt(), fake.public_key, algorithms=["RS256"])  # type: ignore[arg-type]
+    after = int(time.time())
+    assert claims["iss"] == str(fake.app_id)
+    assert before - 60 <= claims["iat"] <= after - 60
+    assert claims["exp"] - claims["iat"] <= 600 + 60
+    assert claims["exp"] <= after + 600
+
+
+async def test_slug_is_learned_from_get_app_unless_configured(fake: FakeGitHub) -> None:
+    app = make_app(fake)
+    assert await app.slug() == "repo-agent"
+    assert await app.slug() == "repo-agent"
+    assert len(fake.calls_to("GET", "/app")) == 1
+    configured = GitHubApp(
+        fake.app_id,
+        fake.private_key_pem,
+        api_url=API,
+        app_slug="my-bot",
+        transport=httpx.ASGITransport(fake.app),
+    )
+    assert await configured.slug() == "my-bot"
+    assert len(fake.calls_to("GET", "/app")) == 1
+
+
+async def test_a_jwt_signed_with_another_key_is_refused(fake: FakeGitHub) -> None:
+    other = FakeGitHub()  # a different key pair
+    app = GitHubApp(
+        fake.app_id, other.private_key_pem, api_url=API, transport=httpx.ASGITransport(fake.app)
+    )
+    with pytest.raises(AuthError) as caught:
+        await app.get_app()
+    assert caught.value.status == 401
+
+
+async def test_installations_are_listed_across_pages(fake: FakeGitHub) -> None:
+    fake.add_installation(43, "other", [])
+    fake.add_installation(44, "third", [])
+    fake.max_per_page = 2
+    installations = await make_app(fake).list_installations()
+    assert [i.id for i in installations] == [42, 43, 44]
+    assert len(fake.calls_to("GET", "/app/installations")) == 2
+
+
+async def test_token_is_narrowed_to_the_repository_and_cached(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    await gh.get_repo()
+    await gh.get_issue(1)
+    await gh.token()
+    minted = fake.calls_to("POST", "/app/installations/42/access_tokens")
+    assert len(minted) == 1
+    assert minted[0].json == {"repositories": ["hello"]}
+    assert minted[0].auth == "jwt"
+    assert all(c.auth == "token" for c in fake.calls_to("GET", "/repos/*"))
+
+
+async def test_narrowed_token_cannot_reach_another_repository(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    other = init_bare_repo(tmp_path / "other.git", {"a.txt": "a\n"})
+    fake.add_repo("octo", "other", other)
+    fake.add_installation(42, "octo", ["octo/hello", "octo/other"])
+    gh = make_app(fake).installation(42, "octo", "hello")
+    with pytest.raises(NotFound):
+        await gh.request("GET", "/repos/octo/other")
+    assert (await gh.get_repo()).full_name == "octo/hello"
+
+
+async def test_permissions_narrow_the_token_when_asked(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello", permissions={"issues": "write"})
+    await gh.get_issue(1)
+    minted = fake.calls_to("POST", "/app/installations/42/access_tokens")
+    assert minted[0].json == {"repositories": ["hello"], "permissions": {"issues": "write"}}
+
+
+async def test_a_revoked_token_is_replaced_once(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    first = await gh.token()
+    fake.revoke_tokens()
+    issue = await gh.get_issue(1)
+    assert issue.title == "Crash on start"
+    assert await gh.token() != first
+    assert len(fake.calls_to("POST", "/app/installations/42/access_tokens")) == 2
+
+
+async def test_a_401_that_survives_a_fresh_token_raises(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    fake.fail_next("GET", "/repos/octo/hello/issues/1", 401, times=5, message="Bad credentials")
+    with pytest.raises(AuthError):
+        await gh.get_issue(1)
+    assert len(fake.calls_to("GET", "/repos/octo/hello/issues/1")) == 2
+    assert len(fake.calls_to("POST", "/app/installations/*")) == 2
+
+
+async def test_a_token_close_to_expiry_is_not_reused(fake: FakeGitHub) -> None:
+    fake.token_ttl_s = 240  # inside the five-minute refresh margin
+    gh = make_app(fake).installation(42, "octo", "hello")
+    await gh.get_issue(1)
+    await gh.get_issue(1)
+    assert len(fake.calls_to("POST", "/app/installations/42/access_tokens")) == 2
+
+
+async def test_502_twice_then_200_succeeds_on_the_third_call(fake: FakeGitHub) -> None:
+    sleeps = Sleeps()
+    gh = make_app(fake, sleeps).installation(42, "octo", "hello")
+    fake.fail_next("POST", "/repos/octo/hello/issues/1/comments", 502, times=2)
+    comment = await gh.create_issue_comment(1, "hello")
+    calls = fake.calls_to("POST", "/repos/octo/hello/issues/1/comments")
+    assert [c.status for c in calls] == [502, 502, 201]
+    assert [c["body"] for c in fake.comments_on("octo", "hello", 1)] == ["hello"]
+    assert comment.body == "hello"
+    assert len(sleeps.requested) == 2 and sleeps.requested[1] > sleeps.requested[0]
+
+
+async def test_persistent_5xx_becomes_retryable_error(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    fake.fail_next("GET", "/repos/octo/hello/issues/1", 503, times=10)
+    with pytest.raises(RetryableError) as caught:
+        await gh.get_issue(1)
+    assert caught.value.status == 503
+    assert len(fake.calls_to("GET", "/repos/octo/hello/issues/1")) == 4
+
+
+class FlakyTransport(httpx.AsyncBaseTransport):
+    """Refuses the first `failures` connections, then passes requests through."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.failures > 0:
+            self.failures -= 1
+            raise httpx.ConnectError("connection refused", request=request)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_connection_errors_are_retried(fake: FakeGitHub) -> None:
+    flaky = FlakyTransport(httpx.ASGITransport(fake.app), failures=2)
+    app = make_app(fake, transport=flaky)
+    assert (await app.get_app()).slug == "repo-agent"
+    flaky.failures = 10
+    with pytest.raises(RetryableError) as caught:
+        await app.get_app()
+    assert caught.value.status == 0
+
+
+async def test_429_with_retry_after_waits_then_succeeds(fake: FakeGitHub) -> None:
+    app = GitHubApp(
+        fake.app_id,
+        fake.private_key_pem,
+        api_url=API,
+        transport=httpx.ASGITransport(fake.app),
+        policy=RetryPolicy(mutation_interval_s=0.0),
+    )
+    gh = app.installation(42, "octo", "hello")
+    await gh.token()
+    fake.fail_next("POST", "/repos/*/issues/1/comments", 429, headers={"retry-after": "1"})
+    await gh.create_issue_comment(1, "after the wait")
+    first, second = fake.calls_to("POST", "/repos/octo/hello/issues/1/comments")
+    assert (first.status, second.status) == (429, 201)
+    assert second.at - first.at >= 1.0
+    assert len(fake.comments_on("octo", "hello", 1)) == 1
+
+
+async def test_exhausted_quota_waits_until_reset_within_the_cap(fake: FakeGitHub) -> None:
+    sleeps = Sleeps()
+    gh = make_app(fake, sleeps).installation(42, "octo", "hello")
+    await gh.token()
+    reset = int(time.time()) + 20
+    fake.fail_next(
+        "GET",
+        "/repos/octo/hello/issues/1",
+        403,
+        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+        message="API rate limit exceeded",
+    )
+    assert (await gh.get_issue(1)).number == 1
+    assert len(sleeps.requested) == 1
+    assert 15 <= sleeps.requested[0] <= 22
+
+
+async def test_a_reset_beyond_the_cap_raises_rate_limited_without_sleeping(
+    fake: FakeGitHub,
+) -> None:
+    sleeps = Sleeps()
+    gh = make_app(fake, sleeps, max_sleep_s=60).installation(42, "octo", "hello")
+    await gh.token()
+    reset = int(time.time()) + 3600
+    fake.fail_next(
+        "GET",
+        "/repos/octo/hello/issues/1",
+        403,
+        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+    )
+    with pytest.raises(RateLimited) as caught:
+        await gh.get_issue(1)
+    assert isinstance(caught.value, RetryableError)
+    assert reset <= caught.value.retry_at <= reset + 5
+    assert sleeps.requested == []
+    assert len(fake.calls_to("GET", "/repos/octo/hello/issues/1")) == 1
+
+
+async def test_a_403_that_is_not_a_rate_limit_fails_at_once(fake: FakeGitHub) -> None:
+    sleeps = Sleeps()
+    gh = make_app(fake, sleeps).installation(42, "octo", "hello")
+    fake.fail_next("POST", "/repos/*/issues/1/comments", 403, message="Resource not accessible")
+    with pytest.raises(GitHubError) as caught:
+        await gh.create_issue_comment(1, "x")
+    assert caught.value.status == 403
+    assert "Resource not accessible" in str(caught.value)
+    assert not isinstance(caught.value, RetryableError)
+    assert sleeps.requested == []
+
+
+async def test_writes_of_one_installation_are_spaced(fake: FakeGitHub) -> None:
+    interval = 0.05
+    app = GitHubApp(
+        fake.app_id,
+        fake.private_key_pem,
+        api_url=API,
+        transport=httpx.ASGITransport(fake.app),
+        policy=RetryPolicy(mutation_interval_s=interval),
+    )
+    gh = app.installation(42, "octo", "hello")
+    await gh.token()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(5):
+            tg.start_soon(gh.create_issue_comment, 1, f"comment {i}")
+        for _ in range(5):
+            tg.start_soon(gh.get_issue, 1)
+    writes = [c for c in fake.calls if c.method == "POST" and c.path.endswith("/comments")]
+    assert len(writes) == 5
+    gaps = [b.at - a.at for a, b in itertools.pairwise(writes)]
+    assert min(gaps) >= interval
+
+
+async def test_permission_lookup_is_cached_and_fails_closed(fake: FakeGitHub) -> None:
+    fake.set_permission("octo", "hello", "mia", "maintain")
+    gh = make_app(fake).installation(42, "octo", "hello")
+    assert await gh.get_collaborator_permission("mia") == "maintain"
+    assert await gh.get_collaborator_permission("mia") == "maintain"
+    assert len(fake.calls_to("GET", "/repos/octo/hello/collaborators/mia/permission")) == 1
+    assert await gh.get_collaborator_permission("stranger") == "none"
+
+    fake.fail_next("GET", "/repos/octo/hello/collaborators/bob/permission", 500, times=10)
+    fake.set_permission("octo", "hello", "bob", "write")
+    assert await gh.get_collaborator_permission("bob") is None
+    fake._faults.clear()
+    assert await gh.get_collaborator_permission("bob") == "write"
+
+
+async def test_file_text_of_the_default_branch_and_missing_files(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    assert await gh.get_file_text(".github/bot.yml") == "x: 1\n"
+    assert await gh.get_file_text(".github/missing.yml") is None
+    assert await gh.get_file_text(".github") is None  # a directory is not a file
+    assert await gh.get_file_text("README.md", ref="main") == "hi\n"
+
+
+async def test_comments_found_by_marker_across_pages(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    for i in range(4):
+        fake.add_comment("octo", "hello", 1, f"note {i}", user="alice")
+    await gh.create_issue_comment(1, "status <!-- bot:run=wf_1 kind=sticky -->")
+    fake.max_per_page = 2
+    found = await gh.find_issue_comment(1, "<!-- bot:run=wf_1 kind=sticky -->")
+    assert found is not None and found.user is not None and found.user.is_bot
+    assert await gh.find_issue_comment(1, "<!-- bot:run=wf_2 kind=sticky -->") is None
+    assert len(await gh.list_issue_comments(1)) == 5
+
+
+async def test_requests_carry_the_delivery_id(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    with bound(delivery_id="d-123"):
+        await gh.get_issue(1)
+    await gh.get_repo()
+    traced = fake.calls_to("GET", "/repos/octo/hello/issues/1")[0]
+    assert traced.headers.get("x-bot-delivery") == "d-123"
+    assert "x-bot-delivery" not in fake.calls_to("GET", "/repos/octo/hello")[0].headers
+
+
+async def test_tokens_and_jwts_never_reach_the_logs(
+    fake: FakeGitHub, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    app = make_app(fake)
+    gh = app.installation(42, "octo", "hello")
+    fake.fail_next("GET", "/repos/octo/hello/issues/1", 502)
+    await gh.get_issue(1)
+    fake.revoke_tokens()
+    await gh.get_issue(1)
+    secrets = [t for t in fake.tokens] + [app.jwt()]
+    text = "\n".join(r.getMessage() + repr(r.__dict__) for r in caplog.records)
+    assert "installation token issued" in text
+    for secret in secrets:
+        assert secret not in text
+
+
+async def test_reactions_and_check_runs_round_trip(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    comment = fake.add_comment("octo", "hello", 1, "@repo-agent ask why", user="alice")
+    await gh.add_reaction(comment["id"], "eyes")
+    await gh.add_issue_reaction(1)
+    assert [r["content"] for r in fake.reactions] == ["eyes", "eyes"]
+    git_dir = fake.repos["octo/hello"].git_dir
+    head = (await anyio.run_process(["git", f"--git-dir={git_dir}", "rev-parse", "main"])).stdout
+    head_sha = head.decode().strip()
+    run = await gh.create_check_run(name="bot review", head_sha=head_sha, external_id="wf_abc")
+    assert run.status == "in_progress"
+    done = await gh.update_check_run(run.id, conclusion="neutral", output={"title": "Blocked"})
+    assert (done.status, done.conclusion) == ("completed", "neutral")
+    found = await gh.find_check_run("main", "wf_abc")
+    assert found is not None and found.id == run.id
+    assert await gh.find_check_run(head_sha, "wf_other") is None

@@ -1,0 +1,99 @@
+"""Run artifacts on disk: run ids, the run folder, atomic JSON and text writes, lookups."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bot.engine.details import RunDetails
+
+RUN_ID = re.compile(r"^wf_[0-9a-f]{12}$")
+_RUN_REF = re.compile(r"^(?:wf_[0-9a-f]{0,12}|wf|[0-9a-f_]{1,12})$")
+
+
+class RunNotFound(LookupError):
+    """No run matches the id or suffix given (or more than one does)."""
+
+
+def new_run_id() -> str:
+    """`wf_` + 12 hex."""
+    return "wf_" + secrets.token_hex(6)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and os.replace it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _json_default(value: object) -> object:
+    to_dict = getattr(value, "to_dict", None) or getattr(value, "to_json", None)
+    if callable(to_dict):
+        return to_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def dumps(value: Any) -> str:
+    """JSON text for artifacts; objects with `to_dict()`/`to_json()` are converted."""
+    return json.dumps(value, ensure_ascii=False, indent=1, default=_json_default)
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    atomic_write_text(path, dumps(value))
+
+
+class RunStore:
+    """The `<data_dir>/runs/` folder: one sub-folder per run id."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "runs"
+
+    def run_dir(self, run_id: str) -> Path:
+        if not RUN_ID.match(run_id):
+            raise RunNotFound(f"not a run id: {run_id!r}")
+        return self.root / run_id
+
+    def run_ids(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if RUN_ID.match(p.name))
+
+    def resolve(self, ref: str, candidates: list[str] | None = None) -> str:
+        """An exact run id or a unique suffix of one; nothing else (no paths)."""
+        ref = ref.strip()
+        if not _RUN_REF.match(ref):
+            raise RunNotFound(f"{ref!r} is not a run id or a run id suffix (wf_ + 12 hex)")
+        ids = self.run_ids() if candidates is None else candidates
+        if ref in ids:
+            return ref
+        matches = [rid for rid in ids if rid.endswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise RunNotFound(f"no run matches {ref!r}")
+        raise RunNotFound(f"{ref!r} matches {len(matches)} runs; give more characters")
+
+    def write_details(self, details: RunDetails) -> None:
+        atomic_write_json(self.run_dir(details.run_id) / "workflow.json", details.to_json())
+
+    def read_details(self, run_id: str) -> RunDetails:
+        path = self.run_dir(run_id) / "workflow.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return RunDetails.from_json(data)
+        except (OSError, ValueError, TypeError) as exc:
+            raise RunNotFound(f"run {run_id} has no readable workflow.json ({exc})") from exc

@@ -1,0 +1,329 @@
+"""The workflow engine: blocking and background runs, status, stop, stale-run recovery."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, overload
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bot.agents.types import builtin_agent_types
+from bot.engine import artifacts
+from bot.engine.artifacts import RunNotFound, RunStore, new_run_id
+from bot.engine.details import RunDetails
+from bot.engine.git import GitError, common_dir
+from bot.engine.journal import Journal, JournalError, workspace_identity
+from bot.engine.run import STOPPED, Run, RunConfig
+from bot.engine.types import AgentRunner, AgentType
+from bot.engine.workflow import WorkflowFn, WorkflowMeta
+from bot.engine.worktree import WorktreeError, resolve_commit
+from bot.log import bound, get_logger
+from policies.interaction import RunInteractionPolicy
+
+log = get_logger("bot.engine")
+MAX_CONCURRENCY = 64
+MAX_CALLS = 1024
+RECENT_RUNS = 20
+
+
+class Engine:
+    """Runs workflows on an AgentRunner and keeps their artifacts under `<data_dir>/runs/`.
+
+    `await engine.run(...)` blocks until the run ends. For background runs use
+    `async with Engine(...) as engine:` (or `engine.serve(task_group)`) and `engine.start(...)`.
+    """
+
+    def __init__(
+        self,
+        runner: AgentRunner,
+        *,
+        data_dir: Path,
+        agent_types: Mapping[str, AgentType] | None = None,
+        role_models: Mapping[str, str] | None = None,
+        default_model: str | None = None,
+        default_effort: str | None = None,
+        concurrency: int = 8,
+        max_calls: int = 128,
+        settle_seconds: float = 8.0,
+    ) -> None:
+        if not 1 <= concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
+        if not 1 <= max_calls <= MAX_CALLS:
+            raise ValueError(f"max_calls must be between 1 and {MAX_CALLS}")
+        if settle_seconds < 0:
+            raise ValueError("settle_seconds must not be negative")
+        self.store = RunStore(Path(data_dir))
+        self.config = RunConfig(
+            runner=runner,
+            agent_types=dict(builtin_agent_types() if agent_types is None else agent_types),
+            role_models=dict(role_models or {}),
+            default_model=default_model,
+            default_effort=default_effort,
+            concurrency=concurrency,
+            max_calls=max_calls,
+            settle_seconds=settle_seconds,
+        )
+        self._active: dict[str, Run] = {}
+        self._recent: dict[str, RunDetails] = {}
+        self._tg: TaskGroup | None = None
+        self._own_tg: TaskGroup | None = None
+
+    # -- background task group ----------------------------------------------------------------
+
+    async def __aenter__(self) -> Engine:
+        self._own_tg = anyio.create_task_group()
+        await self._own_tg.__aenter__()
+        self._tg = self._own_tg
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        for run in list(self._active.values()):
+            run.request_stop("Engine shut down")
+        tg, self._own_tg, self._tg = self._own_tg, None, None
+        assert tg is not None
+        return await tg.__aexit__(exc_type, exc, tb)
+
+    def serve(self, task_group: TaskGroup) -> None:
+        """Start background runs in this task group (instead of `async with`)."""
+        self._tg = task_group
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        meta: WorkflowMeta,
+        fn: WorkflowFn,
+        args: Any = None,
+        *,
+        interaction: RunInteractionPolicy,
+        repo: Path | None,
+        base: str | None = None,
+        local_root: Path | None = None,
+        run_id: str | None = None,
+        resume_from: str | None = None,
+        on_update: Callable[[RunDetails], None] | None = None,
+    ) -> RunDetails:
+        """Run a workflow to its end and return its details (status completed|failed|aborted).
+
+        `repo` is a git dir or a work tree (a bare mirror in webhook runs); `base` is the
+        commit read-only agents read and worktrees branch from (default: HEAD of `repo`).
+        `local_root` lets read-only agents read that work tree. `resume_from` (a run id or
+        unique suffix) replays the journaled read-only calls of that run. Raises RunNotFound
+        for a bad `resume_from` and ValueError for a bad `run_id`; never for workflow errors.
+        """
+        run = await self._prepare(
+            meta, interaction, repo, base, local_root, run_id, resume_from, on_update
+        )
+        return await self._execute(run, fn, args)
+
+    def start(
+        self,
+        meta: WorkflowMeta,
+        fn: WorkflowFn,
+        args: Any = None,
+        *,
+        interaction: RunInteractionPolicy,
+        repo: Path | None,
+        base: str | None = None,
+        local_root: Path | None = None,
+        run_id: str | None = None,
+        resume_from: str | None = None,
+        on_update: Callable[[RunDetails], None] | None = None,
+    ) -> str:
+        """Start a run in the background and return its id at once."""
+        if self._tg is None:
+            raise RuntimeError("background runs need `async with Engine(...)` or engine.serve(tg)")
+        rid = run_id or new_run_id()
+        if not artifacts.RUN_ID.match(rid):
+            raise ValueError(f"run id must be wf_ + 12 hex, not {rid!r}")
+        if resume_from is not None:
+            self.store.resolve(resume_from)  # a bad reference fails here, before the start
+        placeholder = RunDetails(run_id=rid, name=meta.name, description=meta.description)
+        self._recent[rid] = placeholder
+
+        async def go() -> None:
+            try:
+                run = await self._prepare(
+                    meta, interaction, repo, base, local_root, rid, resume_from, on_update
+                )
+            except Exception as exc:
+                placeholder.status = "failed"
+                placeholder.error = str(exc)
+                placeholder.finished_at = time.time()
+                return
+            await self._execute(run, fn, args)
+
+        self._tg.start_soon(go)
+        return rid
+
+    async def _prepare(
+        self,
+        meta: WorkflowMeta,
+        interaction: RunInteractionPolicy,
+        repo: Path | None,
+        base: str | None,
+        local_root: Path | None,
+        run_id: str | None,
+        resume_from: str | None,
+        on_update: Callable[[RunDetails], None] | None,
+    ) -> Run:
+        rid = run_id or new_run_id()
+        if not artifacts.RUN_ID.match(rid):
+            raise ValueError(f"run id must be wf_ + 12 hex, not {rid!r}")
+        previous = None
+        if resume_from is not None:
+            others = [r for r in self.store.run_ids() if r != rid]
+            previous = self.store.resolve(resume_from, others)
+        details = RunDetails(
+            run_id=rid,
+            name=meta.name,
+            description=meta.description,
+            phases=[{"title": p.title, "detail": p.detail} for p in meta.phase_list()],
+            pid=os.getpid(),
+            resumed_from=previous,
+        )
+        journal = Journal()
+        if previous is not None:
+            try:
+                journal = Journal.resuming(self.store.run_dir(previous) / "journal.json")
+            except JournalError as exc:
+                details.resume_note = f"{exc}; every call runs for real"
+        git_dir: Path | None = None
+        commit: str | None = None
+        setup_error: str | None = None
+        if repo is not None:
+            try:
+                git_dir = await anyio.to_thread.run_sync(common_dir, Path(repo))
+                commit = await anyio.to_thread.run_sync(resolve_commit, Path(repo), base or "HEAD")
+            except (GitError, WorktreeError) as exc:
+                setup_error = f"repository {repo} cannot be used: {exc}"
+        details.repo = str(repo) if repo is not None else None
+        details.base = commit
+        run = Run(
+            self.config,
+            details,
+            run_dir=self.store.run_dir(rid),
+            interaction=interaction,
+            repo=Path(repo) if repo is not None else None,
+            git_dir=git_dir,
+            base=commit,
+            local_root=Path(local_root) if local_root is not None else None,
+            journal=journal,
+            on_update=on_update,
+        )
+        if setup_error is None:
+            run.identity = await anyio.to_thread.run_sync(
+                workspace_identity, git_dir, commit, run.local_root
+            )
+            if run.identity is None and previous is not None and details.resume_note is None:
+                details.resume_note = (
+                    "the workspace cannot be fingerprinted; every call runs for real"
+                )
+        else:
+            run.setup_error = setup_error
+        return run
+
+    async def _execute(self, run: Run, fn: WorkflowFn, args: Any) -> RunDetails:
+        rid = run.details.run_id
+        self._active[rid] = run
+        self._recent[rid] = run.details
+        try:
+            with bound(run_id=rid):
+                log.info("workflow started", extra={"workflow": run.details.name})
+                details = await run.execute(fn, args)
+                log.info("workflow finished", extra={"status": details.status})
+                return details
+        finally:
+            self._active.pop(rid, None)
+            self._trim_recent()
+
+    def _trim_recent(self) -> None:
+        finished = [rid for rid, d in self._recent.items() if d.finished]
+        for rid in finished[:-RECENT_RUNS]:
+            self._recent.pop(rid, None)
+
+    # -- status, stop, recovery -----------------------------------------------------------------
+
+    @overload
+    def status(self, run_id: str) -> RunDetails: ...
+    @overload
+    def status(self, run_id: None = None) -> list[RunDetails]: ...
+    def status(self, run_id: str | None = None) -> RunDetails | list[RunDetails]:
+        """One run's details (active, recent, or from disk; exact id or unique suffix), or the
+        list of active and recently finished runs. Raises RunNotFound."""
+        if run_id is None:
+            known = dict(self._recent)
+            for rid in self.store.run_ids()[-RECENT_RUNS:]:
+                if rid not in known:
+                    try:
+                        known[rid] = self.store.read_details(rid)
+                    except RunNotFound:
+                        continue
+            return sorted(known.values(), key=lambda d: d.started_at)
+        candidates = sorted(set(self.store.run_ids()) | set(self._recent))
+        rid = self.store.resolve(run_id, candidates)
+        if rid in self._recent:
+            return self._recent[rid]
+        return self.store.read_details(rid)
+
+    async def stop(self, run_id: str, reason: str = STOPPED) -> RunDetails:
+        """Stop a running run (exact id or unique suffix): its agents are cancelled, it
+        settles (bounded) and ends aborted. Raises RunNotFound if no such run is running."""
+        rid = self.store.resolve(run_id, sorted(self._active))
+        run = self._active[rid]
+        run.request_stop(reason)
+        await run.finished.wait()
+        return run.details
+
+    def recover_stale(self) -> list[str]:
+        """Mark persisted runs still "running" but run by no live process as aborted."""
+        recovered: list[str] = []
+        for rid in self.store.run_ids():
+            if rid in self._active:
+                continue
+            try:
+                details = self.store.read_details(rid)
+            except RunNotFound:
+                continue
+            if details.status != "running" or _alive_elsewhere(details.pid):
+                continue
+            now = time.time()
+            details.status = "aborted"
+            details.error = "Recovered at start-up: the process running it had ended"
+            details.finished_at = now
+            for agent in details.agents:
+                if agent.state in ("pending", "running"):
+                    agent.state = "error"
+                    agent.error = "did not settle"
+                    agent.ledger = "uncertain"
+                    agent.finished_at = now
+            try:
+                self.store.write_details(details)
+            except OSError as exc:
+                log.warning("cannot recover run %s: %s", rid, exc)
+                continue
+            recovered.append(rid)
+        return recovered
+
+
+def _alive_elsewhere(pid: int | None) -> bool:
+    """True when `pid` is another live process (this process's runs are all in `_active`)."""
+    if pid is None or pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

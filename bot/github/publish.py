@@ -1,0 +1,204 @@
+"""Writes a run's progress and outcome to GitHub, once, in the right place, redacted.
+
+Idempotency. Every body carries `<!-- bot:run=<run id> kind=<kind> -->` and every write is
+update-or-create: before creating, the publisher looks for a comment *written by the app's own
+account* that carries the marker, and edits it instead. A retried or resumed run (same run id)
+therefore never posts twice. Comments by anyone else are never edited, even when they carry a
+copied marker.
+
+Sticky comments. For the kinds in `STICKY_KINDS` (triage, review, fix, and the model-free
+replies help, status, stop) there is one comment per (issue or PR, kind), also marked
+`<!-- bot:sticky=<kind> -->`: a later run of the same kind on the same issue edits that comment,
+so the issue shows the latest state rather than a stack of reports. `ask` is conversational: each
+question gets its own answer comment (per run), since overwriting an earlier answer would lose it.
+
+The comment is created when the run starts ("working", with the phases), edited as phases and
+agents progress (at most every `interval` seconds; the caller decides when, see `throttle`),
+and always edited a last time with the summary or the BLOCKED report. A command's comment gets
+a 👀 reaction at once. For pull requests a check run goes `in_progress` -> `completed` with the
+outcome's conclusion, found by `external_id` (the run id) before one is created.
+
+Lookups cost API calls, so a caller that already knows the issue's comments (from the context,
+or because the payload says there are none and this is the run's first attempt) passes them in
+`known_comments`, and `known_fresh_checks=True` skips the check-run lookup the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from bot.github.models import IssueComment
+from bot.github.render import (
+    Progress,
+    parse_markers,
+    render_check_output,
+    render_outcome,
+    render_progress,
+)
+from bot.log import get_logger
+from bot.redact import redact
+from policies.outcome import Outcome, check_conclusion
+
+if TYPE_CHECKING:
+    from bot.github.client import InstallationClient
+
+log = get_logger(__name__)
+
+STICKY_KINDS: frozenset[str] = frozenset({"triage", "review", "fix", "help", "status", "stop"})
+
+
+def is_sticky(kind: str) -> bool:
+    return kind in STICKY_KINDS
+
+
+def find_own_comment(
+    comments: Sequence[IssueComment], *, bot_login: str, run_id: str, kind: str
+) -> IssueComment | None:
+    """The app's comment for this run, else (for sticky kinds) its sticky comment of this kind."""
+    own = [
+        c
+        for c in comments
+        if c.user is not None and c.user.login.lower() == bot_login.lower() and c.body
+    ]
+    for comment in own:
+        markers = parse_markers(comment.body)
+        if markers.run_id == run_id and markers.kind == kind:
+            return comment
+    if is_sticky(kind):
+        for comment in own:
+            if parse_markers(comment.body).sticky == kind:
+                return comment
+    return None
+
+
+class Publisher:
+    """Publishes one run's comment (and check run for PRs) on one issue or pull request."""
+
+    def __init__(
+        self,
+        client: InstallationClient,
+        *,
+        run_id: str,
+        kind: str,
+        number: int,
+        bot_login: str,
+        check_name: str | None = None,
+        head_sha: str | None = None,
+        command_comment_id: int | None = None,
+        known_comments: Sequence[IssueComment] | None = None,
+        known_fresh_checks: bool = False,
+        redactor: Callable[[str], str] = redact,
+        interval: float = 3.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.kind = kind
+        self.number = number
+        self.bot_login = bot_login
+        self.check_name = check_name
+        self.head_sha = head_sha
+        self.command_comment_id = command_comment_id
+        self._known = list(known_comments) if known_comments is not None else None
+        self._fresh_checks = known_fresh_checks
+        self._redact = redactor
+        self.interval = interval
+        self._clock = clock
+        self.comment_id: int | None = None
+        self.check_run_id: int | None = None
+        self._last_body: str | None = None
+        self._last_edit = float("-inf")
+        self._acknowledged = False
+
+    @property
+    def sticky(self) -> bool:
+        return is_sticky(self.kind)
+
+    async def acknowledge(self) -> None:
+        """React 👀 on the command's comment; a failure here is logged, not fatal."""
+        if self.command_comment_id is None or self._acknowledged:
+            return
+        self._acknowledged = True
+        try:
+            await self.client.add_reaction(self.command_comment_id, "eyes")
+        except Exception as exc:  # the run matters more than the reaction
+            log.warning("could not add the reaction", extra={"error": self._redact(str(exc))})
+
+    async def _existing(self) -> IssueComment | None:
+        comments = self._known
+        if comments is None:
+            comments = await self.client.list_issue_comments(self.number)
+        return find_own_comment(
+            comments, bot_login=self.bot_login, run_id=self.run_id, kind=self.kind
+        )
+
+    async def _write(self, body: str) -> None:
+        body = self._redact(body)
+        if body == self._last_body:
+            return
+        if self.comment_id is None:
+            existing = await self._existing()
+            if existing is not None:
+                self.comment_id = existing.id
+                if existing.body == body:
+                    self._last_body = body
+                    return
+        if self.comment_id is None:
+            created = await self.client.create_issue_comment(self.number, body)
+            self.comment_id = created.id
+        else:
+            await self.client.update_issue_comment(self.comment_id, body)
+        self._last_body = body
+        self._last_edit = self._clock()
+
+    async def start(self, progress: Progress) -> None:
+        """Create (or take over) the comment in its "working" state; start the check run."""
+        await self._write(render_progress(progress, sticky=self.sticky))
+        if self.check_name and self.head_sha:
+            await self._start_check()
+
+    async def _start_check(self) -> None:
+        assert self.check_name is not None and self.head_sha is not None
+        if not self._fresh_checks:
+            found = await self.client.find_check_run(self.head_sha, self.run_id)
+            if found is not None:
+                self.check_run_id = found.id
+                return
+        created = await self.client.create_check_run(
+            name=self.check_name,
+            head_sha=self.head_sha,
+            status="in_progress",
+            external_id=self.run_id,
+        )
+        self.check_run_id = created.id
+
+    def due(self) -> bool:
+        """Whether a progress edit may be made now (at most one per `interval`)."""
+        return self._clock() - self._last_edit >= self.interval
+
+    async def progress(self, progress: Progress) -> bool:
+        """Edit the comment with new progress if the interval allows; True when it did."""
+        if not self.due():
+            return False
+        await self._write(render_progress(progress, sticky=self.sticky))
+        return True
+
+    async def finish(self, outcome: Outcome) -> None:
+        """The last edit: the summary or BLOCKED report; complete the check run."""
+        await self._write(render_outcome(outcome, sticky=self.sticky))
+        if self.check_run_id is None and self.check_name and self.head_sha:
+            await self._start_check()
+        if self.check_run_id is not None:
+            output = render_check_output(outcome)
+            await self.client.update_check_run(
+                self.check_run_id,
+                status="completed",
+                conclusion=check_conclusion(outcome.status),
+                output={k: self._redact(v) for k, v in output.items()},
+            )
+
+    async def reply(self, body: str) -> None:
+        """A model-free reply, rendered by `render_help`, `render_status` or `render_stop`."""
+        await self._write(body)

@@ -1,1 +1,24 @@
-"""Built-in workflows, written with the engine."""
+"""Built-in workflows, by name: `WORKFLOWS[name] -> (meta, fn)`; model-free commands are listed apart.
+
+A workflow is `async def workflow(wf, args)` with a `meta`; `args` is built by the executor:
+`{"target": "issue #7", "kind": "issue" | "pull_request", "fence": ..., "context": ...,
+"question": ..., "repo_labels": [...] | None}`; its return value maps onto an Outcome
+(see `policies.outcome`).
+"""
+
+from __future__ import annotations
+
+from bot.engine.workflow import WorkflowFn, WorkflowMeta
+from bot.workflows import ask, triage
+
+WORKFLOWS: dict[str, tuple[WorkflowMeta, WorkflowFn]] = {
+    "triage": (triage.meta, triage.workflow),
+    "ask": (ask.meta, ask.workflow),
+}
+
+# Answered by the executor without a model.
+MODEL_FREE: frozenset[str] = frozenset({"help", "status", "stop"})
+
+
+def get_workflow(name: str) -> tuple[WorkflowMeta, WorkflowFn] | None:
+    return WORKFLOWS.get(name)

@@ -1,0 +1,97 @@
+"""The structured results the built-in workflows ask their agents for (JSON Schema via pydantic).
+
+Field descriptions are part of the schema the model sees, so they are written as instructions.
+`BlockedReport` is the BLOCKED format of DESIGN.md (Outcome): an agent that cannot proceed
+without a person's decision fills it instead of guessing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class BlockedReport(_Result):
+    """A decision only a person can make; the run stops and asks for it."""
+
+    decision: str = Field(
+        min_length=1,
+        description="The decision or the missing information, as one clear question.",
+    )
+    why: str = Field(default="", description="Why the work cannot go on without it.")
+    options: list[str] = Field(
+        min_length=2,
+        max_length=4,
+        description="Two to four concrete answers a person could give.",
+    )
+    default: str = Field(description="The option you would take if you had to choose.")
+    risk: str = Field(default="", description="What could go wrong if the default is wrong.")
+
+
+class CodeRef(_Result):
+    """A place in the repository."""
+
+    path: str = Field(min_length=1, description="Repository-relative path.")
+    line: int | None = Field(default=None, ge=1, description="Line number, when known.")
+    note: str = Field(default="", description="What is there and why it matters.")
+
+
+class ExplorerReport(_Result):
+    """What an explorer found."""
+
+    findings: str = Field(
+        description="What you found, in Markdown, citing evidence as `path:line`."
+    )
+    references: list[CodeRef] = Field(default_factory=list, description="The places you cite.")
+    open_questions: list[str] = Field(
+        default_factory=list, description="What you could not confirm from the repository."
+    )
+
+
+class TriageVerdict(_Result):
+    """The triage of one issue."""
+
+    actionable: bool = Field(
+        description="True when a maintainer could start work from the issue as written."
+    )
+    kind: Literal["bug", "feature", "question", "docs", "other"] = Field(
+        default="other", description="What kind of issue this is."
+    )
+    summary: str = Field(
+        description="Two to five sentences of Markdown: what is asked and what you found."
+    )
+    labels: list[str] = Field(
+        default_factory=list,
+        description="Labels to suggest, chosen from the repository's existing labels when listed.",
+    )
+    areas: list[CodeRef] = Field(
+        default_factory=list, description="The likely area of code, most likely first."
+    )
+    assumptions: list[str] = Field(
+        default_factory=list, description="Every material assumption you made."
+    )
+    blocked: BlockedReport | None = Field(
+        default=None,
+        description="Fill this when the issue lacks information only the reporter can give.",
+    )
+
+
+class AskAnswer(_Result):
+    """The answer to a question about the repository or a pull request."""
+
+    answer: str = Field(
+        description="The answer in Markdown, with `path:line` references for every claim."
+    )
+    references: list[CodeRef] = Field(default_factory=list, description="The places you cite.")
+    assumptions: list[str] = Field(
+        default_factory=list, description="Every material assumption you made."
+    )
+    blocked: BlockedReport | None = Field(
+        default=None,
+        description="Fill this only when the question cannot be answered without a decision.",
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def build_result_message(details: RunDetails, run_dir: Path) -> str:
     """The completion report: headline, run dir, resume, error, log, worktrees, agents, result."""
     done, failed = details.counts()
     title = f'"{details.name}"' if details.name else details.run_id
-    elapsed = format_elapsed(details.started_at, details.finished_at)
+    elapsed = format_elapsed(details.started_at, details.finished_at, time.time())
     lines = [
         f"Workflow {title} {details.status} - {done}/{len(details.agents)} agents ok"
         f"{f', {failed} failed' if failed else ''} across {len(details.phases)} phase(s)"

@@ -39,7 +39,7 @@ log = get_logger("bot.engine")
 STOPPED = "Stopped by user"
 TRANSCRIPT_ENTRIES = 40
 TRANSCRIPT_ENTRY_CHARS = 8 * 1024
-WRITE_INTERVAL = 1.0
+WRITE_INTERVAL = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,25 +116,35 @@ class Run:
         self.stop_event = anyio.Event()
         self.finished = anyio.Event()
         self._outcome: tuple[str, Any] | None = None
-        self._last_write = 0.0
+        self._dirty = False
         self.setup_error: str | None = None
         self.details.usage = self.usage_snapshot()
 
     # -- progress ---------------------------------------------------------------------------
 
     def notify(self, *, force_write: bool = False) -> None:
-        now = time.monotonic()
-        if force_write or now - self._last_write >= WRITE_INTERVAL:
-            self._last_write = now
-            try:
-                artifacts.RunStore(self.run_dir.parent.parent).write_details(self.details)
-            except OSError as exc:
-                log.warning("cannot write workflow.json: %s", exc)
+        self._dirty = True
+        if force_write:
+            self._flush()
         if self.on_update is not None:
             try:
                 self.on_update(self.details)
             except Exception:
                 log.exception("on_update callback failed")
+
+    def _flush(self) -> None:
+        self._dirty = False
+        try:
+            artifacts.RunStore(self.run_dir.parent.parent).write_details(self.details)
+        except OSError as exc:
+            log.warning("cannot write workflow.json: %s", exc)
+
+    async def _flusher(self) -> None:
+        """Keep workflow.json at most WRITE_INTERVAL behind, for status from other processes."""
+        while True:
+            await anyio.sleep(WRITE_INTERVAL)
+            if self._dirty:
+                self._flush()
 
     def set_phase(self, title: str) -> None:
         title = strip_terminal(title)
@@ -479,7 +489,15 @@ class Run:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._body, fn, args)
+                flusher = anyio.CancelScope()
+
+                async def flush_loop() -> None:
+                    with flusher:
+                        await self._flusher()
+
+                tg.start_soon(flush_loop)
                 await self._supervise()
+                flusher.cancel()
                 self._finalize()
         except BaseException:
             if not self.details.finished:

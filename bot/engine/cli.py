@@ -1,0 +1,310 @@
+"""`bot workflow run | status | stop`: run a workflow file on a local repository."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bot.engine import artifacts
+from bot.engine.artifacts import RunNotFound, RunStore, new_run_id
+from bot.engine.details import RunDetails
+from bot.engine.engine import Engine
+from bot.engine.git import GitError, git_out
+from bot.engine.report import build_result_message, format_elapsed
+from bot.engine.run import STOPPED
+from bot.engine.types import AgentInvocation, AgentRunner, AgentType, RunnerResult
+from bot.engine.workflow import WorkflowLoadError, load_workflow_file
+from bot.settings import Settings, SettingsError, load_settings
+from policies.interaction import RunInteractionMode, RunInteractionPolicy
+
+NO_MODEL = "no model configured (set BOT_MODEL and BOT_LLM_BASE_URL)"
+
+
+class _NoModelRunner:
+    """Fails every agent with the fix, when the agent runtime is not available."""
+
+    async def run(self, call: AgentInvocation) -> RunnerResult:
+        return RunnerResult(error=NO_MODEL)
+
+
+def build_runner(settings: Settings) -> AgentRunner:
+    """The real runner from bot.agents.runtime, or one that explains what is missing."""
+    try:
+        from bot.agents.runtime import build_runner as real
+    except ImportError:
+        return _NoModelRunner()
+    return real(settings)
+
+
+def _agent_types(settings: Settings) -> dict[str, AgentType] | None:
+    try:
+        from bot.agents.types import resolve_agent_types
+    except ImportError:
+        return None
+    return resolve_agent_types(settings.agent_types, None)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("workflow", help="run, inspect or stop a workflow")
+    sub = parser.add_subparsers(dest="workflow_command", metavar="ACTION", required=True)
+    run = sub.add_parser("run", help="run a workflow file (defines meta and workflow)")
+    run.add_argument("file", type=Path, help="a Python file defining `meta` and `workflow`")
+    run.add_argument("--args", default=None, help="JSON passed to the workflow as `args`")
+    run.add_argument("--repo", type=Path, default=None, help="the git repository to work on")
+    run.add_argument("--resume-from", default=None, help="run id (or unique suffix) to resume")
+    run.add_argument("--background", action="store_true", help="start and print the run id")
+    run.add_argument("--json", action="store_true", help="print the run details as JSON")
+    run.add_argument("--foreground-of", default=None, help=argparse.SUPPRESS)
+    run.set_defaults(func=cmd_run)
+    status = sub.add_parser("status", help="show one run, or list recent runs")
+    status.add_argument("run_id", nargs="?", default=None)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+    stop = sub.add_parser("stop", help="stop a running workflow")
+    stop.add_argument("run_id")
+    stop.set_defaults(func=cmd_stop)
+
+
+def _settings() -> Settings:
+    return load_settings()
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _parse_args(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _repo_paths(repo: Path | None) -> tuple[Path | None, Path | None]:
+    """(repo, local_root): a work tree's agents read its files; a bare repository has none."""
+    if repo is None:
+        return None, None
+    try:
+        bare = git_out(["rev-parse", "--is-bare-repository"], repo) == "true"
+        if bare:
+            return repo.resolve(), None
+        top = Path(git_out(["rev-parse", "--show-toplevel"], repo))
+    except GitError as exc:
+        raise ValueError(f"{repo} is not a git repository ({exc.stderr or exc})") from exc
+    return top, top
+
+
+def _engine(settings: Settings) -> Engine:
+    return Engine(
+        build_runner(settings),
+        data_dir=settings.data_dir,
+        agent_types=_agent_types(settings),
+        role_models=settings.role_models,
+        default_model=settings.model,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings()
+        meta, fn = load_workflow_file(args.file)
+        repo, local_root = _repo_paths(args.repo)
+    except (SettingsError, WorkflowLoadError, ValueError) as exc:
+        return _fail(str(exc))
+    store = RunStore(settings.data_dir)
+    if args.resume_from is not None:
+        try:
+            store.resolve(args.resume_from)
+        except RunNotFound as exc:
+            return _fail(str(exc))
+    if args.background and args.foreground_of is None:
+        return _spawn_background(args, store, meta.name)
+    run_id = args.foreground_of or new_run_id()
+    if not artifacts.RUN_ID.match(run_id):
+        return _fail(f"not a run id: {run_id!r}")
+    engine = _engine(settings)
+    engine.recover_stale()
+    progress = _Progress(enabled=not args.json and args.foreground_of is None)
+    policy = RunInteractionPolicy(RunInteractionMode.AUTONOMOUS)
+
+    async def main() -> RunDetails:
+        holder: list[RunDetails] = []
+        async with anyio.create_task_group() as tg:
+
+            async def on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        while True:
+                            try:
+                                await engine.stop(run_id, STOPPED)
+                                return
+                            except RunNotFound:
+                                await anyio.sleep(0.05)
+                return
+
+            tg.start_soon(on_signal)
+            details = await engine.run(
+                meta,
+                fn,
+                _parse_args(args.args),
+                interaction=policy,
+                repo=repo,
+                local_root=local_root,
+                run_id=run_id,
+                resume_from=args.resume_from,
+                on_update=progress,
+            )
+            holder.append(details)
+            tg.cancel_scope.cancel()
+        return holder[0]
+
+    try:
+        details = anyio.run(main)
+    except RunNotFound as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(details.to_json(), indent=1, default=str))
+    elif args.foreground_of is None:
+        print(build_result_message(details, store.run_dir(details.run_id)))
+    return 0 if details.status == "completed" else 1
+
+
+def _spawn_background(args: argparse.Namespace, store: RunStore, name: str) -> int:
+    run_id = new_run_id()
+    run_dir = store.run_dir(run_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "bot.cli", "workflow", "run", str(args.file.resolve())]
+    if args.args is not None:
+        cmd += ["--args", args.args]
+    if args.repo is not None:
+        cmd += ["--repo", str(args.repo.resolve())]
+    if args.resume_from is not None:
+        cmd += ["--resume-from", args.resume_from]
+    cmd += ["--foreground-of", run_id]
+    # Visible to `status` and `stop` at once; the child rewrites it as soon as it runs.
+    store.write_details(RunDetails(run_id=run_id, name=name, pid=os.getpid()))
+    with open(run_dir / "process.log", "ab") as logfile:
+        child = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=logfile,
+            stderr=logfile,
+            start_new_session=True,
+            cwd=os.getcwd(),
+        )
+    try:
+        if store.read_details(run_id).pid == os.getpid():
+            store.write_details(RunDetails(run_id=run_id, name=name, pid=child.pid))
+    except RunNotFound:
+        pass
+    if args.json:
+        print(json.dumps({"run_id": run_id, "pid": child.pid}))
+    else:
+        print(run_id)
+    return 0
+
+
+class _Progress:
+    """Prints phase changes and settled agents to stderr during a foreground run."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.phase: str | None = None
+        self.settled: set[int] = set()
+        self.logs = 0
+
+    def __call__(self, details: RunDetails) -> None:
+        if not self.enabled:
+            return
+        if details.current_phase != self.phase:
+            self.phase = details.current_phase
+            print(f"== {self.phase}", file=sys.stderr)
+        shown = details.logs_dropped + len(details.logs)
+        for line in details.logs[max(0, len(details.logs) - (shown - self.logs)) :]:
+            print(f"   {line}", file=sys.stderr)
+        self.logs = shown
+        for agent in details.agents:
+            if agent.state in ("done", "error") and agent.index not in self.settled:
+                self.settled.add(agent.index)
+                mark = "ok" if agent.state == "done" else f"FAILED - {agent.error}"
+                print(f"   [{agent.label}] {mark}", file=sys.stderr)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings()
+    except SettingsError as exc:
+        return _fail(str(exc))
+    engine = Engine(_NoModelRunner(), data_dir=settings.data_dir)
+    engine.recover_stale()
+    try:
+        if args.run_id is not None:
+            details = engine.status(args.run_id)
+            if args.json:
+                print(json.dumps(details.to_json(), indent=1, default=str))
+            else:
+                print(build_result_message(details, engine.store.run_dir(details.run_id)))
+            return 0
+        runs = engine.status()
+    except RunNotFound as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps([d.to_json() for d in runs], indent=1, default=str))
+        return 0
+    if not runs:
+        print("no runs yet")
+    now = time.time()
+    for d in runs:
+        done, _failed = d.counts()
+        elapsed = format_elapsed(d.started_at, d.finished_at, now)
+        print(f"{d.run_id}  {d.status:9}  {done}/{len(d.agents)} ok  {elapsed:>7}  {d.name}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace, *, wait_seconds: float = 15.0) -> int:
+    try:
+        settings = _settings()
+    except SettingsError as exc:
+        return _fail(str(exc))
+    store = RunStore(settings.data_dir)
+    try:
+        run_id = store.resolve(args.run_id)
+        details = store.read_details(run_id)
+    except RunNotFound as exc:
+        return _fail(str(exc))
+    if details.status != "running":
+        return _fail(f"run {run_id} is not running ({details.status})", 1)
+    pid = details.pid
+    try:
+        if pid is None or pid <= 0:
+            raise ProcessLookupError
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        Engine(_NoModelRunner(), data_dir=settings.data_dir).recover_stale()
+        print(f"{run_id}: its process had ended; marked aborted")
+        return 0
+    except PermissionError:
+        return _fail(f"not allowed to signal process {pid} of run {run_id}", 1)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        try:
+            details = store.read_details(run_id)
+        except RunNotFound:
+            details.status = "running"
+        if details.status != "running":
+            print(f"{run_id}: {details.status} ({details.error or 'stopped'})")
+            return 0
+        time.sleep(0.1)
+    return _fail(f"run {run_id} did not stop within {wait_seconds:.0f}s (pid {pid})", 1)

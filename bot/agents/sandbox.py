@@ -38,13 +38,14 @@ class CommandResult:
     truncated: bool = False
     timed_out: bool = False
     total_bytes: int = 0
+    cap: int = OUTPUT_CAP
 
     def render(self) -> str:
         """The result as the text an agent sees."""
         parts = [self.output.rstrip("\n")] if self.output else []
         if self.truncated:
             parts.append(
-                f"[output truncated: showing the first {OUTPUT_CAP} of {self.total_bytes} bytes]"
+                f"[output truncated: showing the first {self.cap} of {self.total_bytes} bytes]"
             )
         if self.timed_out:
             parts.append("[command killed: it ran past its time limit]")
@@ -204,4 +205,5 @@ async def run_sandboxed(
         truncated=counter[0] > output_cap,
         timed_out=timed_out,
         total_bytes=counter[0],
+        cap=output_cap,
     )

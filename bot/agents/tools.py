@@ -230,9 +230,9 @@ class Toolbox:
             return blob.data
         tree = self._tree
         assert tree is not None
-        if self.workspace.worktree is not None:
-            await _engine_call("materialize", self.workspace.worktree, [path])
-        target = resolve_in(tree, path)
+        target = (
+            await self._materialized(path) if self.workspace.worktree else resolve_in(tree, path)
+        )
         if target.is_dir():
             raise ToolError(f"{path} is a directory; use list_files")
         if not target.is_file():
@@ -384,13 +384,40 @@ class Toolbox:
             raise ToolError("this agent has no worktree to write to")
         return self.workspace.worktree
 
-    async def _writable_target(self, path: str) -> Path:
+    async def _materialized(self, path: str) -> Path:
+        """The file's real location in the worktree, checked out first (with any link on
+        the way to it), and refused when a link leads outside."""
         worktree = self._worktree
-        await _engine_call("materialize", worktree, [path])
+        await _engine_call("materialize", worktree, [path, *await self._tracked_parents(path)])
         target = resolve_in(worktree, path)
+        if not target.exists():
+            real = target.relative_to(worktree.resolve()).as_posix()
+            if real != path:
+                await _engine_call("materialize", worktree, [real])
+        return target
+
+    async def _writable_target(self, path: str) -> Path:
+        target = await self._materialized(path)
         if target.is_dir():
             raise ToolError(f"{path} is a directory")
         return target
+
+    async def _tracked_parents(self, path: str) -> list[str]:
+        """Parent paths the base tree holds as files or links (not directories): they must
+        be checked out before writing below them, so a link out of the tree is seen."""
+        parts = path.split("/")[:-1]
+        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        if not prefixes:
+            return []
+        out = await run_git(
+            ["--literal-pathspecs", "ls-tree", "-z", "HEAD", "--", *prefixes], cwd=self._worktree
+        )
+        found: list[str] = []
+        for record in out.stdout.split(b"\0"):
+            meta, _, name = record.partition(b"\t")
+            if name and not meta.startswith(b"040000"):
+                found.append(name.decode("utf-8", "surrogateescape"))
+        return found
 
     async def _tool_write_file(self, args: Mapping[str, Any]) -> str:
         path = check_path(_str_arg(args, "path", required=True))

@@ -1,0 +1,191 @@
+"""Model clients: the OpenAI-compatible client over a real socket, effort, errors, Anthropic."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from bot.agents.anthropic_model import AnthropicChatModel, to_anthropic
+from bot.agents.models import ModelError, OpenAIChatModel, ToolSpec, WatchdogTimeout
+from tests.fakes.llm import FakeLLM, UsageSpec, hang, serve, text, tool_call, tool_calls
+
+SPEC = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}})
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.mark.anyio
+async def test_streaming_over_loopback_assembles_tool_calls_and_usage() -> None:
+    fake = FakeLLM(
+        [
+            tool_calls(
+                tool_call("read_file", {"path": "a.py", "note": "x" * 50}, id="c1"),
+                tool_call("grep", {"pattern": "def "}, id="c2"),
+                usage=UsageSpec(prompt=120, completion=30, cached=100),
+            ),
+            text("the end of a longer answer"),
+        ]
+    )
+    with serve(fake) as base_url:
+        model = OpenAIChatModel(base_url, "sk-x")
+        try:
+            turn = await model.complete(HELLO, [SPEC], model="m")
+            second = await model.complete(HELLO, [], model="m")
+        finally:
+            await model.aclose()
+    assert [(c.id, c.name) for c in turn.tool_calls] == [("c1", "read_file"), ("c2", "grep")]
+    assert json.loads(turn.tool_calls[0].arguments) == {"path": "a.py", "note": "x" * 50}
+    assert (turn.usage.input, turn.usage.cache_read, turn.usage.output) == (20, 100, 30)
+    assert turn.finish_reason == "tool_calls"
+    assert second.content == "the end of a longer answer" and second.tool_calls == ()
+    assert fake.bodies[0]["stream_options"] == {"include_usage": True}
+    assert fake.bodies[1].get("tools") is None
+
+
+@pytest.mark.anyio
+async def test_models_endpoint_and_auth() -> None:
+    fake = FakeLLM(api_key="sk-right")
+    async with fake.client() as client:
+        assert (await client.get("/models")).status_code == 401
+        listed = await client.get("/models", headers={"authorization": "Bearer sk-right"})
+    assert listed.json()["data"][0]["id"] == "fake-model"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("flag", "effort", "sent"),
+    [
+        pytest.param(True, "xhigh", "high", id="folded"),
+        pytest.param(True, "low", "low", id="passed"),
+        pytest.param(True, "off", None, id="off"),
+        pytest.param(False, "high", None, id="endpoint-without-effort"),
+    ],
+)
+async def test_reasoning_effort_only_where_supported(
+    flag: bool, effort: str, sent: str | None
+) -> None:
+    fake = FakeLLM([text("ok")])
+    async with fake.client() as client:
+        model = OpenAIChatModel(fake.base_url, http_client=client, send_reasoning_effort=flag)
+        await model.complete(HELLO, [], model="m", effort=effort)
+    assert fake.bodies[0].get("reasoning_effort") == sent
+
+
+@pytest.mark.anyio
+async def test_unreachable_endpoint_is_a_retryable_clear_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    model = OpenAIChatModel(f"http://127.0.0.1:{port}/v1")
+    try:
+        with pytest.raises(ModelError, match="cannot reach the model endpoint") as info:
+            await model.complete(HELLO, [], model="m")
+    finally:
+        await model.aclose()
+    assert info.value.retryable
+
+
+@pytest.mark.anyio
+async def test_watchdog_over_a_real_socket() -> None:
+    fake = FakeLLM([hang()])
+    with serve(fake) as base_url:
+        model = OpenAIChatModel(base_url)
+        try:
+            with pytest.raises(WatchdogTimeout, match=r"no response within 0\.2 s"):
+                await model.complete(HELLO, [], model="m", first_response_timeout=0.2)
+        finally:
+            await model.aclose()
+
+
+@pytest.mark.anyio
+async def test_malformed_replies_are_retryable_errors() -> None:
+    async def bad(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "chat.completion", "choices": []})
+
+    app = Starlette(routes=[Route("/v1/chat/completions", bad, methods=["POST"])])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        model = OpenAIChatModel("http://x/v1", http_client=client, stream=False)
+        with pytest.raises(ModelError, match="without choices") as info:
+            await model.complete(HELLO, [], model="m")
+    assert info.value.retryable
+
+
+def test_anthropic_conversion() -> None:
+    system, messages = to_anthropic(
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Look."},
+            {
+                "role": "assistant",
+                "content": "Reading.",
+                "tool_calls": [
+                    {
+                        "id": "t1",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "a"}'},
+                    },
+                    {
+                        "id": "t2",
+                        "type": "function",
+                        "function": {"name": "grep", "arguments": '{"pattern": "x"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": "A"},
+            {"role": "tool", "tool_call_id": "t2", "content": "B"},
+        ]
+    )
+    assert system == "Be brief."
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert [b["type"] for b in messages[1]["content"]] == ["text", "tool_use", "tool_use"]
+    assert messages[1]["content"][1]["input"] == {"path": "a"}
+    assert [b["tool_use_id"] for b in messages[2]["content"]] == ["t1", "t2"]
+
+
+@pytest.mark.anyio
+async def test_anthropic_client_against_a_minimal_fake() -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def messages(request: Request) -> JSONResponse:
+        seen.append({"body": await request.json(), "key": request.headers.get("x-api-key")})
+        return JSONResponse(
+            {
+                "content": [
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": "tu1", "name": "read_file", "input": {"path": "a"}},
+                ],
+                "stop_reason": "tool_use",
+                "usage": {
+                    "input_tokens": 10,
+                    "output_tokens": 5,
+                    "cache_read_input_tokens": 7,
+                    "cache_creation_input_tokens": 3,
+                },
+            }
+        )
+
+    app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        model = AnthropicChatModel("http://anthropic.test", "ak-1", http_client=client)
+        turn = await model.complete(
+            [{"role": "system", "content": "S"}, *HELLO], [SPEC], model="claude-x"
+        )
+    assert turn.content == "Let me look."
+    assert turn.tool_calls[0].name == "read_file"
+    assert json.loads(turn.tool_calls[0].arguments) == {"path": "a"}
+    assert (turn.usage.input, turn.usage.output, turn.usage.cache_read, turn.usage.cache_write) == (
+        10,
+        5,
+        7,
+        3,
+    )
+    body = seen[0]["body"]
+    assert body["system"] == "S" and body["tools"][0]["input_schema"] == SPEC.parameters
+    assert seen[0]["key"] == "ak-1"

@@ -54,9 +54,11 @@ async def http_backend(
         "REMOTE_USER": "x-access-token",
         "REMOTE_ADDR": "127.0.0.1",
         "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_COUNT": "2",
         "GIT_CONFIG_KEY_0": "http.receivepack",
         "GIT_CONFIG_VALUE_0": "true",
+        "GIT_CONFIG_KEY_1": "uploadpack.allowAnySHA1InWant",
+        "GIT_CONFIG_VALUE_1": "true",
     }
     if content_type:
         env["CONTENT_TYPE"] = content_type

@@ -1,0 +1,295 @@
+"""Bare mirrors of the repositories the bot works on, fetched with the installation token.
+
+    mirrors = Mirrors(settings.data_dir, web_url=settings.github_web_url)
+    git_dir = await mirrors.ensure_commit(gh, head_sha, pull_number=7)   # gh: InstallationClient
+    # read-only agents read `head_sha` from `git_dir`; writing agents get worktrees from it
+    removed = await mirrors.sweep()
+
+One bare mirror per repository at `<data_dir>/repos/<owner>/<repo>.git`. Fetches
+fetch only what is asked: the pull request's `refs/pull/<n>/head` (which also
+works for pulls from forks, read-only), the named branch (usually the default
+branch), or, failing both, the commit itself; `ensure_commit` does not touch the
+network when the commit is already there.
+
+The token reaches git only through the environment: `GIT_CONFIG_COUNT`/`KEY`/`VALUE`
+set `http.extraHeader: Authorization: Basic <base64(x-access-token:TOKEN)>` for the
+one git process. It is never in a URL, argv, the mirror's config, FETCH_HEAD or a
+log; git's error text is scrubbed of it before it is raised. git runs with a
+minimal environment (no GIT_TRACE*, no user or system config, no credential
+helpers, no prompts), hooks disabled (`core.hooksPath=/dev/null`, also written into
+the mirror's config so worktrees made from it run none), submodules never
+fetched, and only the `https` transport allowed (`http` too when `allow_http` is
+set, for a local test server).
+
+Fetches of one repository are serialised by an anyio lock in the process and an
+`flock` on `<repo>.git.lock` across processes. `sweep()` deletes mirrors unused
+for `mirror_max_age_days` and worktrees older than `worktree_max_age_days`, then
+runs `git worktree prune`.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+import anyio.to_thread
+
+from bot.log import get_logger
+
+log = get_logger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+LAST_USED = "bot-last-used"
+WORKTREES = "bot-worktrees"
+
+
+class CheckoutError(RuntimeError):
+    """A mirror could not be created or fetched; the message says what git said (no token)."""
+
+
+class RepoSource(Protocol):
+    """What a mirror needs from a GitHub client: the repository's name and a token."""
+
+    owner: str
+    repo: str
+
+    async def token(self) -> str: ...
+
+
+class Mirrors:
+    """The mirrors under one data directory."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        web_url: str = "https://github.com",
+        allow_http: bool = False,
+        mirror_max_age_days: float = 14,
+        worktree_max_age_days: float = 7,
+        timeout_s: float = 600,
+    ) -> None:
+        """`web_url` is where repositories are cloned from (BOT_GITHUB_WEB_URL).
+
+        `allow_http` permits plain-http remotes; only for a test server on 127.0.0.1.
+        """
+        if not web_url.startswith("https://") and not (
+            allow_http and web_url.startswith("http://")
+        ):
+            raise ValueError(f"mirrors need an https:// web URL, got {web_url!r}")
+        self.root = Path(data_dir) / "repos"
+        self.web_url = web_url.rstrip("/")
+        self.allow_http = allow_http
+        self.mirror_max_age_days = mirror_max_age_days
+        self.worktree_max_age_days = worktree_max_age_days
+        self.timeout_s = timeout_s
+        self._locks: dict[str, anyio.Lock] = {}
+
+    def path_for(self, owner: str, repo: str) -> Path:
+        """`<data_dir>/repos/<owner>/<repo>.git`; odd names are refused, not escaped."""
+        for part in (owner, repo):
+            if not _NAME.match(part) or part in (".", ".."):
+                raise CheckoutError(f"not a repository name: {part!r}")
+        return self.root / owner / f"{repo}.git"
+
+    def remote_url(self, owner: str, repo: str) -> str:
+        return f"{self.web_url}/{owner}/{repo}.git"
+
+    async def ensure_commit(
+        self,
+        source: RepoSource,
+        sha: str,
+        *,
+        pull_number: int | None = None,
+        branch: str | None = None,
+    ) -> Path:
+        """The mirror's git dir, holding `sha`; fetched only when the commit is missing.
+
+        With `pull_number`, `refs/pull/<n>/head` is fetched; with `branch`, that branch;
+        with neither, the commit by its id.
+        """
+        if not _SHA.match(sha):
+            raise CheckoutError(f"not a commit id: {sha!r}")
+        git_dir = self.path_for(source.owner, source.repo)
+        if git_dir.is_dir() and await self._has_commit(git_dir, sha):
+            _touch(git_dir)
+            return git_dir
+        refspecs: list[str] = []
+        if pull_number is not None:
+            refspecs.append(f"+refs/pull/{int(pull_number)}/head:refs/pull/{int(pull_number)}/head")
+        if branch is not None:
+            if branch.startswith("-") or ".." in branch:
+                raise CheckoutError(f"not a branch name: {branch!r}")
+            refspecs.append(f"+refs/heads/{branch}:refs/heads/{branch}")
+        if not refspecs:
+            refspecs.append(sha)
+        await self.fetch(source, refspecs)
+        if not await self._has_commit(git_dir, sha):
+            raise CheckoutError(
+                f"{source.owner}/{source.repo}: commit {sha[:12]} not found after fetching "
+                f"{', '.join(refspecs)}"
+            )
+        return git_dir
+
+    async def fetch(self, source: RepoSource, refspecs: Sequence[str]) -> Path:
+        """Create the mirror if needed and fetch `refspecs` into it, under the repository lock."""
+        git_dir = self.path_for(source.owner, source.repo)
+        async with self._locked(git_dir):
+            if not (git_dir / "HEAD").is_file():
+                await self._init(git_dir, source)
+            token = await source.token()
+            started = time.monotonic()
+            await self._git(
+                git_dir,
+                [
+                    "fetch",
+                    "--no-tags",
+                    "--no-recurse-submodules",
+                    "--no-write-fetch-head",
+                    "--quiet",
+                    "origin",
+                    *refspecs,
+                ],
+                token=token,
+            )
+            _touch(git_dir)
+            log.info(
+                "mirror fetched",
+                extra={
+                    "repo": f"{source.owner}/{source.repo}",
+                    "refs": len(refspecs),
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            )
+        return git_dir
+
+    async def sweep(self, now: float | None = None) -> list[Path]:
+        """Delete mirrors unused for too long and stale worktrees; return what was removed."""
+        now = time.time() if now is None else now
+        removed: list[Path] = []
+        if not self.root.is_dir():
+            return removed
+        for git_dir in sorted(self.root.glob("*/*.git")):
+            async with self._locked(git_dir):
+                marker = git_dir / LAST_USED
+                used = marker.stat().st_mtime if marker.exists() else git_dir.stat().st_mtime
+                if now - used > self.mirror_max_age_days * 86400:
+                    await anyio.to_thread.run_sync(shutil.rmtree, git_dir)
+                    removed.append(git_dir)
+                    log.info("mirror swept", extra={"path": str(git_dir)})
+                    continue
+                removed.extend(await self._sweep_worktrees(git_dir, now))
+        return removed
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _sweep_worktrees(self, git_dir: Path, now: float) -> list[Path]:
+        removed: list[Path] = []
+        base = git_dir / WORKTREES
+        if base.is_dir():
+            for path in sorted(p for p in base.glob("*/*") if p.is_dir()):
+                if now - path.stat().st_mtime > self.worktree_max_age_days * 86400:
+                    await self._git(
+                        git_dir, ["worktree", "remove", "--force", str(path)], check=False
+                    )
+                    if path.exists():
+                        await anyio.to_thread.run_sync(shutil.rmtree, path)
+                    removed.append(path)
+            for run_dir in base.iterdir():
+                if run_dir.is_dir() and not any(run_dir.iterdir()):
+                    run_dir.rmdir()
+        await self._git(git_dir, ["worktree", "prune"], check=False)
+        return removed
+
+    async def _init(self, git_dir: Path, source: RepoSource) -> None:
+        git_dir.parent.mkdir(parents=True, exist_ok=True)
+        await self._git(None, ["init", "--bare", "--quiet", str(git_dir)])
+        settings = [
+            ("remote.origin.url", self.remote_url(source.owner, source.repo)),
+            ("core.hooksPath", "/dev/null"),
+            ("submodule.recurse", "false"),
+            ("fetch.recurseSubmodules", "false"),
+            ("protocol.file.allow", "never"),
+            ("gc.auto", "0"),
+        ]
+        for key, value in settings:
+            await self._git(git_dir, ["config", key, value])
+
+    async def _has_commit(self, git_dir: Path, sha: str) -> bool:
+        code, _ = await self._git(git_dir, ["cat-file", "-e", f"{sha}^{{commit}}"], check=False)
+        return code == 0
+
+    def _env(self, token: str | None) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            "LC_ALL": "C",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": "/bin/false",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+        }
+        config = [
+            ("core.hooksPath", "/dev/null"),
+            ("credential.helper", ""),
+            ("protocol.allow", "never"),
+            ("protocol.https.allow", "always"),
+            ("submodule.recurse", "false"),
+            ("fetch.recurseSubmodules", "false"),
+        ]
+        if self.allow_http:
+            config.append(("protocol.http.allow", "always"))
+        if token is not None:
+            basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+            config.append(("http.extraHeader", f"Authorization: Basic {basic}"))
+        env["GIT_CONFIG_COUNT"] = str(len(config))
+        for i, (key, value) in enumerate(config):
+            env[f"GIT_CONFIG_KEY_{i}"] = key
+            env[f"GIT_CONFIG_VALUE_{i}"] = value
+        return env
+
+    async def _git(
+        self,
+        git_dir: Path | None,
+        args: Sequence[str],
+        *,
+        token: str | None = None,
+        check: bool = True,
+    ) -> tuple[int, str]:
+        cmd = ["git", *([f"--git-dir={git_dir}"] if git_dir is not None else []), *args]
+        with anyio.fail_after(self.timeout_s):
+            result = await anyio.run_process(cmd, env=self._env(token), check=False)
+        stderr = result.stderr.decode("utf-8", errors="replace")
+        if token:
+            stderr = stderr.replace(token, "***")
+        if check and result.returncode != 0:
+            detail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
+            raise CheckoutError(f"git {args[0]} failed ({result.returncode}): {detail}")
+        return result.returncode, stderr
+
+    @asynccontextmanager
+    async def _locked(self, git_dir: Path) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(str(git_dir), anyio.Lock())
+        async with lock:
+            git_dir.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(f"{git_dir}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+
+def _touch(git_dir: Path) -> None:
+    (git_dir / LAST_USED).touch()

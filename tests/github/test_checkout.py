@@ -1,0 +1,261 @@
+"""Bare mirrors fetched from the fake GitHub over git smart HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import anyio
+import httpx
+import pytest
+
+from bot.github.checkout import LAST_USED, CheckoutError, Mirrors
+from bot.github.client import GitHubApp, InstallationClient, RetryPolicy
+from tests.fakes.github import (
+    FakeGitHub,
+    commit_files,
+    init_bare_repo,
+    make_fake_github,
+    serve_fake_github,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeGitHub:
+    return make_fake_github(tmp_path, files={"README.md": "hello\n", "src/app.py": "x = 1\n"})
+
+
+@pytest.fixture
+def base_url(fake: FakeGitHub) -> Iterator[str]:
+    with serve_fake_github(fake) as url:
+        yield url
+
+
+def client_for(fake: FakeGitHub, repo: str = "hello") -> InstallationClient:
+    app = GitHubApp(
+        fake.app_id,
+        fake.private_key_pem,
+        api_url="http://github.test",
+        transport=httpx.ASGITransport(fake.app),
+        policy=RetryPolicy(mutation_interval_s=0),
+    )
+    return app.installation(42, "octo", repo)
+
+
+def rev(git_dir: Path, ref: str) -> str:
+    out = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "rev-parse", ref], capture_output=True, check=True
+    )
+    return out.stdout.decode().strip()
+
+
+def sh(git_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run git on a repository synchronously (test set-up and inspection)."""
+    ident = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a"}
+    full_env = {**os.environ, **ident, "GIT_COMMITTER_EMAIL": "a@b", **(env or {})}
+    out = subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args], capture_output=True, check=True, env=full_env
+    )
+    return out.stdout.decode().strip()
+
+
+def file_contents(root: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def git_calls(fake: FakeGitHub, repo: str = "hello") -> list[Any]:
+    return fake.calls_to("*", f"/octo/{repo}.git/*")
+
+
+async def test_mirror_fetches_with_the_token_in_a_header_only(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    main_sha = rev(fake.repos["octo/hello"].git_dir, "main")
+    commands: list[tuple[list[str], dict[str, str]]] = []
+    real = anyio.run_process
+
+    async def recording(cmd: list[str], **kwargs: Any) -> Any:
+        commands.append((list(cmd), dict(kwargs.get("env") or {})))
+        return await real(cmd, **kwargs)
+
+    with mock.patch("bot.github.checkout.anyio.run_process", recording):
+        git_dir = await mirrors.ensure_commit(gh, main_sha, branch="main")
+
+    assert git_dir == data_dir / "repos" / "octo" / "hello.git"
+    assert rev(git_dir, "refs/heads/main") == main_sha
+    calls = git_calls(fake)
+    assert calls and all(c.auth == "basic" and c.installation_id == 42 for c in calls)
+    assert all(c.status == 200 for c in calls)
+
+    token = await gh.token()
+    encoded = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    assert any(encoded in " ".join(env.values()) for _, env in commands)
+    for argv, _ in commands:
+        assert not any(token in arg or encoded in arg for arg in argv)
+    for path, data in file_contents(data_dir).items():
+        assert token.encode() not in data and encoded.encode() not in data, path
+    config = (git_dir / "config").read_text()
+    assert base_url in config and "x-access-token" not in config
+
+
+async def test_present_commits_are_not_fetched_again(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    bare = fake.repos["octo/hello"].git_dir
+    first = rev(bare, "main")
+    await mirrors.ensure_commit(gh, first, branch="main")
+    before = len(git_calls(fake))
+    await mirrors.ensure_commit(gh, first, branch="main")
+    assert len(git_calls(fake)) == before
+
+    second = commit_files(bare, "main", {"README.md": "changed\n"}, "Change")
+    await mirrors.ensure_commit(gh, second, branch="main")
+    assert len(git_calls(fake)) > before
+    assert rev(mirrors.path_for("octo", "hello"), "refs/heads/main") == second
+
+
+async def test_pull_heads_come_from_refs_pull_even_from_forks(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    bare = fake.repos["octo/hello"].git_dir
+    head = commit_files(bare, "fork-tmp", {"src/app.py": "x = 2\n"}, "Fork change", base="main")
+    sh(bare, "update-ref", "-d", "refs/heads/fork-tmp")
+    pull = await fake.add_pull("octo", "hello", head=head, head_repo="someone/hello")
+    gh = client_for(fake)
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    git_dir = await mirrors.ensure_commit(gh, head, pull_number=pull["number"])
+    assert rev(git_dir, f"refs/pull/{pull['number']}/head") == head
+
+
+async def test_a_commit_can_be_fetched_by_id(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    bare = fake.repos["octo/hello"].git_dir
+    sha = commit_files(bare, "topic", {"b.txt": "b\n"}, "Topic", base="main")
+    git_dir = await Mirrors(data_dir, web_url=base_url, allow_http=True).ensure_commit(
+        client_for(fake), sha
+    )
+    assert rev(git_dir, f"{sha}^{{commit}}") == sha
+
+
+async def test_a_refused_token_fails_without_leaking_it(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    token = await gh.token()
+    fake.revoke_tokens()
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    with pytest.raises(CheckoutError) as caught:
+        await mirrors.ensure_commit(
+            gh, rev(fake.repos["octo/hello"].git_dir, "main"), branch="main"
+        )
+    assert token not in str(caught.value)
+    assert {c.status for c in git_calls(fake)} == {401}
+
+
+async def test_missing_commit_is_reported(fake: FakeGitHub, base_url: str, data_dir: Path) -> None:
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    with pytest.raises(CheckoutError, match="not found after fetching"):
+        await mirrors.ensure_commit(client_for(fake), "0" * 40, branch="main")
+
+
+async def test_hooks_and_submodules_of_a_hostile_repository_do_nothing(
+    fake: FakeGitHub, base_url: str, data_dir: Path, tmp_path: Path
+) -> None:
+    secret = init_bare_repo(tmp_path / "remote" / "octo" / "secret.git", {"key": "s3cret\n"})
+    fake.add_repo("octo", "secret", secret)
+    fake.add_installation(42, "octo", ["octo/hello", "octo/secret"])
+    secret_sha = rev(secret, "main")
+    bare = fake.repos["octo/hello"].git_dir
+    gitmodules = f'[submodule "vendor"]\n\tpath = vendor\n\turl = {base_url}/octo/secret.git\n'
+    commit_files(bare, "main", {".gitmodules": gitmodules}, "Add a submodule")
+    index = {"GIT_INDEX_FILE": str(tmp_path / "idx")}
+    sh(bare, "read-tree", "main", env=index)
+    sh(bare, "update-index", "--add", "--cacheinfo", f"160000,{secret_sha},vendor", env=index)
+    tree = sh(bare, "write-tree", env=index)
+    head = sh(bare, "commit-tree", tree, "-p", "main", "-m", "gitlink")
+    sh(bare, "update-ref", "refs/heads/main", head)
+
+    gh = client_for(fake)
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    git_dir = mirrors.path_for("octo", "hello")
+    await mirrors.fetch(gh, ["+refs/heads/main:refs/heads/old"])  # create the mirror
+    marker = tmp_path / "hook-ran"
+    for hook in ("reference-transaction", "post-checkout", "post-update"):
+        script = git_dir / "hooks" / hook
+        script.write_text(f"#!/bin/sh\necho {hook} >> {marker}\n")
+        script.chmod(0o755)
+
+    await mirrors.ensure_commit(gh, head, branch="main")
+    worktree = tmp_path / "wt"
+    sh(git_dir, "worktree", "add", "--quiet", str(worktree), head)
+    assert (worktree / ".gitmodules").is_file()
+    assert not marker.exists()
+    vendor = worktree / "vendor"
+    assert not vendor.exists() or not any(vendor.iterdir())
+    with pytest.raises(subprocess.CalledProcessError):
+        sh(git_dir, "cat-file", "-e", secret_sha)
+    assert git_calls(fake, "secret") == []
+
+    # Control: the planted hooks are real and would run if hooks were enabled.
+    sh(
+        git_dir,
+        "-c",
+        f"core.hooksPath={git_dir / 'hooks'}",
+        "worktree",
+        "add",
+        str(tmp_path / "w2"),
+        head,
+    )
+    assert "post-checkout" in marker.read_text()
+
+
+async def test_sweep_removes_unused_mirrors_and_stale_worktrees(
+    fake: FakeGitHub, base_url: str, data_dir: Path, tmp_path: Path
+) -> None:
+    other = init_bare_repo(tmp_path / "remote" / "octo" / "other.git", {"a": "a\n"})
+    fake.add_repo("octo", "other", other)
+    fake.add_installation(42, "octo", ["octo/hello", "octo/other"])
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True, mirror_max_age_days=14)
+    hello = await mirrors.ensure_commit(
+        client_for(fake), rev(fake.repos["octo/hello"].git_dir, "main"), branch="main"
+    )
+    old = await mirrors.ensure_commit(client_for(fake, "other"), rev(other, "main"), branch="main")
+    week_ago = time.time() - 20 * 86400
+    os.utime(old / LAST_USED, (week_ago, week_ago))
+    stale = hello / "bot-worktrees" / "wf_0123456789ab" / "1"
+    fresh = hello / "bot-worktrees" / "wf_ba9876543210" / "1"
+    for path in (stale, fresh):
+        sh(hello, "worktree", "add", "--quiet", "--detach", str(path), "main")
+    os.utime(stale, (week_ago, week_ago))
+
+    removed = await mirrors.sweep()
+
+    assert set(removed) == {old, stale}
+    assert not old.exists() and not stale.exists()
+    assert hello.is_dir() and fresh.is_dir()
+    listed = sh(hello, "worktree", "list")
+    assert str(fresh) in listed and str(stale) not in listed
+
+
+def test_unsafe_names_and_plain_http_are_refused(data_dir: Path) -> None:
+    mirrors = Mirrors(data_dir)
+    for owner, repo in (("..", "x"), ("octo", "a/b"), ("octo", ""), ("oc to", "x")):
+        with pytest.raises(CheckoutError):
+            mirrors.path_for(owner, repo)
+    with pytest.raises(ValueError, match="https"):
+        Mirrors(data_dir, web_url="http://github.example")
+    with pytest.raises(ValueError, match="https"):
+        Mirrors(data_dir, web_url="file:///tmp/repo", allow_http=True)

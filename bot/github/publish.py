@@ -13,10 +13,14 @@ so the issue shows the latest state rather than a stack of reports. `ask` is con
 question gets its own answer comment (per run), since overwriting an earlier answer would lose it.
 
 The comment is created when the run starts ("working", with the phases), edited as phases and
-agents progress (at most every `interval` seconds; the caller decides when, see `throttle`),
-and always edited a last time with the summary or the BLOCKED report. A command's comment gets
-a 👀 reaction at once. For pull requests a check run goes `in_progress` -> `completed` with the
-outcome's conclusion, found by `external_id` (the run id) before one is created.
+agents progress (at most every `interval` seconds), and always edited a last time with the
+summary or the BLOCKED report. `start(defer=True)` holds the "working" comment back for one
+interval: a run that ends sooner (a fast model) is published by one write of the final comment
+instead of two, which matters because GitHub asks for at least a second between writes; a
+longer run shows "working" after `interval` seconds. A command's comment gets a 👀 reaction at
+once, so the person who asked sees at once that the app heard. For pull requests a check run
+goes `in_progress` -> `completed` with the outcome's conclusion (or is created `completed` when
+the run ended before its first progress write), found by `external_id` (the run id) first.
 
 Lookups cost API calls, so a caller that already knows the issue's comments (from the context,
 or because the payload says there are none and this is the run's first attempt) passes them in
@@ -111,6 +115,7 @@ class Publisher:
         self._last_body: str | None = None
         self._last_edit = float("-inf")
         self._acknowledged = False
+        self._check_done = False
 
     @property
     def sticky(self) -> bool:
@@ -153,51 +158,78 @@ class Publisher:
         self._last_body = body
         self._last_edit = self._clock()
 
-    async def start(self, progress: Progress) -> None:
-        """Create (or take over) the comment in its "working" state; start the check run."""
+    async def start(self, progress: Progress, *, defer: bool = False) -> None:
+        """Create (or take over) the comment in its "working" state; start the check run.
+
+        With `defer`, nothing is written yet: the first `progress` call after `interval`
+        writes the "working" state, and a run that ends sooner is published by `finish`
+        alone, in one write (GitHub asks for a second between writes).
+        """
+        if defer:
+            self._last_edit = self._clock()
+            return
         await self._write(render_progress(progress, sticky=self.sticky))
         if self.check_name and self.head_sha:
             await self._start_check()
 
-    async def _start_check(self) -> None:
+    async def _start_check(self, outcome: Outcome | None = None) -> None:
+        """Find this run's check run by external id, else create it (completed when `outcome`)."""
         assert self.check_name is not None and self.head_sha is not None
         if not self._fresh_checks:
             found = await self.client.find_check_run(self.head_sha, self.run_id)
             if found is not None:
                 self.check_run_id = found.id
                 return
-        created = await self.client.create_check_run(
-            name=self.check_name,
-            head_sha=self.head_sha,
-            status="in_progress",
-            external_id=self.run_id,
-        )
+        if outcome is None:
+            created = await self.client.create_check_run(
+                name=self.check_name,
+                head_sha=self.head_sha,
+                status="in_progress",
+                external_id=self.run_id,
+            )
+        else:
+            created = await self.client.create_check_run(
+                name=self.check_name,
+                head_sha=self.head_sha,
+                status="completed",
+                external_id=self.run_id,
+                conclusion=check_conclusion(outcome.status),
+                output=self._check_output(outcome),
+            )
+            self._check_done = True
         self.check_run_id = created.id
+
+    def _check_output(self, outcome: Outcome) -> dict[str, str]:
+        return {k: self._redact(v) for k, v in render_check_output(outcome).items()}
 
     def due(self) -> bool:
         """Whether a progress edit may be made now (at most one per `interval`)."""
         return self._clock() - self._last_edit >= self.interval
 
     async def progress(self, progress: Progress) -> bool:
-        """Edit the comment with new progress if the interval allows; True when it did."""
+        """Edit the comment with new progress if the interval allows; True when it wrote."""
         if not self.due():
             return False
+        started = self.comment_id is not None
         await self._write(render_progress(progress, sticky=self.sticky))
+        if not started and self.check_run_id is None and self.check_name and self.head_sha:
+            await self._start_check()
+        self._last_edit = self._clock()
         return True
 
     async def finish(self, outcome: Outcome) -> None:
         """The last edit: the summary or BLOCKED report; complete the check run."""
         await self._write(render_outcome(outcome, sticky=self.sticky))
         if self.check_run_id is None and self.check_name and self.head_sha:
-            await self._start_check()
-        if self.check_run_id is not None:
-            output = render_check_output(outcome)
+            await self._start_check(outcome)
+        if self.check_run_id is not None and not self._check_done:
             await self.client.update_check_run(
                 self.check_run_id,
                 status="completed",
                 conclusion=check_conclusion(outcome.status),
-                output={k: self._redact(v) for k, v in output.items()},
+                output=self._check_output(outcome),
             )
+            self._check_done = True
 
     async def reply(self, body: str) -> None:
         """A model-free reply, rendered by `render_help`, `render_status` or `render_stop`."""

@@ -263,3 +263,62 @@ async def test_pull_request_check_run_lifecycle(
     assert check["conclusion"] == "neutral"
     assert check["output"]["title"] == "Review: Needs a decision"
     assert len(fake.comments_on("octo", "hello", pull["number"])) == 1
+
+
+@pytest.mark.anyio
+async def test_deferred_start_publishes_a_fast_run_in_one_write(
+    client: InstallationClient, fake: FakeGitHub
+) -> None:
+    clock = Clock()
+    pub = publisher(client, fake, known_comments=[], clock=clock)
+    await pub.start(progress(), defer=True)
+    clock.now += 1.0
+    assert await pub.progress(progress(phase="Conclude")) is False
+    await pub.finish(outcome())
+    assert writes(fake) == [("POST", "/repos/octo/hello/issues/1/comments")]
+    assert "Looks like a bug" in fake.comments_on("octo", "hello", 1)[0]["body"]
+
+
+@pytest.mark.anyio
+async def test_deferred_start_shows_working_once_the_interval_passes(
+    client: InstallationClient, fake: FakeGitHub
+) -> None:
+    clock = Clock()
+    pub = publisher(client, fake, known_comments=[], clock=clock)
+    await pub.start(progress(), defer=True)
+    clock.now += 3.5
+    assert await pub.progress(progress(phase="Explore")) is True
+    assert "working" in fake.comments_on("octo", "hello", 1)[0]["body"]
+    await pub.finish(outcome())
+    assert [m for m, _ in writes(fake)] == ["POST", "PATCH"]
+
+
+@pytest.mark.anyio
+async def test_fast_pull_request_run_creates_its_check_run_completed(
+    client: InstallationClient, fake: FakeGitHub
+) -> None:
+    repo = fake.repos["octo/hello"]
+    commit_files(repo.git_dir, "feature", {"src/app.py": "x = 1\n"}, "Change", base="main")
+    pull = await fake.add_pull("octo", "hello", head="feature")
+    pub = publisher(
+        client,
+        fake,
+        kind="ask",
+        number=pull["number"],
+        check_name="repo-agent: ask",
+        head_sha=pull["head"]["sha"],
+        known_fresh_checks=True,
+        known_comments=[],
+    )
+    await pub.start(progress(kind="ask"), defer=True)
+    await pub.finish(outcome(kind="ask"))
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p in writes(fake)] == [
+        ("POST", "comments"),
+        ("POST", "check-runs"),
+    ]
+    (check,) = fake.check_runs.values()
+    assert (check["status"], check["conclusion"], check["external_id"]) == (
+        "completed",
+        "success",
+        RUN,
+    )

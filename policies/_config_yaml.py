@@ -96,7 +96,7 @@ def _walk(node: yaml.Node, loc: Loc, marks: Marks, problems: list[ConfigProblem]
                 stack.append((value_node, (*here, key)))
 
 
-def _syntax_problem(exc: yaml.YAMLError) -> ConfigProblem:
+def _syntax_problem(exc: yaml.YAMLError, source: str) -> ConfigProblem:
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         text = exc.problem or exc.context or "cannot be read"
@@ -106,6 +106,12 @@ def _syntax_problem(exc: yaml.YAMLError) -> ConfigProblem:
         if mark is not None:
             return ConfigProblem(f"invalid YAML: {text}", "", mark.line + 1, mark.column + 1)
         return ConfigProblem(f"invalid YAML: {text}")
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = source.count("\n", 0, exc.position) + 1
+        column = exc.position - source.rfind("\n", 0, exc.position)
+        char = exc.character
+        shown = f"U+{char:04X}" if isinstance(char, int) else repr(char)
+        return ConfigProblem(f"invalid YAML: character {shown} is not allowed", "", line, column)
     return ConfigProblem(f"invalid YAML: {exc}")
 
 
@@ -116,31 +122,37 @@ def load_yaml(text: str | None, file: str) -> tuple[dict[str, object], Marks]:
         return {}, marks
     if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
         raise ConfigError([ConfigProblem(f"file is over {MAX_CONFIG_BYTES} bytes")], file=file)
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return {}, marks
-        problems: list[ConfigProblem] = []
-        # Walk first: the walk bounds the size, and construction rewrites merge keys.
-        _walk(node, (), marks, problems)
-        data = loader.construct_document(node)
+        data = _construct(text, marks)
     except yaml.YAMLError as exc:
-        raise ConfigError([_syntax_problem(exc)], file=file) from None
+        raise ConfigError([_syntax_problem(exc, text)], file=file) from None
     except RecursionError:
         raise ConfigError([ConfigProblem("values are nested too deeply")], file=file) from None
     except ConfigError as exc:
         raise ConfigError(exc.problems, file=file) from None
-    finally:
-        loader.dispose()
     if data is None:
         return {}, marks
     if not isinstance(data, dict):
         found = ConfigProblem(f"expected a mapping of keys to values, got {got(data)}", "", 1)
         raise ConfigError([found], file=file)
-    if problems:
-        raise ConfigError(problems, file=file)
     return data, marks
+
+
+def _construct(text: str, marks: Marks) -> object:
+    """Compose the node tree, check and mark it, then build plain values from it."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        problems: list[ConfigProblem] = []
+        # Walk first: the walk bounds the size, and construction rewrites merge keys.
+        _walk(node, (), marks, problems)
+        if problems:
+            raise ConfigError(problems)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 # --- validation errors mapped to lines ----------------------------------------------------
@@ -158,18 +170,14 @@ def got(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
-    """The model class whose field list applies at `loc`, following nested sections."""
+def _model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel]:
+    """The section model whose keys apply at `loc` (a path of sections and list items)."""
     model = root
     for part in loc:
-        if isinstance(part, int):
-            continue
-        field = next((f for name, f in model.model_fields.items() if part in (name, f.alias)), None)
-        annotation = field.annotation if field else None
-        inner = _section_type(annotation)
-        if inner is None:
-            return None
-        model = inner
+        fields = {f.alias or name: f for name, f in model.model_fields.items()}
+        field = fields.get(part) if isinstance(part, str) else None
+        inner = _section_type(field.annotation) if field else None
+        model = inner or model
     return model
 
 
@@ -183,8 +191,25 @@ def _section_type(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-def _keys(model: type[BaseModel]) -> str:
-    return ", ".join(f.alias or name for name, f in model.model_fields.items())
+def _distance(a: str, b: str) -> int:
+    """Edit distance (insert, delete, substitute, swap neighbours) between two short keys."""
+    rows = [list(range(len(b) + 1))]
+    for i, char_a in enumerate(a, 1):
+        row = [i]
+        for j, char_b in enumerate(b, 1):
+            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (char_a != char_b))
+            if i > 1 and j > 1 and char_a == b[j - 2] and a[i - 2] == char_b:
+                cost = min(cost, rows[-2][j - 2] + 1)
+            row.append(cost)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def _unknown_key(key: object, model: type[BaseModel]) -> str:
+    known = [f.alias or name for name, f in model.model_fields.items()]
+    close = [k for k in known if isinstance(key, str) and _distance(key.lower(), k) <= 2]
+    hint = f"did you mean `{close[0]}`? " if close else ""
+    return f"unknown key; {hint}expected one of: {', '.join(known)}"
 
 
 _EXPECTED = {
@@ -197,6 +222,14 @@ _EXPECTED = {
 }
 
 
+_BOUNDS = {
+    "greater_than_equal": "expected a number of at least {}",
+    "less_than_equal": "expected a number of at most {}",
+    "string_too_short": "expected text of at least {} character(s)",
+    "string_too_long": "expected text of at most {} characters",
+}
+
+
 def _explain(error: Mapping[str, object], loc: Loc, root: type[BaseModel]) -> str:
     kind = str(error["type"])
     raw_ctx = error.get("ctx")
@@ -206,13 +239,14 @@ def _explain(error: Mapping[str, object], loc: Loc, root: type[BaseModel]) -> st
     if kind in _EXPECTED:
         return f"{_EXPECTED[kind]}, got {shown}"
     if kind == "extra_forbidden":
-        model = _model_at(root, loc[:-1])
-        known = f"; expected one of: {_keys(model)}" if model else ""
-        return f"unknown key{known}"
+        return _unknown_key(loc[-1] if loc else None, _model_at(root, loc[:-1]))
     if kind == "missing":
         return "required, but missing"
     if kind == "literal_error":
         return f"expected one of {ctx.get('expected', '')}, got {shown}"
+    if kind in _BOUNDS:
+        bound = next(iter(ctx.values()), "")
+        return f"{_BOUNDS[kind].format(bound)}, got {shown}"
     if kind == "string_pattern_mismatch":
         return f"expected a lower-case name of letters, digits, - and _, got {shown}"
     if kind == "value_error":

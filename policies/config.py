@@ -52,11 +52,18 @@ class _Section(BaseModel):
 class ReviewConfig(_Section):
     """Automatic pull request reviews."""
 
-    enabled: bool = Field(True, description="Offer reviews here at all (also `@app review`).")
-    auto: bool = Field(True, description="Review pull requests when opened or updated.")
-    drafts: bool = Field(False, description="Also review draft pull requests automatically.")
+    enabled: bool = Field(
+        default=True, description="Offer reviews here at all (also `@app review`)."
+    )
+    auto: bool = Field(default=True, description="Review pull requests when opened or updated.")
+    drafts: bool = Field(
+        default=False, description="Also review draft pull requests automatically."
+    )
     max_files: int = Field(
-        50, ge=1, le=3000, description="Review at most this many changed files; list the rest."
+        default=50,
+        ge=1,
+        le=3000,
+        description="Review at most this many changed files; list the rest.",
     )
     ignore_paths: list[str] = Field(
         default_factory=list, description="Glob patterns of paths the review leaves out."
@@ -66,32 +73,34 @@ class ReviewConfig(_Section):
 class TriageConfig(_Section):
     """Triage of newly opened issues."""
 
-    enabled: bool = Field(True, description="Triage issues when they are opened.")
+    enabled: bool = Field(default=True, description="Triage issues when they are opened.")
 
 
 class CommandsConfig(_Section):
     """Comment commands (`@app review`, `@app ask ...`)."""
 
-    enabled: bool = Field(True, description="Answer commands given in comments.")
+    enabled: bool = Field(default=True, description="Answer commands given in comments.")
 
 
 class FixConfig(_Section):
     """The `fix` command, the one that writes code and pushes a branch."""
 
-    enabled: bool = Field(True, description="Allow `fix` to change code on a new branch.")
+    enabled: bool = Field(default=True, description="Allow `fix` to change code on a new branch.")
 
 
 class AgentConfig(_Section):
     """A custom agent type a workflow can ask for by name."""
 
     name: str = Field(pattern=_AGENT_NAME, description="Lower-case name, e.g. `security`.")
-    description: str = Field("", description="What the agent is for, one line.")
+    description: str = Field(default="", description="What the agent is for, one line.")
     instructions: str = Field(min_length=1, description="The agent's standing instructions.")
     tools: list[str] | None = Field(
-        None, description="Tool names; the runtime checks them. Default: read-only tools."
+        default=None, description="Tool names; the runtime checks them. Default: read-only tools."
     )
-    model: str | None = Field(None, description="Model name; default: the deployment's.")
-    effort: Effort | None = Field(None, description="Reasoning effort; default: the model's.")
+    model: str | None = Field(default=None, description="Model name; default: the deployment's.")
+    effort: Effort | None = Field(
+        default=None, description="Reasoning effort; default: the model's."
+    )
 
 
 class RepoConfig(_Section):
@@ -99,31 +108,27 @@ class RepoConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
-    enabled: bool = Field(True, description="Set to false to turn the app off here.")
+    enabled: bool = Field(default=True, description="Set to false to turn the app off here.")
     extends: str | None = Field(
-        None,
+        default=None,
         alias="_extends",
         description="Inherit from `repo`, `owner/repo` or `owner/repo:path.yml` first.",
     )
     language: str | None = Field(
-        None, max_length=40, description="Language for replies, e.g. `en` or `German`."
+        default=None, max_length=40, description="Language for replies, e.g. `en` or `German`."
     )
     slash_commands: bool = Field(
-        False, description="Also accept `/<command>` at the start of a comment line."
+        default=False, description="Also accept `/<command>` at the start of a comment line."
     )
     ignore_authors: list[str] = Field(
         default_factory=list, description="Logins whose events never start a run."
     )
     review: ReviewConfig = Field(
-        ReviewConfig.model_validate({}), description="Automatic pull request reviews."
+        default=ReviewConfig(), description="Automatic pull request reviews."
     )
-    triage: TriageConfig = Field(
-        TriageConfig.model_validate({}), description="Triage of new issues."
-    )
-    commands: CommandsConfig = Field(
-        CommandsConfig.model_validate({}), description="Comment commands."
-    )
-    fix: FixConfig = Field(FixConfig.model_validate({}), description="The `fix` command.")
+    triage: TriageConfig = Field(default=TriageConfig(), description="Triage of new issues.")
+    commands: CommandsConfig = Field(default=CommandsConfig(), description="Comment commands.")
+    fix: FixConfig = Field(default=FixConfig(), description="The `fix` command.")
     agents: list[AgentConfig] = Field(
         default_factory=list, description="Custom agent types, each with a unique name."
     )

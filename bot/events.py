@@ -182,10 +182,9 @@ def parse_event(name: str, delivery_id: str, payload: Mapping[str, object]) -> E
     Never raises for a payload GitHub could send: a field that is missing or has an
     unexpected shape is simply None in the Event (only `name` and `delivery_id` are sure).
     """
-    if not isinstance(payload, Mapping):
-        return Event(name=name, delivery_id=delivery_id)
+    fields = dict(payload) if isinstance(payload, Mapping) else {}
     try:
-        parsed = _Payload.model_validate(dict(payload))
+        parsed = _Payload.model_validate(fields)
     except ValidationError:  # pragma: no cover - every field is lenient; belt and braces
-        return Event(name=name, delivery_id=delivery_id)
+        parsed = _Payload()
     return _event(name, delivery_id, parsed)

@@ -285,6 +285,18 @@ class Engine:
         await run.finished.wait()
         return run.details
 
+    async def wait(self, run_id: str) -> RunDetails:
+        """Wait for a run (exact id or unique suffix) to finish; its final details."""
+        candidates = sorted(set(self.store.run_ids()) | set(self._recent))
+        rid = self.store.resolve(run_id, candidates)
+        while rid in self._active or (rid in self._recent and not self._recent[rid].finished):
+            run = self._active.get(rid)
+            if run is not None:
+                await run.finished.wait()
+            else:
+                await anyio.sleep(0.01)  # still preparing (resolving the repository)
+        return self.status(rid)
+
     def recover_stale(self) -> list[str]:
         """Mark persisted runs still "running" but run by no live process as aborted."""
         recovered: list[str] = []

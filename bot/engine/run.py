@@ -271,7 +271,6 @@ class Run:
             **result.to_dict(),
         }
         agent.ref = result.ref
-        agent.ledger = "settled"
         self.notify()
         return result
 
@@ -372,7 +371,7 @@ class Run:
             cleanup = reclaim(wt, record)
             agent.worktree_handoff = name
             agent.worktree_cleanup = cleanup.as_dict()
-            agent.worktree_branch = None if cleanup.branch_deleted else cleanup.branch
+            agent.worktree_branch = cleanup.branch
             agent.worktree_path = None if cleanup.removed else str(wt.path)
 
         try:

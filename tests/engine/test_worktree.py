@@ -1,0 +1,269 @@
+"""Sparse worktrees for writing agents: creation, materialize, handoff and safe reclaim."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.engine import Engine, RunDetails, WorkflowMeta, build_result_message
+from bot.engine.handoff import PATCH_CAP, collect_handoff, reclaim
+from bot.engine.types import AgentInvocation
+from bot.engine.workflow import Workflow
+from bot.engine.worktree import (
+    WorktreeError,
+    base_commit,
+    create_worktree,
+    is_sparse,
+    materialize,
+    materialize_all,
+)
+from tests.engine.scripted import POLICY, Script, ScriptedRunner, git, make_repo
+
+META = WorkflowMeta("write", phases=("Fix",))
+
+
+def files_in(tree: Path) -> list[str]:
+    found = (p.relative_to(tree) for p in tree.rglob("*") if p.is_file())
+    return sorted(str(p) for p in found if ".git" not in p.parts)
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["work-tree", "bare-mirror"])
+def test_sparse_worktree_starts_empty_and_materializes_on_demand(
+    tmp_path: Path, bare: bool
+) -> None:
+    repo = make_repo(tmp_path, bare=bare)
+    head = git(repo, "rev-parse", "HEAD")
+    wt = create_worktree(repo, base="HEAD", run_id="wf_0123456789ab", index=3, label="Fix: A/B!")
+    assert wt.branch == "bot/fix-a-b-6789ab-3" and wt.base == head
+    assert "bot-worktrees" in wt.path.parts
+    assert files_in(wt.path) == []
+    assert is_sparse(wt.path) and base_commit(wt.path) == head
+    assert git(wt.path, "status", "--porcelain") == ""  # not-yet-materialized is not "deleted"
+
+    materialize(wt.path, ["pkg0/mod0.py", "missing.py", "../outside", "/etc/passwd", "pkg1"])
+    assert files_in(wt.path) == ["pkg0/mod0.py", "pkg1/mod1.py", "pkg1/mod3.py"]
+    assert (wt.path / "pkg0/mod0.py").read_text() == "VALUE = 0\n"
+    assert git(wt.path, "status", "--porcelain") == ""
+
+    # A new file can be added and committed while still sparse.
+    (wt.path / "new.txt").write_text("hello\n")
+    git(wt.path, "add", "-A")
+    git(wt.path, "commit", "-q", "-m", "add new")
+    assert git(wt.path, "status", "--porcelain") == ""
+    assert git(wt.path, "show", "--name-status", "--format=", "HEAD") == "A\tnew.txt"
+
+    # Writing a tracked file that was never materialized still counts as a change.
+    (wt.path / "README.md").write_text("overwritten\n")
+    assert git(wt.path, "status", "--porcelain") == "M README.md"
+
+    materialize_all(wt.path)
+    assert not is_sparse(wt.path)
+    assert len(files_in(wt.path)) == 7  # 5 modules, README, new.txt
+    assert (wt.path / "README.md").read_text() == "overwritten\n"  # local change kept
+    materialize(wt.path, ["pkg0/mod0.py"])  # a no-op once the tree is whole
+    # The main repository is untouched.
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_creation_errors_are_clear(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    with pytest.raises(WorktreeError, match="cannot resolve"):
+        create_worktree(repo, base="nope", run_id="wf_0123456789ab", index=1, label="x")
+    with pytest.raises(WorktreeError, match="not a git repository"):
+        create_worktree(
+            tmp_path / "data", base="HEAD", run_id="wf_0123456789ab", index=1, label="x"
+        )
+
+
+def test_handoff_caps_the_patch(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    wt = create_worktree(repo, base="HEAD", run_id="wf_0123456789ab", index=1, label="big")
+    (wt.path / "big.txt").write_text("line of text\n" * 60_000)
+    git(wt.path, "add", "-A")
+    git(wt.path, "commit", "-q", "-m", "big")
+    record = collect_handoff(wt)
+    assert record.patch_truncated and len(record.patch.encode()) < PATCH_CAP + 200
+    assert "[patch truncated at 512 KiB" in record.patch
+    assert record.numstat.startswith("60000\t0\tbig.txt")
+    cleanup = reclaim(wt, record)
+    assert cleanup.removed and not cleanup.branch_deleted and cleanup.commits == 1
+
+
+def commit_change(call: AgentInvocation) -> None:
+    tree = call.workspace.worktree
+    assert tree is not None
+    materialize(tree, ["pkg0/mod0.py"])
+    (tree / "pkg0/mod0.py").write_text("VALUE = 100\n")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", f"change by {call.label}")
+
+
+def read_only(call: AgentInvocation) -> None:
+    assert call.workspace.worktree is not None
+    materialize(call.workspace.worktree, ["README.md"])
+
+
+def leave_dirty(call: AgentInvocation) -> None:
+    tree = call.workspace.worktree
+    assert tree is not None
+    materialize(tree, ["pkg1/mod1.py"])
+    (tree / "pkg1/mod1.py").write_text("VALUE = 'dirty'\n")
+
+
+def leave_untracked(call: AgentInvocation) -> None:
+    assert call.workspace.worktree is not None
+    (call.workspace.worktree / "scratch.txt").write_text("notes\n")
+
+
+def detach(call: AgentInvocation) -> None:
+    assert call.workspace.worktree is not None
+    git(call.workspace.worktree, "checkout", "-q", "--detach")
+
+
+ACTIONS: dict[str, Callable[[AgentInvocation], None]] = {
+    "committer": commit_change,
+    "reader": read_only,
+    "dirty": leave_dirty,
+    "untracked": leave_untracked,
+    "detached": detach,
+}
+
+
+async def writers(wf: Workflow, args: Any) -> Any:
+    wf.phase("Fix")
+    results = await wf.parallel(
+        [
+            lambda name=name: wf.agent(
+                f"work as {name}", agent_type="implementer", isolation="worktree", label=name
+            )
+            for name in args
+        ]
+    )
+    return [r.ok for r in results]
+
+
+async def run_writers(repo: Path, data_dir: Path, names: list[str]) -> RunDetails:
+    runner = ScriptedRunner(rule=lambda c: Script(action=ACTIONS.get(c.label)))
+    engine = Engine(runner, data_dir=data_dir, concurrency=16)
+    details = await engine.run(META, writers, names, interaction=POLICY, repo=repo)
+    assert all(call.workspace.branch for call in runner.calls)
+    return details
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("bare", [False, True], ids=["work-tree", "bare-mirror"])
+async def test_worktree_agents_end_in_the_right_states(
+    tmp_path: Path, data_dir: Path, bare: bool
+) -> None:
+    repo = make_repo(tmp_path, bare=bare)
+    base = git(repo, "rev-parse", "HEAD")
+    names = list(ACTIONS)
+    details = await run_writers(repo, data_dir, names)
+    assert details.status == "completed" and details.result == [True] * len(names)
+    by = {a.label: a for a in details.agents}
+    branches = set(
+        git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/bot/").split()
+    )
+
+    committed = by["committer"]
+    assert committed.worktree_path is None  # reclaimed
+    assert committed.worktree_branch in branches
+    assert committed.worktree_cleanup is not None and committed.worktree_cleanup["commits"] == 1
+    assert git(repo, "show", f"{committed.worktree_branch}:pkg0/mod0.py") == "VALUE = 100"
+
+    reader = by["reader"]
+    assert reader.worktree_path is None and reader.worktree_branch not in branches
+    assert reader.worktree_cleanup is not None and reader.worktree_cleanup["branch_deleted"]
+
+    for label, reason in [
+        ("dirty", "uncommitted changes"),
+        ("untracked", "untracked files"),
+        ("detached", "detached HEAD"),
+    ]:
+        kept = by[label]
+        assert kept.worktree_path is not None and kept.worktree_path.endswith(f"/{kept.index}")
+        assert kept.worktree_cleanup is not None and kept.worktree_cleanup["reason"] == reason
+    assert by["dirty"].worktree_branch in branches  # the branch stays with its directory
+    kept_dirs = [by[label].worktree_path for label in ("dirty", "untracked", "detached")]
+    assert all(await_free_is_dir(d) for d in kept_dirs)
+
+    run_dir = data_dir / "runs" / details.run_id
+    handoff = json.loads((run_dir / "worktrees" / f"agent-{committed.index}.json").read_text())
+    assert handoff["base"] == base and handoff["commits"] == 1
+    assert handoff["branch"] == committed.worktree_branch
+    assert "-VALUE = 0\n+VALUE = 100" in handoff["patch"]
+    assert handoff["name_status"].strip() == "M\tpkg0/mod0.py"
+    dirty = json.loads((run_dir / "worktrees" / f"agent-{by['dirty'].index}.json").read_text())
+    assert dirty["uncommitted_changes"] and "VALUE = 'dirty'" in dirty["patch"]
+    untracked = json.loads(
+        (run_dir / "worktrees" / f"agent-{by['untracked'].index}.json").read_text()
+    )
+    assert untracked["untracked"] == ["scratch.txt"]
+
+    message = build_result_message(details, run_dir)
+    assert f"- [committer] 1 commit on {committed.worktree_branch}; handoff" in message
+    assert "- [reader] no commits; empty branch deleted" in message
+    assert "(uncommitted changes)" in message and "(untracked files)" in message
+
+
+@pytest.mark.anyio
+async def test_sixteen_concurrent_worktree_agents_all_succeed(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    repo = make_repo(tmp_path, bare=True)
+    names = [f"committer-{i}" for i in range(16)]
+    runner = ScriptedRunner(rule=lambda c: Script(latency=0.05, action=commit_change))
+    engine = Engine(runner, data_dir=data_dir, concurrency=16)
+    details = await engine.run(META, writers, names, interaction=POLICY, repo=repo)
+    assert details.result == [True] * 16
+    assert runner.max_in_flight > 1
+    branches = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/bot/").split()
+    assert len(branches) == 16
+    assert all(a.worktree_path is None for a in details.agents)
+    assert git(repo, "worktree", "list").count("\n") == 0  # only the main entry is left
+
+
+@pytest.mark.anyio
+async def test_worktree_creation_failure_fails_only_that_agent(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    repo = make_repo(tmp_path)
+    engine = Engine(ScriptedRunner(), data_dir=data_dir)
+
+    async def wf(wf: Workflow, args: Any) -> Any:
+        common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+        (common / "bot-worktrees" / wf_run_id(wf) / "1").mkdir(parents=True)
+        blocked = await wf.agent("x", agent_type="implementer", isolation="worktree")
+        fine = await wf.agent("y", agent_type="explorer")
+        return [blocked.ok, blocked.error, fine.ok]
+
+    details = await engine.run(META, wf, None, interaction=POLICY, repo=repo)
+    assert details.status == "completed"
+    assert details.result[0] is False and "already exists" in details.result[1]
+    assert details.result[2] is True
+
+
+def await_free_is_dir(path: str | None) -> bool:
+    return path is not None and Path(path).is_dir()
+
+
+def wf_run_id(wf: Workflow) -> str:
+    usage_owner = wf._run  # the run id is what the worktree folder is named after
+    return usage_owner.details.run_id
+
+
+def test_bare_mirror_config_stays_bare(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, bare=True)
+    create_worktree(repo, base="HEAD", run_id="wf_0123456789ab", index=1, label="x")
+    out = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--is-bare-repository"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "true"

@@ -97,22 +97,23 @@ def _walk(node: yaml.Node, loc: Loc, marks: Marks, problems: list[ConfigProblem]
 
 
 def _syntax_problem(exc: yaml.YAMLError, source: str) -> ConfigProblem:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        text = exc.problem or exc.context or "cannot be read"
-        if exc.context and exc.problem:
-            started = f" started on line {exc.context_mark.line + 1}" if exc.context_mark else ""
-            text += f" ({exc.context}{started})"
-        if mark is not None:
-            return ConfigProblem(f"invalid YAML: {text}", "", mark.line + 1, mark.column + 1)
-        return ConfigProblem(f"invalid YAML: {text}")
+    """A YAML error as a problem at its line and column (1-based)."""
+    line = column = None
+    text = str(exc)
     if isinstance(exc, yaml.reader.ReaderError):
         line = source.count("\n", 0, exc.position) + 1
         column = exc.position - source.rfind("\n", 0, exc.position)
         char = exc.character
         shown = f"U+{char:04X}" if isinstance(char, int) else repr(char)
-        return ConfigProblem(f"invalid YAML: character {shown} is not allowed", "", line, column)
-    return ConfigProblem(f"invalid YAML: {exc}")
+        text = f"character {shown} is not allowed"
+    elif isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        text = exc.problem or exc.context or "cannot be read"
+        if exc.context and exc.problem:
+            started = f" started on line {exc.context_mark.line + 1}" if exc.context_mark else ""
+            text += f" ({exc.context}{started})"
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+    return ConfigProblem(f"invalid YAML: {text}", "", line, column)
 
 
 def load_yaml(text: str | None, file: str) -> tuple[dict[str, object], Marks]:
@@ -166,7 +167,11 @@ def _dotted(loc: Loc) -> str:
 
 
 def got(value: object) -> str:
-    text = json.dumps(value, default=str, ensure_ascii=False)
+    """A short JSON rendering of a value from the file, for an error message."""
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except ValueError:  # a value that contains itself
+        text = "a value that contains itself"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -182,13 +187,9 @@ def _model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel]:
 
 
 def _section_type(annotation: object) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _section_type(arg)
-        if found is not None:
-            return found
-    return None
+    """The section model of a field typed `Section` or `list[Section]`, else None."""
+    candidates = (annotation, *getattr(annotation, "__args__", ()))
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
 
 
 def _distance(a: str, b: str) -> int:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import BaseModel, ValidationError
 
+from policies._config_yaml import ConfigProblem, Marks, got, problem_at
 from policies.config import (
     CONFIG_PATH,
     MAX_CONFIG_BYTES,
@@ -313,3 +315,17 @@ def test_extends_target_absent_or_not_text() -> None:
     assert extends_target({"_extends": None}) is None
     with pytest.raises(ConfigError, match=r"_extends: expected text, got \[1\]"):
         extends_target({"_extends": [1]})
+
+
+def test_error_types_without_a_dedicated_message_still_read_well() -> None:
+    error = {"type": "new_kind", "loc": ("language",), "msg": "Something odd", "input": [1]}
+    marks = Marks({}, {("language",): yaml.Mark("f", 0, 2, 0, "", 0)})
+    problem = problem_at(error, marks, RepoConfig)
+    assert problem == ConfigProblem("something odd, got [1]", "language", 3)
+
+
+def test_self_containing_value_is_shown_without_crashing() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    assert got(loop) == "a value that contains itself"
+    assert got("x" * 100) == '"' + "x" * 56 + "..."

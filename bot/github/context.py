@@ -142,6 +142,8 @@ class RunContext:
     labels: tuple[str, ...] = ()
     issue_title: str = ""
     comments: tuple[IssueComment, ...] = field(default=(), compare=False)
+    comments_fetched: bool = False
+    """True when `comments` were read from GitHub now (not assumed from the payload)."""
 
     @property
     def text(self) -> str:
@@ -346,8 +348,9 @@ async def fetch_context(
         if isinstance(raw_issue, Mapping) and raw_issue.get("number") == trigger.number
         else await client.get_issue(trigger.number)
     )
+    comments_fetched = issue.comments > 0
     comments: list[IssueComment] = (
-        await client.list_issue_comments(trigger.number) if issue.comments > 0 else []
+        await client.list_issue_comments(trigger.number) if comments_fetched else []
     )
     raw_comment = payload.get("comment") if payload else None
     if (
@@ -388,4 +391,5 @@ async def fetch_context(
         labels=tuple(label.name for label in issue.labels),
         issue_title=sanitize(issue.title),
         comments=tuple(comments),
+        comments_fetched=comments_fetched,
     )

@@ -117,6 +117,11 @@ class Publisher:
         self._acknowledged = False
         self._check_done = False
 
+    def know_comments(self, comments: Sequence[IssueComment]) -> None:
+        """Use this freshly read list of the issue's comments instead of listing them again."""
+        if self._known is None:
+            self._known = list(comments)
+
     @property
     def sticky(self) -> bool:
         return is_sticky(self.kind)

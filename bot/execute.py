@@ -1,0 +1,463 @@
+"""The run executor: Trigger + Run -> context -> mirror -> engine run -> Outcome -> publication.
+
+The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
+
+1. reacts 👀 on the command's comment (commands only);
+2. answers `help`, `status` and `stop` itself, without a model, as a sticky reply;
+3. otherwise reads the context (`bot.github.context`), makes sure the mirror holds the commit
+   the agents read (the PR head, or the default branch for issues), runs the workflow on the
+   engine in webhook mode, maps its return value onto an Outcome and publishes it
+   (`bot.github.publish`), editing the progress comment as the run goes;
+4. records the outcome on the run.
+
+A run that fails for any reason (context, checkout, model, engine) still ends with a published
+`failed` outcome that says what failed, redacted. The one exception is GitHub's rate limit
+beyond the client's cap (`RateLimited`): the executor lets it propagate so the worker re-queues
+the job, and posts nothing. Calling the executor again for the same run (a retried job) edits
+the same comment; a run already finished is not run again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from bot.engine.artifacts import RunNotFound
+from bot.engine.details import RunDetails
+from bot.engine.sanitize import strip_terminal
+from bot.github.context import fetch_context
+from bot.github.errors import RateLimited
+from bot.github.publish import Publisher
+from bot.github.render import AgentLine, Progress, RunRow, render_help, render_status, render_stop
+from bot.log import bound, get_logger
+from bot.redact import redact
+from bot.workflows import MODEL_FREE, get_workflow
+from policies.commands import render_help as help_text
+from policies.interaction import resolve_run_interaction_policy
+from policies.outcome import (
+    OUTCOME_STATUSES,
+    Outcome,
+    RunFacts,
+    UsageSummary,
+    failed_outcome,
+    outcome_from_run,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bot.engine.engine import Engine
+    from bot.github.checkout import Mirrors
+    from bot.github.client import GitHubApp, InstallationClient
+    from bot.store import RunRecord, Store
+    from policies.event import Trigger
+
+log = get_logger(__name__)
+
+_AGENT_STATES = {"pending": "pending", "running": "running", "done": "ok", "error": "failed"}
+
+
+def progress_of(details: RunDetails, workflow: str, elapsed: float) -> Progress:
+    """The publisher's view of the engine's live run details."""
+    agents = tuple(
+        AgentLine(
+            label=strip_terminal(a.label),
+            phase=a.phase,
+            state="replayed" if a.replayed else _AGENT_STATES.get(a.state, a.state),
+        )
+        for a in details.agents
+    )
+    return Progress(
+        run_id=details.run_id,
+        workflow=workflow,
+        phases=tuple(p.get("title", "") for p in details.phases),
+        current_phase=details.current_phase,
+        agents=agents,
+        logs=tuple(strip_terminal(line) for line in details.logs[-10:]),
+        tokens=int(details.usage.get("total") or 0),
+        elapsed=elapsed,
+    )
+
+
+def usage_of(details: RunDetails | None, wall_seconds: float) -> UsageSummary:
+    if details is None:
+        return UsageSummary(wall_seconds=wall_seconds)
+    ok, failed = details.counts()
+    cost = details.usage.get("cost")
+    return UsageSummary(
+        input_tokens=int(details.usage.get("input") or 0),
+        output_tokens=int(details.usage.get("output") or 0),
+        total_tokens=int(details.usage.get("total") or 0),
+        cost=float(cost) if isinstance(cost, int | float) else None,
+        wall_seconds=wall_seconds,
+        agents_ok=ok,
+        agents_failed=failed,
+    )
+
+
+def outcome_json(outcome: Outcome) -> dict[str, object]:
+    """The outcome as stored on the run record."""
+    data: dict[str, object] = {
+        "status": outcome.status,
+        "summary": outcome.summary,
+        "assumptions": list(outcome.assumptions),
+        "usage": {
+            "input": outcome.usage.input_tokens,
+            "output": outcome.usage.output_tokens,
+            "total": outcome.usage.total_tokens,
+            "cost": outcome.usage.cost,
+            "wall_seconds": round(outcome.usage.wall_seconds, 3),
+            "agents_ok": outcome.usage.agents_ok,
+            "agents_failed": outcome.usage.agents_failed,
+        },
+        "error": outcome.error,
+    }
+    if outcome.blocked is not None:
+        b = outcome.blocked
+        data["blocked"] = {
+            "decision": b.decision,
+            "why": b.why,
+            "options": list(b.options),
+            "default": b.default,
+            "risk": b.risk,
+            "answer": b.answer,
+        }
+    if outcome.findings:
+        data["findings"] = [
+            {
+                "path": f.path,
+                "line": f.line,
+                "severity": f.severity,
+                "title": f.title,
+                "fingerprint": f.fingerprint,
+            }
+            for f in outcome.findings
+        ]
+    return data
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line account of what failed, for people (redacted by the publisher)."""
+    kind = type(exc).__name__
+    text = " ".join(str(exc).split())[:500]
+    return f"{kind}: {text}" if text else kind
+
+
+@dataclass
+class _Tracker:
+    """Keeps the newest engine snapshot; the progress pump publishes it."""
+
+    workflow: str
+    started: float
+    details: RunDetails | None = None
+    version: int = 0
+    published: int = 0
+    clock: Callable[[], float] = field(default=time.monotonic)
+
+    def update(self, details: RunDetails) -> None:
+        self.details = details
+        self.version += 1
+
+    def progress(self) -> Progress | None:
+        if self.details is None:
+            return None
+        return progress_of(self.details, self.workflow, self.clock() - self.started)
+
+
+class RunExecutor:
+    """The worker's `executor`: carries out one run end to end (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        github: GitHubApp,
+        engine: Engine,
+        mirrors: Mirrors,
+        store: Store,
+        app_slug: str,
+        redactor: Callable[[str], str] = redact,
+        progress_interval: float = 3.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.github = github
+        self.engine = engine
+        self.mirrors = mirrors
+        self.store = store
+        self.app_slug = app_slug
+        self.redactor = redactor
+        self.progress_interval = progress_interval
+        self.clock = clock
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.app_slug}[bot]"
+
+    async def __call__(self, trigger: Trigger, run: RunRecord) -> None:
+        with bound(run_id=run.id, workflow=trigger.workflow, repo=trigger.repo_full_name):
+            if run.status in OUTCOME_STATUSES:
+                log.info("run already finished; not running it again", extra={"status": run.status})
+                return
+            if trigger.installation_id is None or "/" not in trigger.repo_full_name:
+                log.error("the trigger names no installation or repository; nothing can be posted")
+                await self._record(run.id, "failed", None)
+                return
+            owner, repo = trigger.repo_full_name.split("/", 1)
+            client = self.github.installation(trigger.installation_id, owner, repo)
+            await self._execute(client, trigger, run)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _record(self, run_id: str, status: str, outcome: Outcome | None) -> None:
+        data = outcome_json(outcome) if outcome is not None else None
+        await anyio.to_thread.run_sync(
+            lambda: self.store.update_run(run_id, status=status, outcome=data)
+        )
+
+    async def _payload(self, delivery_id: str) -> Mapping[str, Any] | None:
+        record = await anyio.to_thread.run_sync(self.store.get_delivery, delivery_id)
+        if record is None:
+            return None
+        try:
+            data = json.loads(record.body)
+        except (ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _publisher(
+        self,
+        client: InstallationClient,
+        trigger: Trigger,
+        run: RunRecord,
+        payload: Mapping[str, Any] | None,
+    ) -> Publisher:
+        first_attempt = run.status == "queued"
+        known: list[Any] | None = None
+        issue = payload.get("issue") if payload else None
+        if (
+            first_attempt
+            and isinstance(issue, Mapping)
+            and issue.get("number") == trigger.number
+            and issue.get("comments") == 0
+        ):
+            known = []  # a new issue: nothing to find, spare the lookup
+        is_pull = trigger.target_kind == "pull_request"
+        return Publisher(
+            client,
+            run_id=run.id,
+            kind=trigger.workflow,
+            number=trigger.number,
+            bot_login=self.bot_login,
+            check_name=f"{self.app_slug}: {trigger.workflow}" if is_pull else None,
+            head_sha=trigger.head_sha if is_pull else None,
+            command_comment_id=trigger.comment_id,
+            known_comments=known,
+            known_fresh_checks=first_attempt,
+            redactor=self.redactor,
+            interval=self.progress_interval,
+            clock=self.clock,
+        )
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def _execute(self, client: InstallationClient, trigger: Trigger, run: RunRecord) -> None:
+        started = self.clock()
+        payload = await self._payload(run.delivery_id)
+        publisher = self._publisher(client, trigger, run, payload)
+        await publisher.acknowledge()
+        await self._record(run.id, "running", None)
+
+        if trigger.workflow in MODEL_FREE:
+            await self._model_free(publisher, trigger, run)
+            return
+        entry = get_workflow(trigger.workflow)
+        facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
+        if entry is None:
+            if trigger.command is None:
+                log.info("no built-in workflow of this name; nothing is posted")
+                await self._record(run.id, "skipped", None)
+                return
+            outcome = failed_outcome(
+                facts,
+                f"the `{trigger.workflow}` workflow is not available in this version",
+                summary=f"The `{trigger.workflow}` workflow is not available in this version "
+                f"of the app. Comment `@{self.app_slug} help` for the commands it knows.",
+            )
+            await publisher.finish(outcome)
+            await self._record(run.id, outcome.status, outcome)
+            return
+
+        meta, fn = entry
+        tracker = _Tracker(trigger.workflow, started, clock=self.clock)
+        details: RunDetails | None = None
+        try:
+            context = await fetch_context(
+                client,
+                trigger,
+                # A command's actor passed the write-permission check before the run began.
+                actor_permission="write" if trigger.command is not None else None,
+                run_id=run.id,
+                payload=payload,
+                default_branch=_default_branch(payload),
+            )
+            if context.comments_fetched:
+                publisher.know_comments(context.comments)
+            first = Progress(run_id=run.id, workflow=trigger.workflow, phases=_titles(meta))
+            await publisher.start(first, defer=True)
+            git_dir, base = await self._workspace(client, trigger, payload, context.head_sha)
+            args = {
+                "target": f"{'pull request' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}",
+                "kind": trigger.target_kind,
+                "fence": context.fence,
+                "context": context.text,
+                "question": trigger.args,
+                "repo_labels": None,
+            }
+            policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._pump, publisher, tracker)
+                finished = await self.engine.run(
+                    meta,
+                    fn,
+                    args,
+                    interaction=policy,
+                    repo=git_dir,
+                    base=base,
+                    run_id=run.id,
+                    on_update=tracker.update,
+                )
+                details = finished
+                tasks.cancel_scope.cancel()
+            facts = RunFacts(
+                run_id=run.id,
+                workflow=trigger.workflow,
+                status=finished.status,
+                error=finished.error,
+                usage=usage_of(finished, self.clock() - started),
+            )
+            outcome = outcome_from_run(
+                finished.result,
+                facts,
+                app_slug=self.app_slug,
+                args=trigger.args,
+                clean=strip_terminal,
+            )
+        except RateLimited:
+            log.warning("rate limited beyond the cap; the job goes back to the queue")
+            raise
+        except Exception as exc:
+            log.exception("the run failed")
+            failed = RunFacts(
+                run_id=run.id,
+                workflow=trigger.workflow,
+                status="failed",
+                usage=usage_of(details, self.clock() - started),
+            )
+            outcome = failed_outcome(failed, self.redactor(describe_error(exc)))
+        await publisher.finish(outcome)
+        await self._record(run.id, outcome.status, outcome)
+        log.info(
+            "run published",
+            extra={
+                "status": outcome.status,
+                "comment_id": publisher.comment_id,
+                "seconds": round(self.clock() - started, 3),
+            },
+        )
+
+    async def _pump(self, publisher: Publisher, tracker: _Tracker) -> None:
+        """Edit the progress comment while the run goes, at most once per interval."""
+        tick = min(0.5, self.progress_interval)
+        while True:
+            await anyio.sleep(tick)
+            progress = tracker.progress()
+            if progress is None or tracker.version == tracker.published or not publisher.due():
+                continue
+            version = tracker.version
+            try:
+                if await publisher.progress(progress):
+                    tracker.published = version
+            except RateLimited:
+                raise
+            except Exception as exc:  # a progress edit may fail; the final one matters
+                log.warning("progress edit failed", extra={"error": self.redactor(str(exc))})
+
+    async def _workspace(
+        self,
+        client: InstallationClient,
+        trigger: Trigger,
+        payload: Mapping[str, Any] | None,
+        head_sha: str | None,
+    ) -> tuple[Path, str]:
+        """The mirror and the commit the agents read: the PR head, else the default branch."""
+        if trigger.target_kind == "pull_request" and head_sha:
+            git_dir = await self.mirrors.ensure_commit(client, head_sha, pull_number=trigger.number)
+            return git_dir, head_sha
+        branch = _default_branch(payload) or (await client.get_repo()).default_branch
+        git_dir = await self.mirrors.fetch(client, [f"+refs/heads/{branch}:refs/heads/{branch}"])
+        return git_dir, f"refs/heads/{branch}"
+
+    # -- help, status, stop ----------------------------------------------------------------------
+
+    async def _model_free(self, publisher: Publisher, trigger: Trigger, run: RunRecord) -> None:
+        target = f"{'PR' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}"
+        if trigger.workflow == "help":
+            body = render_help(run.id, help_text(self.app_slug))
+        elif trigger.workflow == "status":
+            rows = await anyio.to_thread.run_sync(self._runs_for_target, trigger, run.id)
+            body = render_status(run.id, rows, target=target)
+        else:
+            stopped = await self._stop_runs(trigger, run.id)
+            body = render_stop(run.id, stopped, target=target)
+        await publisher.reply(body)
+        await self._record(run.id, "succeeded", None)
+
+    def _runs_for_target(self, trigger: Trigger, exclude: str) -> list[RunRow]:
+        rows = (
+            self.store.conn()
+            .execute(
+                "SELECT id, workflow, status, created_at FROM runs"
+                " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
+                " ORDER BY created_at DESC LIMIT 20",
+                (trigger.repo_full_name, trigger.target_kind, trigger.number, exclude),
+            )
+            .fetchall()
+        )
+        return [
+            RunRow(
+                run_id=str(rid),
+                workflow=str(workflow),
+                status=str(status),
+                created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(created))),
+            )
+            for rid, workflow, status, created in rows
+        ]
+
+    async def _stop_runs(self, trigger: Trigger, exclude: str) -> list[str]:
+        rows = await anyio.to_thread.run_sync(self._runs_for_target, trigger, exclude)
+        stopped: list[str] = []
+        for row in rows:
+            if row.status not in ("running", "queued"):
+                continue
+            try:
+                await self.engine.stop(row.run_id)
+            except RunNotFound:
+                continue  # not running in this process
+            stopped.append(row.run_id)
+            log.info("run stopped on request", extra={"stopped_run": row.run_id})
+        return stopped
+
+
+def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
+    repo = payload.get("repository") if payload else None
+    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
+    return branch if isinstance(branch, str) and branch else None
+
+
+def _titles(meta: Any) -> tuple[str, ...]:
+    return tuple(p.title for p in meta.phase_list())

@@ -1,0 +1,135 @@
+"""Shared set-up for the run tests and bench/e2e.py: a scripted model and webhook payloads.
+
+`ModelScript` answers the fake model's requests by the task at the start of each agent's
+prompt (the built-in workflows' explorer, conclusion and answer tasks), so a whole triage or
+ask run can be driven without counting turns. Payload builders give the fields a real
+delivery carries, shaped on the fake GitHub's own objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes.llm import Reply, text, tool_call
+
+EXPLORER = {
+    "findings": "Start-up reads `config.yml` in `src/app.py:2` without a fallback.",
+    "references": [{"path": "src/app.py", "line": 2, "note": "reads the config"}],
+}
+VERDICT = {
+    "actionable": True,
+    "kind": "bug",
+    "summary": "The app crashes at start-up when `config.yml` is missing.",
+    "labels": ["bug"],
+    "areas": [{"path": "src/app.py", "line": 2, "note": "reads the config"}],
+    "assumptions": ["The default config path is used."],
+}
+BLOCKED_VERDICT = {
+    "actionable": False,
+    "kind": "bug",
+    "summary": "The report does not say what fails.",
+    "labels": [],
+    "areas": [],
+    "blocked": {
+        "decision": "Which command fails, and with what error message?",
+        "why": "The issue only says that it is broken; nothing in the repository narrows it down.",
+        "options": ["`app start` fails", "`app build` fails", "Something else"],
+        "default": "`app start` fails",
+        "risk": "Investigating the wrong command wastes the maintainers' time.",
+    },
+}
+ANSWER = {
+    "answer": "The config is read in `src/app.py:2` by `load_config()`.",
+    "references": [{"path": "src/app.py", "line": 2}],
+    "assumptions": [],
+}
+
+
+def structured(arguments: dict[str, Any]) -> Reply:
+    return tool_call("structured_output", arguments)
+
+
+def user_prompt(body: dict[str, Any]) -> str:
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+@dataclass
+class ModelScript:
+    """`fake.respond_with(ModelScript(...))`: a reply per agent task; `echo` is appended to
+    every text field, to test that what the model says is redacted before it is posted."""
+
+    verdict: dict[str, Any] = field(default_factory=lambda: dict(VERDICT))
+    explorer: dict[str, Any] = field(default_factory=lambda: dict(EXPLORER))
+    answer: dict[str, Any] = field(default_factory=lambda: dict(ANSWER))
+    echo: str = ""
+
+    def _with_echo(self, data: dict[str, Any], key: str) -> dict[str, Any]:
+        if not self.echo:
+            return data
+        return {**data, key: f"{data[key]} {self.echo}"}
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        prompt = user_prompt(body)
+        if prompt.startswith(("You are triaging", "Someone with write access")):
+            return structured(self._with_echo(self.explorer, "findings"))
+        if prompt.startswith("Triage "):
+            return structured(self._with_echo(self.verdict, "summary"))
+        if prompt.startswith("Answer this question"):
+            return structured(self._with_echo(self.answer, "answer"))
+        return text("I have no script for this task.")
+
+
+def repository_json(full_name: str, default_branch: str = "main") -> dict[str, Any]:
+    owner, name = full_name.split("/", 1)
+    return {
+        "id": 1296269,
+        "name": name,
+        "full_name": full_name,
+        "private": False,
+        "owner": {"login": owner, "id": 1, "type": "Organization"},
+        "default_branch": default_branch,
+    }
+
+
+def issues_opened(issue: dict[str, Any], full_name: str, installation_id: int) -> dict[str, Any]:
+    return {
+        "action": "opened",
+        "issue": issue,
+        "repository": repository_json(full_name),
+        "installation": {"id": installation_id},
+        "sender": issue["user"],
+    }
+
+
+def comment_created(
+    issue: dict[str, Any], comment: dict[str, Any], full_name: str, installation_id: int
+) -> dict[str, Any]:
+    return {
+        "action": "created",
+        "issue": issue,
+        "comment": comment,
+        "repository": repository_json(full_name),
+        "installation": {"id": installation_id},
+        "sender": comment["user"],
+    }
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def delivery_headers(event: str, guid: str, secret: str, body: bytes) -> dict[str, str]:
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": guid,
+        "X-Hub-Signature-256": sign(secret, body),
+        "Content-Type": "application/json",
+    }

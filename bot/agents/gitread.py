@@ -82,6 +82,8 @@ class ObjectReader:
         self._lock = anyio.Lock()
         self._buffer = bytearray()
         self._listing: list[tuple[str, str, int]] | None = None
+        self._index: dict[str, tuple[str, int]] | None = None
+        self._dirs: set[str] = set()
 
     async def aclose(self) -> None:
         if self._process is not None:
@@ -144,15 +146,23 @@ class ObjectReader:
             self._listing = listing
         return self._listing
 
+    async def _index_map(self) -> dict[str, tuple[str, int]]:
+        if self._index is None:
+            entries = await self.entries()
+            self._index = {path: (mode, size) for path, mode, size in entries}
+            for path, _, _ in entries:
+                parts = path.split("/")[:-1]
+                for i in range(len(parts)):
+                    self._dirs.add("/".join(parts[: i + 1]))
+        return self._index
+
     async def read(self, path: str) -> Blob | None:
         """The object at `path` in the commit, or None when there is none."""
-        entry = next((e for e in await self.entries() if e[0] == path), None)
+        index = await self._index_map()
+        entry = index.get(path)
         if entry is None:
-            prefix = path.rstrip("/") + "/"
-            if any(e[0].startswith(prefix) for e in await self.entries()):
-                return Blob("tree", 0, b"")
-            return None
-        _, mode, size = entry
+            return Blob("tree", 0, b"") if path in self._dirs else None
+        mode, size = entry
         if mode == "160000":
             return Blob("submodule", 0, b"")
         if size > BATCH_BLOB_LIMIT:

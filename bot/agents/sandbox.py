@@ -112,7 +112,13 @@ def bwrap_command(
     cmd += ["--ro-bind", str(ident / "passwd"), "/etc/passwd"]
     cmd += ["--ro-bind", str(ident / "group"), "/etc/group"]
     cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    cmd += ["--bind", str(worktree), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
+    cmd += ["--bind", str(worktree), SANDBOX_ROOT]
+    dotgit = worktree / ".git"
+    if dotgit.exists() and not dotgit.is_symlink():
+        # Git runs on the host in this tree after the command (commit, handoff, push): a
+        # rewritten `.git` could point it at another repository or at hostile config.
+        cmd += ["--ro-bind", str(dotgit), f"{SANDBOX_ROOT}/.git"]
+    cmd += ["--chdir", SANDBOX_ROOT]
     return [*cmd, "--", *argv]
 
 

@@ -50,8 +50,8 @@ def check_path(raw: object, *, allow_root: bool = False) -> str:
     parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise ToolError(f"paths with `..` are refused: {raw!r}")
-    if parts and parts[0] == ".git":
-        raise ToolError("the .git directory is not part of the repository's files")
+    if ".git" in parts:
+        raise ToolError("`.git` is git's own data, not part of the repository's files")
     path = "/".join(parts)
     if not path and not allow_root:
         raise ToolError("a file path is required")

@@ -31,7 +31,8 @@ from tests.agents.conftest import git, make_repo
         pytest.param("/etc/passwd", "absolute paths are refused", id="absolute"),
         pytest.param("\\windows", "absolute paths are refused", id="backslash"),
         pytest.param("a\0b", "NUL byte", id="nul"),
-        pytest.param(".git/config", "the .git directory", id="dotgit"),
+        pytest.param(".git/config", "`.git` is git's own data", id="dotgit"),
+        pytest.param("vendor/lib/.git/config", "`.git` is git's own data", id="nested-dotgit"),
         pytest.param("", "a path is required", id="empty"),
         pytest.param(5, "must be a string", id="not-a-string"),
     ],
@@ -250,3 +251,25 @@ async def test_run_command_sees_the_whole_tree(worktree: Workspace) -> None:
     assert out.endswith("[exit code 0]")
     out = await call(box, "run_command", command="exit 3")
     assert out == "[exit code 3]"
+
+
+@pytest.mark.anyio
+async def test_run_command_cannot_retarget_the_worktrees_git(
+    worktree: Workspace, repo: tuple[Path, str]
+) -> None:
+    assert worktree.worktree is not None
+    dotgit = worktree.worktree / ".git"
+    before = dotgit.read_text()
+    box = Toolbox(worktree, IMPLEMENTER.tools, sandbox_ok=True, command_timeout=20)
+    out = await call(
+        box,
+        "run_command",
+        command="echo 'gitdir: /tmp/elsewhere' > .git; rm -f .git; mv .git moved; ls -a",
+    )
+    assert dotgit.read_text() == before
+    assert not (worktree.worktree / "moved").exists()
+    assert "Read-only file system" in out or "busy" in out
+    await call(box, "write_file", path="ok.txt", content="fine\n")
+    assert (await call(box, "commit", message="Still commits here")).startswith("committed")
+    root, _ = repo
+    assert git(root, "log", "-1", "--format=%s", worktree.branch or "") == "Still commits here"

@@ -1,0 +1,216 @@
+"""Agent runtime benchmark: the loop's own cost per model turn, and the sandbox's start-up cost.
+
+Per turn: the fake chat-completions server runs in a separate process on 127.0.0.1 (so it does
+not share the GIL with the client). One agent run of N turns is timed; each turn the fake
+answers with a tool call that needs no I/O (the clarification tool, which a webhook run
+answers from memory), the last with text. The exact request bodies of that run are recorded,
+then replayed with a bare httpx streaming POST (the HTTP round trip alone) and, for
+comparison, through the `openai` SDK. Overhead per turn = (runtime - raw) / N.
+
+Sandbox: `true` through bubblewrap (the same command line `run_command` uses) against `true`
+started directly, both via anyio subprocesses.
+
+    .venv/bin/python bench/agents.py [--turns 50] [--repeats 5] [--commands 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bot.agents.models import OpenAIChatModel  # noqa: E402
+from bot.agents.runtime import AgentRuntime, Limits  # noqa: E402
+from bot.agents.sandbox import SandboxStatus, run_sandboxed  # noqa: E402
+from bot.agents.types import EXPLORER  # noqa: E402
+from bot.engine.types import AgentInvocation, Workspace  # noqa: E402
+from policies.interaction import RunInteractionMode, RunInteractionPolicy  # noqa: E402
+
+SERVER = """
+import sys, uvicorn
+sys.path.insert(0, {root!r})
+from tests.fakes.llm import FakeLLM, text, tool_call
+turns = {turns}
+def respond(body):
+    done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    if done + 1 < turns:
+        return tool_call("ask_clarification", {{"question": "which one?"}})
+    return text("finished")
+fake = FakeLLM(respond)
+uvicorn.run(fake.app, host="127.0.0.1", port={port}, log_level="warning",
+            access_log=False, lifespan="off")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(turns: int) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    code = SERVER.format(root=str(ROOT), turns=turns, port=port)
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, f"http://127.0.0.1:{port}/v1"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the fake server did not start")
+
+
+def invocation() -> AgentInvocation:
+    return AgentInvocation(
+        run_id="wf_000000000000",
+        index=1,
+        label="bench",
+        phase=None,
+        prompt="Benchmark the loop.",
+        agent_type=EXPLORER,
+        interaction=RunInteractionPolicy(RunInteractionMode.WEBHOOK),
+        workspace=Workspace(),
+    )
+
+
+async def time_runtime(base_url: str, turns: int, bodies: list[bytes] | None) -> float:
+    async def record(request: httpx.Request) -> None:
+        if bodies is not None:
+            bodies.append(request.content)
+
+    async with httpx.AsyncClient(event_hooks={"request": [record]}) as client:
+        model = OpenAIChatModel(base_url, "sk-bench", http_client=client)
+        runtime = AgentRuntime(
+            model,
+            default_model="fake-model",
+            sandbox=SandboxStatus(False, "not needed"),
+            limits=Limits(max_turns=turns + 1),
+        )
+        await runtime.run(invocation())  # warm the connection
+        if bodies is not None:
+            bodies.clear()
+        start = time.perf_counter()
+        result = await runtime.run(invocation())
+        elapsed = time.perf_counter() - start
+    if result.error or result.output != "finished":
+        raise RuntimeError(f"benchmark run failed: {result.error or result.output}")
+    return elapsed
+
+
+async def time_raw(base_url: str, bodies: list[bytes]) -> float:
+    url = base_url + "/chat/completions"
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+    async with httpx.AsyncClient() as client:
+        async with client.stream("POST", url, content=bodies[0], headers=headers) as r:
+            await r.aread()
+        start = time.perf_counter()
+        for body in bodies:
+            async with client.stream("POST", url, content=body, headers=headers) as response:
+                async for _ in response.aiter_lines():
+                    pass
+        return time.perf_counter() - start
+
+
+async def time_sdk(base_url: str, bodies: list[bytes]) -> float:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
+    decoded: list[dict[str, Any]] = [json.loads(b) for b in bodies]
+    try:
+        start = time.perf_counter()
+        for body in decoded:
+            stream = await client.chat.completions.create(**body)
+            async for _ in stream:
+                pass
+        return time.perf_counter() - start
+    finally:
+        await client.close()
+
+
+async def bench_turns(turns: int, repeats: int) -> dict[str, float]:
+    proc, base_url = start_server(turns)
+    try:
+        runtime_t: list[float] = []
+        raw_t: list[float] = []
+        sdk_t: list[float] = []
+        for _ in range(repeats):
+            bodies: list[bytes] = []
+            runtime_t.append(await time_runtime(base_url, turns, bodies))
+            assert len(bodies) == turns, len(bodies)
+            raw_t.append(await time_raw(base_url, bodies))
+            sdk_t.append(await time_sdk(base_url, bodies))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    per = 1000.0 / turns
+    rt, raw, sdk = (statistics.median(x) * per for x in (runtime_t, raw_t, sdk_t))
+    return {"runtime_ms": rt, "raw_ms": raw, "sdk_ms": sdk, "overhead_ms": rt - raw}
+
+
+async def bench_sandbox(count: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
+        tree = Path(tmp)
+        await run_sandboxed(tree, "true")
+        boxed: list[float] = []
+        for _ in range(count):
+            start = time.perf_counter()
+            result = await run_sandboxed(tree, "true")
+            boxed.append(time.perf_counter() - start)
+            if result.exit_code != 0:
+                raise RuntimeError(f"sandboxed `true` failed: {result.output}")
+        direct: list[float] = []
+        for _ in range(count):
+            start = time.perf_counter()
+            await anyio.run_process(["/bin/sh", "-c", "true"], check=True)
+            direct.append(time.perf_counter() - start)
+    return {
+        "bwrap_ms": statistics.median(boxed) * 1000,
+        "direct_ms": statistics.median(direct) * 1000,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--commands", type=int, default=30)
+    args = parser.parse_args()
+    print(f"# {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
+    turns = anyio.run(bench_turns, args.turns, args.repeats)
+    print(
+        f"model turn ({args.turns} turns, median of {args.repeats} runs, streaming, loopback):\n"
+        f"  runtime loop            {turns['runtime_ms']:7.2f} ms/turn\n"
+        f"  raw httpx round trip    {turns['raw_ms']:7.2f} ms/turn\n"
+        f"  openai SDK round trip   {turns['sdk_ms']:7.2f} ms/turn\n"
+        f"  runtime overhead        {turns['overhead_ms']:7.2f} ms/turn (target < 2 ms)"
+    )
+    box = anyio.run(bench_sandbox, args.commands)
+    print(
+        f"sandbox start-up (median of {args.commands}):\n"
+        f"  `true` in bwrap         {box['bwrap_ms']:7.2f} ms\n"
+        f"  `true` directly         {box['direct_ms']:7.2f} ms\n"
+        f"  sandbox cost            {box['bwrap_ms'] - box['direct_ms']:7.2f} ms/command"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -50,7 +50,7 @@ class _Section(BaseModel):
 
 
 class ReviewConfig(_Section):
-    """Automatic pull request reviews."""
+    """Pull request reviews."""
 
     enabled: bool = Field(
         default=True, description="Offer reviews here at all (also `@app review`)."
@@ -105,8 +105,6 @@ class AgentConfig(_Section):
 
 class RepoConfig(_Section):
     """Per-repository behaviour, read from `.github/bot.yml` on the default branch."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
     enabled: bool = Field(default=True, description="Set to false to turn the app off here.")
     extends: str | None = Field(

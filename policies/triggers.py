@@ -185,11 +185,13 @@ def needs_permission(
 ) -> bool:
     """Whether decide() will read the actor's permission, so the caller should fetch it.
 
-    True only for a comment that gives the app a command and passes every other check: a
-    command is the one way a person asks for work (and `fix` writes code). Every command
-    needs it, `help` and unknown words included, so people without write access get no
-    reply to spam with. Automatic reviews and triage run for anyone's pull request or
-    issue; they only read, and their output is marked untrusted where the author is.
+    True only for a comment that gives the app a command and passes every check before
+    it: a command is the one way a person asks for work, and `fix` writes code. Every
+    command needs write access, `help`, `stop`, `status` and unknown words included, so
+    people without it get no reply at all (nothing to spam with). Automatic reviews and
+    triage need no permission: they follow from opening a pull request or issue, which
+    anyone may do, and they only read. Reading the permission costs an API call, so the
+    caller fetches it only when this says so and passes None otherwise.
     """
     request = _request(event, config, app_slug, config_error)
     return isinstance(request, Request) and request.needs_permission

@@ -329,3 +329,11 @@ def test_self_containing_value_is_shown_without_crashing() -> None:
     loop.append(loop)
     assert got(loop) == "a value that contains itself"
     assert got("x" * 100) == '"' + "x" * 56 + "..."
+
+
+def test_extends_needs_its_underscore() -> None:
+    """`extends:` would be silently ignored by the resolver, so it is an unknown key."""
+    message = str(error_of("extends: acme/.github\n"))
+    assert message.startswith(
+        f"{CONFIG_PATH} line 1: extends: unknown key; did you mean `_extends`?"
+    )

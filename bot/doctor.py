@@ -197,6 +197,18 @@ async def check_git(ctx: DoctorContext) -> CheckResult:
 CHECKS: list[Check] = [check_settings, check_model, check_sandbox, check_data_dir, check_git]
 
 
+def default_checks() -> list[Check]:
+    """CHECKS plus the GitHub App check (a real `GET /app`) where that module is present."""
+    checks = list(CHECKS)
+    try:
+        from bot.github.doctor_checks import make_github_check
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("bot.github.doctor_checks", "bot.github"):
+            raise
+        return checks
+    return [*checks, make_github_check()]
+
+
 async def run_checks(ctx: DoctorContext, checks: list[Check] | None = None) -> list[CheckResult]:
     results: list[CheckResult] = []
     for check in checks if checks is not None else CHECKS:
@@ -219,7 +231,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     ctx = load_context()
     ctx.skip_model = bool(args.skip_model)
     ctx.model_timeout = float(args.timeout)
-    results = anyio.run(run_checks, ctx)
+    results = anyio.run(run_checks, ctx, default_checks())
     for result in results:
         print(result.line())
     failed = [r.name for r in results if r.status == "fail"]

@@ -55,8 +55,10 @@ Check = Callable[[DoctorContext], Awaitable[CheckResult]]
 
 
 def _is_set(settings: Settings, name: str) -> bool:
-    value: Any = getattr(settings, name.lower(), None)
-    return value not in (None, "", {})
+    """Set explicitly (environment or .env), not merely defaulted, and not empty."""
+    key = name.lower()
+    value: Any = getattr(settings, key, None)
+    return key in settings.model_fields_set and value not in (None, "", {})
 
 
 async def check_settings(ctx: DoctorContext) -> CheckResult:

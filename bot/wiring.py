@@ -1,21 +1,162 @@
-"""Builds the worker's injected pieces from settings: the one place that chooses them."""
+"""Builds the worker's injected pieces from settings: the one place that chooses them.
+
+With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
+
+- `config_loader`: `.github/bot.yml` from the repository's default branch (never a PR head),
+  with `_extends` followed (same owner by default, at most `MAX_EXTENDS` files, loops refused),
+  merged over the defaults; an invalid file raises `ConfigError` with line references;
+- `permission_lookup`: the sender's collaborator permission (cached briefly by the client; any
+  failure gives None, so commands fail closed);
+- `executor`: `bot.execute.RunExecutor` on the real runner, engine, mirrors and client.
+
+Without credentials: default config, unknown permissions (commands fail closed) and no executor
+(runs are recorded as queued). In both cases the log redactor is installed with the deployment's
+secret values.
+"""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+import anyio
+
+from bot.log import get_logger
+from bot.redact import install as install_redactor
 from bot.settings import Settings
 from bot.store import Store
-from bot.worker import WorkerHooks, default_config, unknown_permission
+from bot.worker import DEFAULT_APP_SLUG, WorkerHooks, default_config, unknown_permission
+from policies.config import (
+    CONFIG_PATH,
+    ConfigError,
+    ConfigProblem,
+    RepoConfig,
+    load_config_data,
+    merge_repo_config,
+    parse_extends,
+    parse_repo_config,
+)
+from policies.config import extends_target as read_extends
+from policies.event import Event
+
+log = get_logger(__name__)
+
+MAX_EXTENDS = 5
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _extends_error(message: str) -> ConfigError:
+    return ConfigError([ConfigProblem(message, "_extends")])
+
+
+def has_credentials(settings: Settings) -> bool:
+    return settings.app_id is not None and (
+        settings.private_key is not None or settings.private_key_path is not None
+    )
+
+
+def _loopback(url: str) -> bool:
+    return (urlsplit(url).hostname or "") in _LOOPBACK
+
+
+def _learn_slug(settings: Settings) -> str:
+    """BOT_APP_SLUG, else the App's slug from `GET /app`, else the default (with a warning)."""
+    if settings.app_slug:
+        return settings.app_slug
+    from bot.github.client import GitHubApp
+
+    async def ask() -> str:
+        async with GitHubApp.from_settings(settings) as app:
+            return await app.slug()
+
+    try:
+        return anyio.run(ask)
+    except Exception as exc:  # start anyway; commands then answer to the default name
+        log.warning(
+            "could not learn the App's name from GET /app; set BOT_APP_SLUG",
+            extra={"error": str(exc), "slug": DEFAULT_APP_SLUG},
+        )
+        return DEFAULT_APP_SLUG
 
 
 def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
-    """Repository config, permission lookup and run executor for the worker pool.
+    """Repository config, permission lookup and run executor for the worker pool."""
+    redactor = install_redactor(settings)
+    if not has_credentials(settings):
+        return WorkerHooks(
+            config_loader=default_config,
+            permission_lookup=unknown_permission,
+            executor=None,
+            app_slug=settings.app_slug,
+        )
 
-    Without GitHub access: default repository config, unknown permissions (so commands fail
-    closed) and no executor (runs are recorded as queued).
-    """
+    from bot.agents.runtime import build_runner
+    from bot.engine.engine import Engine
+    from bot.execute import RunExecutor
+    from bot.github.checkout import Mirrors
+    from bot.github.client import GitHubApp
+
+    slug = _learn_slug(settings)
+    github = GitHubApp.from_settings(settings, app_slug=slug)
+    engine = Engine(
+        build_runner(settings),
+        data_dir=settings.data_dir,
+        role_models=settings.role_models,
+        default_model=settings.model,
+    )
+    recovered = engine.recover_stale()
+    if recovered:
+        log.info("runs left running by a stopped process marked aborted", extra={"runs": recovered})
+    mirrors = Mirrors(
+        settings.data_dir,
+        web_url=settings.github_web_url,
+        # Plain http only for a server on this machine (a local test GitHub).
+        allow_http=_loopback(settings.github_web_url),
+    )
+    executor = RunExecutor(
+        github=github, engine=engine, mirrors=mirrors, store=store, app_slug=slug, redactor=redactor
+    )
+
+    async def config_loader(event: Event) -> RepoConfig:
+        if event.installation_id is None or not event.repo_full_name:
+            return parse_repo_config(None)
+        owner, repo = event.repo_full_name.split("/", 1)
+        client = github.installation(event.installation_id, owner, repo)
+        text = await client.get_file_text(CONFIG_PATH)
+        data = load_config_data(text)
+        base: dict[str, object] = {}
+        seen = {f"{owner}/{repo}:{CONFIG_PATH}".lower()}
+        value = read_extends(data)
+        chain: list[dict[str, object]] = []
+        while value is not None:
+            target = parse_extends(value)
+            t_owner = target.owner or owner
+            key = f"{t_owner}/{target.repo}:{target.path}".lower()
+            if key in seen:
+                raise _extends_error(f"_extends loops back to {key}")
+            if len(seen) > MAX_EXTENDS:
+                raise _extends_error(f"_extends chains more than {MAX_EXTENDS} files")
+            seen.add(key)
+            other = github.installation(event.installation_id, t_owner, target.repo)
+            other_text = await other.get_file_text(target.path)
+            if other_text is None:
+                raise _extends_error(f"_extends target {key} does not exist")
+            other_data = load_config_data(other_text, file=f"{t_owner}/{target.repo}:{target.path}")
+            value = read_extends(other_data)
+            chain.append({k: v for k, v in other_data.items() if k != "_extends"})
+        for layer in reversed(chain):
+            base = merge_repo_config(base, layer)
+        return parse_repo_config(text, base=base or None)
+
+    async def permission_lookup(event: Event) -> str | None:
+        if event.installation_id is None or not event.repo_full_name or not event.sender_login:
+            return None
+        owner, repo = event.repo_full_name.split("/", 1)
+        client = github.installation(event.installation_id, owner, repo)
+        return await client.get_collaborator_permission(event.sender_login)
+
     return WorkerHooks(
-        config_loader=default_config,
-        permission_lookup=unknown_permission,
-        executor=None,
-        app_slug=settings.app_slug,
+        config_loader=config_loader,
+        permission_lookup=permission_lookup,
+        executor=executor,
+        app_slug=slug,
     )

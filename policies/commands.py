@@ -31,6 +31,7 @@ UNKNOWN = "unknown"
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _QUOTE = re.compile(r"^ {0,3}>")
+_INDENTED = re.compile(r"^(?: {4}| {0,3}\t)")
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _SLASH = re.compile(r"^[ \t]{0,3}/(?=[A-Za-z])", re.MULTILINE)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
@@ -56,9 +57,11 @@ def _blank(text: str) -> str:
 
 
 def _strip_blocks(body: str) -> str:
-    """Blank out fenced code blocks and quoted lines, line by line."""
+    """Blank out fenced and indented code blocks and quoted lines, line by line."""
     out: list[str] = []
     fence: str | None = None
+    after_blank = True  # an indented code block starts only after a blank line
+    in_indented = False
     for line in body.split("\n"):
         if fence is not None:
             stripped = line.strip()
@@ -66,14 +69,16 @@ def _strip_blocks(body: str) -> str:
                 fence = None
             out.append(_blank(line))
             continue
+        blank = not line.strip()
         opened = _FENCE.match(line)
+        in_indented = not blank and bool(_INDENTED.match(line)) and (after_blank or in_indented)
         if opened:
             fence = opened.group(1)
-            out.append(_blank(line))
-        elif _QUOTE.match(line):
+        if opened or in_indented or _QUOTE.match(line):
             out.append(_blank(line))
         else:
             out.append(line)
+        after_blank = blank
     return "\n".join(out)
 
 
@@ -121,7 +126,8 @@ def _find_run(text: str, ticks: str, start: int) -> int:
 def strip_non_prose(body: str) -> str:
     """The comment with code, quotes and HTML comments blanked, offsets unchanged.
 
-    A mention inside a fenced block, an inline code span, a quoted line (`> `) or an HTML
+    A mention inside a fenced or indented code block, an inline code span, a quoted line
+    (`> `) or an HTML
     comment is not addressed to the app, so quoting an earlier command cannot repeat it.
     """
     text = body.replace("\r\n", "\n").replace("\r", "\n")

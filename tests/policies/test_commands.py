@@ -51,7 +51,9 @@ FOUND = [
     pytest.param("@app-slug fix one\nnext line", Command("fix", "one", "fix"), id="args-one-line"),
     pytest.param("> @app-slug fix\n\n@app-slug review", Command("review", "", "review"), id="quote-then-command"),
     pytest.param("```\n@app-slug fix\n```\n@app-slug status", Command("status", "", "status"), id="fence-then-command"),
-    pytest.param("    @app-slug review", Command("review", "", "review"), id="indented"),
+    pytest.param("  @app-slug review", Command("review", "", "review"), id="indented-2"),
+    pytest.param("text\n    @app-slug review", Command("review", "", "review"), id="indented-continuation"),
+    pytest.param("    log line\n\n@app-slug review", Command("review", "", "review"), id="after-indented-code"),
 ]  # fmt: skip
 
 
@@ -76,6 +78,9 @@ NOT_FOUND = [
     pytest.param("```\nnever closed\n@app-slug fix", id="unclosed-fence"),
     pytest.param("run `@app-slug fix` to ask", id="inline-code"),
     pytest.param("run ``@app-slug `fix` `` to ask", id="double-backtick-code"),
+    pytest.param("    @app-slug fix", id="indented-code"),
+    pytest.param("Log:\n\n\t@app-slug fix", id="indented-code-tab"),
+    pytest.param("Log:\n\n    line one\n\n    @app-slug fix", id="indented-code-continues"),
     pytest.param("<!-- @app-slug fix -->", id="html-comment"),
     pytest.param("<!-- unclosed\n@app-slug fix", id="unclosed-html-comment"),
     pytest.param("/review", id="slash-disabled"),

@@ -127,8 +127,8 @@ def strip_non_prose(body: str) -> str:
     """The comment with code, quotes and HTML comments blanked, offsets unchanged.
 
     A mention inside a fenced or indented code block, an inline code span, a quoted line
-    (`> `) or an HTML
-    comment is not addressed to the app, so quoting an earlier command cannot repeat it.
+    (`> `) or an HTML comment is not addressed to the app, so quoting an earlier command
+    cannot repeat it.
     """
     text = body.replace("\r\n", "\n").replace("\r", "\n")
     text = _HTML_COMMENT.sub(lambda m: _blank(m.group(0)), text)

@@ -14,6 +14,7 @@ import anyio
 import httpx
 
 from bot.agents.models import (
+    ClientHolder,
     Message,
     ModelError,
     ModelTurn,
@@ -88,13 +89,11 @@ class AnthropicChatModel:
         self._headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
         if api_key:
             self._headers["x-api-key"] = api_key
-        self._owns_client = http_client is None
-        self._client = http_client or httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10))
+        self._clients = ClientHolder(http_client, httpx.Timeout(600, connect=10))
         self.max_tokens = max_tokens
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        await self._clients.aclose()
 
     def request_body(
         self,
@@ -133,7 +132,9 @@ class AnthropicChatModel:
         body = self.request_body(messages, tools, model=model, effort=effort)
         try:
             with anyio.fail_after(first_response_timeout):
-                response = await self._client.post(self.url, json=body, headers=self._headers)
+                response = await self._clients.get().post(
+                    self.url, json=body, headers=self._headers
+                )
         except TimeoutError:
             raise WatchdogTimeout(
                 f"the model sent no response within {first_response_timeout:g} s"

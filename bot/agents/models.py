@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
+import sniffio
 
 from bot.engine.types import Usage
 
@@ -218,6 +220,40 @@ def _parse_message(data: Any) -> ModelTurn:
     )
 
 
+class ClientHolder:
+    """An httpx client given by the caller, or one we own, made per event loop: a runtime
+    built once may serve several `anyio.run` calls, and pooled connections belong to one."""
+
+    def __init__(self, given: httpx.AsyncClient | None, timeout: httpx.Timeout) -> None:
+        self._given = given
+        self._timeout = timeout
+        self._owned: httpx.AsyncClient | None = None
+        self._loop: int | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        if self._given is not None:
+            return self._given
+        loop = _loop_id()
+        if self._owned is None or loop != self._loop:
+            self._owned = httpx.AsyncClient(timeout=self._timeout)
+            self._loop = loop
+        return self._owned
+
+    async def aclose(self) -> None:
+        if self._owned is not None and self._loop == _loop_id():
+            await self._owned.aclose()
+        self._owned = None
+
+
+def _loop_id() -> int | None:
+    try:
+        if sniffio.current_async_library() == "asyncio":
+            return id(asyncio.get_running_loop())
+    except (sniffio.AsyncLibraryNotFoundError, RuntimeError):
+        return None
+    return None
+
+
 class OpenAIChatModel:
     """Chat completions over plain httpx: streaming by default, so the first-response
     watchdog fires on the first chunk rather than on the whole answer."""
@@ -237,17 +273,15 @@ class OpenAIChatModel:
         self._headers = {"content-type": "application/json"}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
-        self._owns_client = http_client is None
-        self._client = http_client or httpx.AsyncClient(
-            timeout=httpx.Timeout(stall_timeout, connect=connect_timeout)
+        self._clients = ClientHolder(
+            http_client, httpx.Timeout(stall_timeout, connect=connect_timeout)
         )
         self.stream = stream
         self.send_reasoning_effort = send_reasoning_effort
         self.stall_timeout = stall_timeout
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        await self._clients.aclose()
 
     def request_body(
         self,
@@ -277,13 +311,14 @@ class OpenAIChatModel:
         first_response_timeout: float = 45.0,
     ) -> ModelTurn:
         body = self.request_body(messages, tools, model=model, effort=effort)
-        request = self._client.build_request(
+        client = self._clients.get()
+        request = client.build_request(
             "POST", self.url, content=json.dumps(body).encode(), headers=self._headers
         )
         response: httpx.Response | None = None
         try:
             with anyio.fail_after(first_response_timeout):
-                response = await self._client.send(request, stream=True)
+                response = await client.send(request, stream=True)
                 if response.status_code >= 400:
                     raise http_error(response, await response.aread())
                 if not self.stream:

@@ -6,6 +6,7 @@ import json
 import socket
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -189,3 +190,16 @@ async def test_anthropic_client_against_a_minimal_fake() -> None:
     body = seen[0]["body"]
     assert body["system"] == "S" and body["tools"][0]["input_schema"] == SPEC.parameters
     assert seen[0]["key"] == "ak-1"
+
+
+def test_one_model_serves_several_event_loops() -> None:
+    fake = FakeLLM([text("one"), text("two")])
+    with serve(fake) as base_url:
+        model = OpenAIChatModel(base_url)
+
+        async def ask() -> str:
+            return (await model.complete(HELLO, [], model="m")).content
+
+        assert anyio.run(ask) == "one"
+        assert anyio.run(ask) == "two"
+        anyio.run(model.aclose)

@@ -106,6 +106,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                 raise FakeError(401, "A JSON web token could not be decoded")
             fake.verify_jwt(credential)
             return
+        full: str | None
         if auth == "git":
             if scheme != "basic":
                 raise FakeError(401, "Authentication required")
@@ -346,7 +347,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
 
     async def list_comments(ctx: Ctx) -> Response:
         issue_of(ctx)
-        return fake.page(ctx.request, fake.comments_on(*ctx.fr.full_name.split("/"), ctx.number()))
+        return fake.page(ctx.request, fake.comments_on(ctx.fr.owner, ctx.fr.name, ctx.number()))
 
     async def create_comment(ctx: Ctx) -> Response:
         body = body_field(ctx, "body")

@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -580,7 +580,7 @@ def init_bare_repo(
 def commit_files(
     git_dir: Path,
     branch: str,
-    files: dict[str, str | bytes | None],
+    files: Mapping[str, str | bytes | None],
     message: str,
     *,
     base: str | None = None,
@@ -599,7 +599,8 @@ def commit_files(
             _git_sync(git_dir, "read-tree", parent_sha, env=env)
         for name, content in files.items():
             if content is None:
-                _git_sync(git_dir, "update-index", "--force-remove", name, env=env)
+                removal = f"0 {'0' * 40}\t{name}\n".encode()
+                _git_sync(git_dir, "update-index", "--index-info", env=env, data=removal)
                 continue
             data = content.encode() if isinstance(content, str) else content
             blob = _git_sync(git_dir, "hash-object", "-w", "--stdin", data=data).strip()

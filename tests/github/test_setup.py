@@ -168,7 +168,9 @@ def test_missing_credentials_names_each_setting(tmp_path: Path) -> None:
         "BOT_PRIVATE_KEY or BOT_PRIVATE_KEY_PATH",
         "BOT_WEBHOOK_SECRET",
     ]
-    unreadable = Settings(app_id=1, private_key_path=tmp_path / "nope.pem", webhook_secret="s")
+    unreadable = Settings.model_validate(
+        {"app_id": 1, "private_key_path": tmp_path / "nope.pem", "webhook_secret": "s"}
+    )
     assert missing_credentials(unreadable) == [
         f"BOT_PRIVATE_KEY_PATH (cannot read {tmp_path / 'nope.pem'})"
     ]

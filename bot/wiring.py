@@ -96,7 +96,9 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
     from bot.github.client import GitHubApp
 
     slug = _learn_slug(settings)
-    github = GitHubApp.from_settings(settings, app_slug=slug)
+    pem = settings.private_key_pem()
+    assert settings.app_id is not None and pem is not None
+    github = GitHubApp(settings.app_id, pem, api_url=settings.github_api_url, app_slug=slug)
     engine = Engine(
         build_runner(settings),
         data_dir=settings.data_dir,

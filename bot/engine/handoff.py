@@ -83,6 +83,29 @@ def _names(args: list[str], cwd: Path) -> tuple[str, ...]:
     return tuple(name for name in out.split("\0") if name)
 
 
+def _parse_status(out: str | None) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+    """(tracked changes?, untracked names, ignored names) from `git status --porcelain -z`."""
+    if out is None:
+        return True, (), ()
+    dirty = False
+    untracked: list[str] = []
+    ignored: list[str] = []
+    tokens = iter(out.split("\0"))
+    for token in tokens:
+        if len(token) < 4:
+            continue
+        code, name = token[:2], token[3:]
+        if code == "??":
+            untracked.append(name)
+        elif code == "!!":
+            ignored.append(name)
+        else:
+            dirty = True
+            if code[0] in "RC":
+                next(tokens, None)  # the rename's source path
+    return dirty, tuple(untracked), tuple(ignored)
+
+
 def collect_handoff(wt: Worktree) -> Handoff:
     """Inspect the worktree: head, branch, patch against base (capped), stats, stray files."""
     path = wt.path
@@ -90,32 +113,31 @@ def collect_handoff(wt: Worktree) -> Handoff:
     branch_ref = (_text(["symbolic-ref", "-q", "HEAD"], path) or "").strip()
     detached = not branch_ref
     branch = branch_ref.removeprefix("refs/heads/") if branch_ref else wt.branch
-    descends = head is not None and (
-        run_git(["merge-base", "--is-ancestor", wt.base, head], path, check=False).returncode == 0
-    )
-    commits = 0
-    if head is not None:
+    descends, commits = head == wt.base, 0
+    if head is not None and head != wt.base:
+        check = run_git(["merge-base", "--is-ancestor", wt.base, head], path, check=False)
+        descends = check.returncode == 0
         count = _text(["rev-list", "--count", f"{wt.base}..{head}"], path)
         commits = int(count.strip()) if count and count.strip().isdigit() else 0
-    proc = run_git(
-        ["diff", "--no-color", "--no-ext-diff", "--binary", wt.base],
-        path,
-        check=False,
-        optional_locks=False,
+    status = _text(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching"], path
     )
-    raw = proc.stdout if proc.returncode == 0 else b""
-    truncated = len(raw) > PATCH_CAP
-    patch = raw[:PATCH_CAP].decode("utf-8", "replace")
-    if truncated:
-        patch += f"\n[patch truncated at {PATCH_CAP // 1024} KiB of {len(raw)} bytes]\n"
-    numstat = _text(["diff", "--numstat", wt.base], path) or ""
-    name_status = _text(["diff", "--name-status", wt.base], path) or ""
-    untracked = _names(["ls-files", "-z", "--others", "--exclude-standard"], path)
-    ignored = _names(
-        ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"], path
-    )
-    status = _text(["status", "--porcelain=v1", "-z", "--untracked-files=no"], path)
-    dirty = status is None or bool(status.strip("\0"))
+    dirty, untracked, ignored = _parse_status(status)
+    patch, truncated, numstat, name_status = "", False, "", ""
+    if dirty or head != wt.base:  # an untouched worktree has nothing to diff
+        proc = run_git(
+            ["diff", "--no-color", "--no-ext-diff", "--binary", wt.base],
+            path,
+            check=False,
+            optional_locks=False,
+        )
+        raw = proc.stdout if proc.returncode == 0 else b""
+        truncated = len(raw) > PATCH_CAP
+        patch = raw[:PATCH_CAP].decode("utf-8", "replace")
+        if truncated:
+            patch += f"\n[patch truncated at {PATCH_CAP // 1024} KiB of {len(raw)} bytes]\n"
+        numstat = _text(["diff", "--numstat", wt.base], path) or ""
+        name_status = _text(["diff", "--name-status", wt.base], path) or ""
     return Handoff(
         base=wt.base,
         head=head,

@@ -120,6 +120,15 @@ def leave_untracked(call: AgentInvocation) -> None:
     (call.workspace.worktree / "scratch.txt").write_text("notes\n")
 
 
+def leave_ignored(call: AgentInvocation) -> None:
+    tree = call.workspace.worktree
+    assert tree is not None
+    (tree / ".gitignore").write_text("*.log\n")
+    git(tree, "add", ".gitignore")
+    git(tree, "commit", "-q", "-m", "ignore logs")
+    (tree / "build.log").write_text("output\n")
+
+
 def detach(call: AgentInvocation) -> None:
     assert call.workspace.worktree is not None
     git(call.workspace.worktree, "checkout", "-q", "--detach")
@@ -130,6 +139,7 @@ ACTIONS: dict[str, Callable[[AgentInvocation], None]] = {
     "reader": read_only,
     "dirty": leave_dirty,
     "untracked": leave_untracked,
+    "ignored": leave_ignored,
     "detached": detach,
 }
 
@@ -184,6 +194,7 @@ async def test_worktree_agents_end_in_the_right_states(
         ("dirty", "uncommitted changes"),
         ("untracked", "untracked files"),
         ("detached", "detached HEAD"),
+        ("ignored", "ignored files"),
     ]:
         kept = by[label]
         assert kept.worktree_path is not None and kept.worktree_path.endswith(f"/{kept.index}")

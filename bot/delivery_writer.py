@@ -19,15 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.log import get_logger
-from bot.queue.sqlite import insert_job
+from bot.queue.sqlite import insert_jobs
 from bot.store import StoreError, connect
 
 log = get_logger(__name__)
 
 _INSERT = (
-    "INSERT OR IGNORE INTO deliveries (guid, event, action, hook_id, target_type, target_id,"
-    " received_at, headers, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO deliveries (guid, event, action, hook_id, target_type, target_id,"
+    " received_at, headers, body) VALUES "
 )
+
+
+def _marks(n: int) -> str:
+    return ", ".join(["?"] * n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,7 @@ class DeliveryWriter:
         self,
         path: Path,
         *,
-        max_batch: int = 1024,
+        max_batch: int = 512,
         checkpoint_interval: float = 1.0,
         on_commit: Callable[[int], None] | None = None,
     ) -> None:
@@ -91,6 +95,8 @@ class DeliveryWriter:
         conn = connect(self.path)
         # Checkpoints belong to the checkpoint thread, never to a commit a request waits on.
         conn.execute("PRAGMA wal_autocheckpoint=0")
+        # When the WAL starts over, shrink the file back to this size.
+        conn.execute(f"PRAGMA journal_size_limit={64 * 1024 * 1024}")
         self._threads = [
             threading.Thread(target=self._write_loop, args=(conn,), name="delivery-writer"),
             threading.Thread(target=self._checkpoint_loop, name="wal-checkpoint"),
@@ -191,28 +197,48 @@ class DeliveryWriter:
                 loop.call_soon_threadsafe(_resolve, pending)
 
     def _write(self, conn: sqlite3.Connection, rows: list[IncomingDelivery]) -> list[bool]:
-        out: list[bool] = []
+        """Insert the new rows of a batch and their jobs; True for each row that was new.
+
+        A handful of statements per batch, whatever its size: the sqlite3 module lets go of
+        the GIL at every statement step, and a busy event loop can keep it for a while before
+        this thread gets it back.
+        """
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for d in rows:
-                cursor = conn.execute(
-                    _INSERT,
-                    (
-                        d.guid,
-                        d.event,
-                        d.action,
-                        d.hook_id,
-                        d.target_type,
-                        d.target_id,
-                        d.received_at,
-                        d.headers_json,
-                        d.body,
-                    ),
+            guids = [d.guid for d in rows]
+            seen = {
+                row[0]
+                for row in conn.execute(
+                    f"SELECT guid FROM deliveries WHERE guid IN ({_marks(len(guids))})", guids
                 )
-                is_new = cursor.rowcount == 1
-                if is_new:
-                    insert_job(conn, d.guid, d.received_at)
+            }
+            out: list[bool] = []
+            fresh: list[IncomingDelivery] = []
+            for d in rows:
+                is_new = d.guid not in seen
+                if is_new:  # the unique key decides; a GUID twice in one batch is new once
+                    seen.add(d.guid)
+                    fresh.append(d)
                 out.append(is_new)
+            if fresh:
+                values: list[object] = []
+                for d in fresh:
+                    values.extend(
+                        (
+                            d.guid,
+                            d.event,
+                            d.action,
+                            d.hook_id,
+                            d.target_type,
+                            d.target_id,
+                            d.received_at,
+                            d.headers_json,
+                            d.body,
+                        )
+                    )
+                rows_sql = ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(fresh))
+                conn.execute(_INSERT + rows_sql, values)
+                insert_jobs(conn, [(d.guid, d.received_at) for d in fresh])
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -228,12 +254,27 @@ class DeliveryWriter:
             while not self._stop.wait(self.checkpoint_interval):
                 started = time.monotonic()
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    passes = self._checkpoint(conn)
                 except sqlite3.Error as exc:
                     log.warning("checkpoint failed", extra={"error": str(exc)})
                     continue
                 elapsed = time.monotonic() - started
                 if elapsed > 1.0:
-                    log.info("slow checkpoint", extra={"seconds": round(elapsed, 3)})
+                    log.info(
+                        "slow checkpoint", extra={"seconds": round(elapsed, 3), "passes": passes}
+                    )
         finally:
             conn.close()
+
+    def _checkpoint(self, conn: sqlite3.Connection, max_passes: int = 50) -> int:
+        """Checkpoint until the WAL is fully copied, so the next commit can start it over.
+
+        Under steady load one pass never catches up (commits land while it copies) and the
+        WAL would grow without end; passes back to back shrink the gap until one ends between
+        two commits. PASSIVE never blocks the writer.
+        """
+        for n in range(1, max_passes + 1):
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if busy or frames <= 0 or copied >= frames or self._stop.is_set():
+                return n
+        return max_passes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import signal
+import sys
 from typing import Any
 
 import anyio
@@ -19,6 +20,8 @@ from bot.wiring import build_worker_hooks
 from bot.worker import DEFAULT_APP_SLUG, Worker
 
 log = get_logger("bot.serve")
+
+SWITCH_INTERVAL = 0.0005  # seconds; see run_serve
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -132,9 +135,20 @@ def run_serve(args: argparse.Namespace) -> int:
             "worker": worker is not None,
         },
     )
-    uvicorn.Server(config).run()
-    store.close()
+    # The delivery writer thread lets go of the GIL at every SQLite call; with the default 5 ms
+    # switch interval a busy event loop keeps it that long each time and stalls group commit.
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    # uvicorn re-raises the signal that stopped it; a stop on request is a clean exit.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        store.close()
     return 0
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def run_worker(args: argparse.Namespace) -> int:

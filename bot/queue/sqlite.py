@@ -44,6 +44,26 @@ def insert_job(
     return cursor.lastrowid if cursor.rowcount == 1 else None
 
 
+def insert_jobs(
+    conn: sqlite3.Connection,
+    items: list[tuple[str, float]],
+    *,
+    kind: str = DELIVERY_JOB,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> None:
+    """Insert one job per (delivery_id, now) in one statement, inside the caller's transaction."""
+    if not items:
+        return
+    values: list[object] = []
+    for delivery_id, now in items:
+        values.extend((kind, delivery_id, max_attempts, now, now, now))
+    conn.execute(
+        "INSERT OR IGNORE INTO jobs (kind, delivery_id, max_attempts, run_after, created_at,"
+        " updated_at) VALUES " + ",".join(["(?, ?, ?, ?, ?, ?)"] * len(items)),
+        values,
+    )
+
+
 def _job(row: tuple[Any, ...]) -> Job:
     return Job(
         id=int(row[0]),

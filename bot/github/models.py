@@ -1,9 +1,10 @@
-"""Lenient models of the GitHub REST objects the bot reads: known fields typed, the rest ignored.
+"""Lenient models of the GitHub REST objects the bot reads: known fields typed, the rest kept.
 
 GitHub adds fields over time and some are absent on older objects; these models
 accept any extra keys and default what the bot can live without, so drifted
-responses never fail a run. `raw` keeps the full JSON for the rare reader that
-needs a field not modelled here.
+responses never fail a run. `raw` gives every field as plain data (unmodelled
+ones included, missing modelled ones filled with their defaults) for the rare
+reader that needs a field not modelled here.
 """
 
 from __future__ import annotations

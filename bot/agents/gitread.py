@@ -112,8 +112,7 @@ class ObjectReader:
     async def _read_exactly(self, process: Process, count: int) -> bytes:
         assert process.stdout is not None
         while len(self._buffer) < count:
-            chunk = await process.stdout.receive()
-            self._buffer.extend(chunk)
+            self._buffer.extend(await process.stdout.receive())
         data = bytes(self._buffer[:count])
         del self._buffer[:count]
         return data
@@ -170,12 +169,23 @@ class ObjectReader:
         async with self._lock:
             process = await self._start()
             assert process.stdin is not None
-            await process.stdin.send(f"{self.commit}:{path}\n".encode())
-            header = (await self._read_line(process)).split()
-            if len(header) < 3 or header[-1] == b"missing":
-                return None
-            size = int(header[2])
-            data = await self._read_exactly(process, size + 1)
+            try:
+                await process.stdin.send(f"{self.commit}:{path}\n".encode())
+                header = (await self._read_line(process)).split()
+                if len(header) < 3 or header[-1] == b"missing":
+                    return None
+                size = int(header[2])
+                data = await self._read_exactly(process, size + 1)
+            except BaseException as exc:
+                # Interrupted mid-answer (a tool timeout, cancellation, a dead process): the
+                # pipe is out of step, so start a fresh process next time.
+                self._buffer.clear()
+                await self.aclose()
+                if isinstance(exc, Exception):
+                    raise GitError(
+                        f"reading {path} failed ({type(exc).__name__}); try again"
+                    ) from exc
+                raise
         kind = "symlink" if mode == "120000" else header[1].decode()
         return Blob(kind, size, data[:-1])
 

@@ -25,7 +25,7 @@ from bot.agents.models import (
     price_of,
 )
 from bot.agents.sandbox import SandboxStatus, probe_sandbox
-from bot.agents.tools import Toolbox, ToolError, cap_output
+from bot.agents.tools import TOOL_RESULT_CAP, Toolbox, ToolError, cap_output
 from bot.agents.toolspecs import (
     CLARIFICATION_SPEC_PARAMETERS,
     STRUCTURED_GUIDANCE,
@@ -325,9 +325,13 @@ class AgentRuntime:
             return "The question was passed on; the run stops here until it is answered.", True
         with anyio.move_on_after(self.limits.tool_timeout) as scope:
             try:
-                return cap_output(await toolbox.call(tc.name, args)), True
+                answer = await toolbox.call(tc.name, args)
+                return cap_output(answer, TOOL_RESULT_CAP, "tool result"), True
             except ToolError as exc:
                 return f"error: {exc}", True
+            except Exception as exc:  # a tool bug must not end the run or lose its result
+                _log.exception("tool crashed", extra={"tool": tc.name})
+                return f"error: `{tc.name}` failed unexpectedly ({type(exc).__name__})", True
         if scope.cancelled_caught:
             return (
                 f"error: `{tc.name}` timed out after {self.limits.tool_timeout:g} s and was stopped",

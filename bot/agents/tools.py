@@ -25,6 +25,8 @@ READ_LINES_DEFAULT = 2000
 LIST_CAP = 2000
 GREP_LINES_CAP = 500
 OUTPUT_CAP = 64 * 1024
+# A tool's answer to the model: a full page of read_file plus its marker.
+TOOL_RESULT_CAP = READ_BYTES_CAP + 4096
 WRITE_CAP = 2 * 1024 * 1024
 READ_FILE_LIMIT = 32 * 1024 * 1024
 
@@ -464,9 +466,9 @@ class Toolbox:
         timeout = float(_int_arg(args, "timeout_seconds", 180, 1, 180))
         worktree = self._worktree
         await _engine_call("materialize_all", worktree)
-        result = await sandbox.run_sandboxed(
-            worktree, command, time_limit=min(timeout, self.command_timeout)
-        )
+        # Stop the command a little before the tool timeout, so its partial output survives.
+        limit = min(timeout, max(1.0, self.command_timeout - 2.0))
+        result = await sandbox.run_sandboxed(worktree, command, time_limit=limit)
         return result.render()
 
     async def _tool_commit(self, args: Mapping[str, Any]) -> str:

@@ -381,3 +381,22 @@ async def test_build_runner_talks_to_the_configured_endpoint(fake: FakeLLM) -> N
     assert result.error is None and result.output == "hi"
     assert fake.requests[0].headers["authorization"] == "Bearer sk-secret"
     assert fake.bodies[0]["model"] == "m1"
+
+
+@pytest.mark.anyio
+async def test_a_crashing_tool_is_reported_to_the_model_and_the_run_goes_on(
+    fake: FakeLLM,
+    runtime_for: RuntimeFactory,
+    read_workspace: Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bot.agents import tools
+
+    async def broken(self: tools.Toolbox, args: dict[str, Any]) -> str:
+        raise KeyError("bug")
+
+    monkeypatch.setattr(tools.Toolbox, "_tool_list_files", broken)
+    fake.push(tool_call("list_files", {}), text("carried on"))
+    result = await runtime_for().run(invocation(workspace=read_workspace))
+    assert tool_messages(fake) == ["error: `list_files` failed unexpectedly (KeyError)"]
+    assert result.error is None and result.output == "carried on"

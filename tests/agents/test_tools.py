@@ -273,3 +273,23 @@ async def test_run_command_cannot_retarget_the_worktrees_git(
     assert (await call(box, "commit", message="Still commits here")).startswith("committed")
     root, _ = repo
     assert git(root, "log", "-1", "--format=%s", worktree.branch or "") == "Still commits here"
+
+
+@pytest.mark.anyio
+async def test_object_reader_recovers_from_a_dead_cat_file(repo: tuple[Path, str]) -> None:
+    from bot.agents.gitread import GitError, ObjectReader
+
+    root, sha = repo
+    reader = ObjectReader(root / ".git", sha)
+    try:
+        first = await reader.read("README.md")
+        assert first is not None and first.data.startswith(b"# Demo")
+        assert reader._process is not None
+        reader._process.kill()
+        await reader._process.wait()
+        with pytest.raises(GitError, match=r"reading src/app\.py failed"):
+            await reader.read("src/app.py")
+        again = await reader.read("src/app.py")
+        assert again is not None and again.data.startswith(b"def greet")
+    finally:
+        await reader.aclose()

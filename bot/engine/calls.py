@@ -136,7 +136,7 @@ def resolve_call(
     Effort: explicit > agent type's > run default.
     """
     if not isinstance(req.prompt, str) or not req.prompt.strip():
-        raise CallRejected("empty prompt")
+        raise CallRejected("empty prompt: give the agent a task")
     if req.isolation not in (None, "worktree"):
         raise CallRejected(f"isolation must be 'worktree' or omitted, not {req.isolation!r}")
     worktree = req.isolation == "worktree"

@@ -70,6 +70,7 @@ class Engine:
         )
         self._active: dict[str, Run] = {}
         self._recent: dict[str, RunDetails] = {}
+        self._stop_early: dict[str, str] = {}
         self._tg: TaskGroup | None = None
         self._own_tg: TaskGroup | None = None
 
@@ -161,6 +162,9 @@ class Engine:
                 placeholder.error = str(exc)
                 placeholder.finished_at = time.time()
                 return
+            reason = self._stop_early.pop(rid, None)
+            if reason is not None:
+                run.request_stop(reason)
             await self._execute(run, fn, args)
 
         self._tg.start_soon(go)
@@ -279,7 +283,11 @@ class Engine:
     async def stop(self, run_id: str, reason: str = STOPPED) -> RunDetails:
         """Stop a running run (exact id or unique suffix): its agents are cancelled, it
         settles (bounded) and ends aborted. Raises RunNotFound if no such run is running."""
-        rid = self.store.resolve(run_id, sorted(self._active))
+        starting = [r for r, d in self._recent.items() if not d.finished and r not in self._active]
+        rid = self.store.resolve(run_id, sorted([*self._active, *starting]))
+        if rid not in self._active:  # still resolving its repository: stop it at once
+            self._stop_early[rid] = reason
+            return await self.wait(rid)
         run = self._active[rid]
         run.request_stop(reason)
         await run.finished.wait()

@@ -133,3 +133,13 @@ async def test_cancelling_a_blocking_run_leaves_it_aborted(data_dir: Path) -> No
     saved = RunStore(data_dir).read_details(seen[0])
     assert saved.status == "aborted" and saved.error == "Run interrupted"
     assert runner.cancelled
+
+
+@pytest.mark.anyio
+async def test_stop_right_after_start_aborts_before_any_agent(data_dir: Path) -> None:
+    runner = ScriptedRunner(default=Script(latency=30))
+    async with Engine(runner, data_dir=data_dir) as engine:
+        rid = engine.start(META, fan_out, None, interaction=POLICY, repo=None)
+        details = await engine.stop(rid)
+    assert details.status == "aborted" and details.error == "Stopped by user"
+    assert runner.calls == []

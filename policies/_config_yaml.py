@@ -14,6 +14,8 @@ MAX_CONFIG_BYTES = 128 * 1024
 """Larger files are refused before parsing."""
 MAX_CONFIG_NODES = 10_000
 """Values counted with aliases expanded; more means an alias bomb or a runaway file."""
+MAX_CONFIG_DEPTH = 32
+"""Lists and mappings nested deeper than this are refused before the tree is built."""
 
 # --- errors -------------------------------------------------------------------------------
 
@@ -59,16 +61,60 @@ class Marks:
     values: dict[Loc, yaml.Mark]
 
 
+def _too_many() -> ConfigError:
+    return ConfigError(
+        [ConfigProblem(f"too many values (over {MAX_CONFIG_NODES}, aliases expanded)")]
+    )
+
+
+def _bound(text: str) -> None:
+    """Refuse deep nesting, alias loops and alias bombs from the event stream.
+
+    The event parser is a loop, not a recursion, and an alias is counted as the size of
+    what it stands for; so this costs one pass however hostile the file is, and what is
+    composed afterwards is small and shallow.
+    """
+    open_: list[tuple[str | None, int]] = []  # (anchor, values inside so far)
+    sizes: dict[str, int] = {}
+    total = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        line = event.start_mark.line + 1 if event.start_mark else None
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(open_) >= MAX_CONFIG_DEPTH:
+                message = f"values are nested too deeply (over {MAX_CONFIG_DEPTH} levels)"
+                raise ConfigError([ConfigProblem(message, "", line)])
+            open_.append((event.anchor, 0))
+            size = 1
+        elif isinstance(event, yaml.ScalarEvent):
+            size = 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _ in open_):
+                message = f"alias *{event.anchor} refers to a value that contains it"
+                raise ConfigError([ConfigProblem(message, "", line)])
+            size = sizes.get(event.anchor or "", 0)  # undefined: composing reports it
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, inside = open_.pop()
+            if anchor:
+                sizes[anchor] = inside + 1
+            if open_:
+                open_[-1] = (open_[-1][0], open_[-1][1] + inside + 1)
+            continue
+        else:
+            continue
+        total += size
+        if total > MAX_CONFIG_NODES:
+            raise _too_many()
+        if open_ and not isinstance(event, yaml.CollectionStartEvent):
+            open_[-1] = (open_[-1][0], open_[-1][1] + size)
+
+
 def _walk(node: yaml.Node, loc: Loc, marks: Marks, problems: list[ConfigProblem]) -> None:
+    """Record where every path sits and collect bad or repeated keys (size is bounded)."""
     stack: list[tuple[yaml.Node, Loc]] = [(node, loc)]
-    seen = 0
     while stack:
         current, here = stack.pop()
-        seen += 1
-        if seen > MAX_CONFIG_NODES:
-            raise ConfigError(
-                [ConfigProblem(f"too many values (over {MAX_CONFIG_NODES}, aliases expanded)")]
-            )
         marks.values.setdefault(here, current.start_mark)
         if isinstance(current, yaml.SequenceNode):
             stack.extend((item, (*here, i)) for i, item in enumerate(current.value))
@@ -127,8 +173,6 @@ def load_yaml(text: str | None, file: str) -> tuple[dict[str, object], Marks]:
         data = _construct(text, marks)
     except yaml.YAMLError as exc:
         raise ConfigError([_syntax_problem(exc, text)], file=file) from None
-    except RecursionError:
-        raise ConfigError([ConfigProblem("values are nested too deeply")], file=file) from None
     except ConfigError as exc:
         raise ConfigError(exc.problems, file=file) from None
     if data is None:
@@ -141,6 +185,7 @@ def load_yaml(text: str | None, file: str) -> tuple[dict[str, object], Marks]:
 
 def _construct(text: str, marks: Marks) -> object:
     """Compose the node tree, check and mark it, then build plain values from it."""
+    _bound(text)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,29 @@ def test_unsupported_event_names_no_target() -> None:
     event = parse_event("push", "guid-5", json.loads((WEBHOOKS / "push.json").read_text()))
     assert (event.target_kind, event.number, event.comment_kind) == (None, None, None)
     assert event.repo_full_name == "Codertocat/Hello-World"
+
+
+ODD_VALUES: list[object] = [None, 1, "s", [], {}, [1, "a"], {"x": 1}, True, 1.5, -1, 2**70]
+
+
+def _mutate(value: object, rnd: random.Random) -> object:
+    if isinstance(value, dict):
+        return {
+            key: rnd.choice(ODD_VALUES) if rnd.random() < 0.15 else _mutate(item, rnd)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_mutate(item, rnd) for item in value]
+    return value
+
+
+def test_randomly_drifted_fixtures_still_parse() -> None:
+    """Seeded: replace random fields of every fixture with values of other types."""
+    rnd = random.Random(3)
+    paths = sorted(WEBHOOKS.glob("*.json"))
+    for _ in range(20):
+        for path in paths:
+            payload = _mutate(json.loads(path.read_text()), rnd)
+            assert isinstance(payload, dict)
+            event = parse_event(path.stem.split(".")[0], "guid-6", payload)
+            assert event.name == path.stem.split(".")[0]

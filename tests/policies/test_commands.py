@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from policies.commands import (
@@ -154,3 +156,18 @@ def test_help_lists_every_command() -> None:
     assert "/<command>" in text
     assert "/<command>" not in render_help("my-app")
     assert "@<app> review" in HELP_TEXT
+
+
+PIECES = ["@app-slug", "@", "`", "```", "~~~", ">", "\n", "\r\n", " ", "    ", "\t", "/", "review"]
+PIECES += ["ask", "fix", "x", "(", ")", "<!--", "-->", "-", ":", "é", "\u200b"]
+
+
+def test_any_text_parses_to_a_known_command_or_none() -> None:
+    """Seeded random comments built from the grammar's own symbols never break the parser."""
+    rnd = random.Random(7)
+    for _ in range(3000):
+        body = "".join(rnd.choice(PIECES) for _ in range(rnd.randint(0, 30)))
+        for slash in (True, False):
+            command = parse_command(body, app_slug=SLUG, slash_commands=slash)
+            assert command is None or command.name in {*COMMANDS, "unknown"}, repr(body)
+        assert len(strip_non_prose(body)) == len(body.replace("\r\n", "\n")), repr(body)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 __all__ = [
     "COMMANDS",
     "HELP_TEXT",
+    "UNKNOWN",
     "Command",
     "parse_command",
     "render_help",
@@ -33,8 +34,7 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _QUOTE = re.compile(r"^ {0,3}>")
 _INDENTED = re.compile(r"^(?: {4}| {0,3}\t)")
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
-_SLASH = re.compile(r"^[ \t]{0,3}/(?=[A-Za-z])", re.MULTILINE)
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_SLASH = re.compile(r"^ {0,3}/(?=[A-Za-z])", re.MULTILINE)
 _SEPARATOR = re.compile(r"[ \t]*[:,]?[ \t]*")
 
 
@@ -146,17 +146,24 @@ def _line_end(text: str, start: int) -> int:
 
 
 def _paragraph_end(prose: str, start: int) -> int:
-    blank = _BLANK_LINE.search(prose, start)
-    return len(prose) if blank is None else blank.start()
+    """Where the paragraph holding `start` ends: before a blank, code or quoted line."""
+    end = _line_end(prose, start)
+    while end < len(prose):
+        following = _line_end(prose, end + 1)
+        if not prose[end + 1 : following].strip():
+            break
+        end = following
+    return end
 
 
 def _args(body: str, prose: str, start: int, *, paragraph: bool, in_parens: bool) -> str:
     end = _paragraph_end(prose, start) if paragraph else _line_end(prose, start)
-    # Code the question quotes is kept: offsets are shared, so slice the original.
-    text = body[start:end].strip()
+    # Offsets are shared, so slice the original: code quoted in a question is kept.
+    # Hidden HTML comments are not: nobody reading the comment sees them.
+    text = _HTML_COMMENT.sub("", body[start:end]).strip()
     if in_parens and text.endswith(")"):
         text = text[:-1].rstrip()
-    return text
+    return text if any(char.isalnum() for char in text) else ""
 
 
 def _command_at(

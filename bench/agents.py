@@ -34,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.agents.models import OpenAIChatModel  # noqa: E402
+from bot.agents.openai_model import OpenAIChatModel  # noqa: E402
 from bot.agents.runtime import AgentRuntime, Limits  # noqa: E402
 from bot.agents.sandbox import SandboxStatus, run_sandboxed  # noqa: E402
 from bot.agents.types import EXPLORER  # noqa: E402

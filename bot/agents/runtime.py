@@ -18,20 +18,18 @@ from bot.agents.models import (
     Message,
     ModelError,
     ModelTurn,
-    OpenAIChatModel,
     ToolCall,
     ToolSpec,
     WatchdogTimeout,
     price_of,
 )
+from bot.agents.openai_model import OpenAIChatModel
+from bot.agents.prompt import system_prompt
 from bot.agents.sandbox import SandboxStatus, probe_sandbox
 from bot.agents.tools import TOOL_RESULT_CAP, Toolbox, ToolError, cap_output
 from bot.agents.toolspecs import (
     CLARIFICATION_SPEC_PARAMETERS,
-    STRUCTURED_GUIDANCE,
     STRUCTURED_OUTPUT,
-    TOOL_GUIDANCE,
-    WRITE_GUIDANCE,
     structured_output_spec,
 )
 from bot.agents.transcript import Transcript
@@ -69,26 +67,6 @@ class _State:
     structured: Any = None
     finished: bool = False
     output: str = ""
-
-
-def system_prompt(call: AgentInvocation, toolbox: Toolbox, *, with_schema: bool) -> str:
-    """Agent type instructions, the run's interaction policy, tool guidance, result rules."""
-    policy = call.interaction
-    parts = [call.agent_type.instructions.strip(), policy.clarification_system]
-    parts.append(
-        "<guidance>\n"
-        + policy.thinking_guidance
-        + "\n"
-        + policy.clarification_reminder
-        + "\n</guidance>"
-    )
-    if toolbox.names:
-        parts.append(TOOL_GUIDANCE)
-    if any(name in toolbox.names for name in ("write_file", "edit_file", "commit")):
-        parts.append(WRITE_GUIDANCE)
-    if with_schema:
-        parts.append(STRUCTURED_GUIDANCE)
-    return "\n\n".join(p for p in parts if p)
 
 
 class NoModelRunner:
@@ -174,7 +152,7 @@ class AgentRuntime:
     async def _run(self, call: AgentInvocation, model: str, toolbox: Toolbox) -> RunnerResult:
         specs, wrapped = self._offered(call, toolbox)
         offered = {spec.name for spec in specs}
-        system = system_prompt(call, toolbox, with_schema=call.schema is not None)
+        system = system_prompt(call, toolbox.names, with_schema=call.schema is not None)
         state = _State(
             messages=[
                 {"role": "system", "content": system},

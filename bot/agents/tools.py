@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import inspect
-import mimetypes
 import os
 import posixpath
 from collections.abc import Mapping
@@ -17,103 +16,34 @@ import anyio
 from bot.agents import sandbox
 from bot.agents.gitread import GitError, ObjectReader, check_rev, run_git
 from bot.agents.models import ToolSpec
+from bot.agents.paths import ToolError, check_path, resolve_in
+from bot.agents.rendering import (
+    READ_BYTES_CAP,
+    READ_LINES_DEFAULT,
+    TOOL_RESULT_CAP,
+    cap_lines,
+    cap_output,
+    render_text,
+)
 from bot.agents.toolspecs import TOOL_SPECS
 from bot.engine.types import READ_ONLY_TOOLS, Workspace
 
-READ_BYTES_CAP = 256 * 1024
-READ_LINES_DEFAULT = 2000
+__all__ = [
+    "GREP_LINES_CAP",
+    "LIST_CAP",
+    "READ_BYTES_CAP",
+    "TOOL_RESULT_CAP",
+    "ToolError",
+    "Toolbox",
+    "cap_output",
+    "check_path",
+    "render_text",
+]
+
 LIST_CAP = 2000
 GREP_LINES_CAP = 500
-OUTPUT_CAP = 64 * 1024
-# A tool's answer to the model: a full page of read_file plus its marker.
-TOOL_RESULT_CAP = READ_BYTES_CAP + 4096
 WRITE_CAP = 2 * 1024 * 1024
 READ_FILE_LIMIT = 32 * 1024 * 1024
-
-
-class ToolError(Exception):
-    """A tool call failed in a way the model can act on; the message goes back to it."""
-
-
-def check_path(raw: object, *, allow_root: bool = False) -> str:
-    """A normalized repository-relative path, or ToolError for anything that could escape."""
-    if raw is None or raw == "":
-        if allow_root:
-            return ""
-        raise ToolError("a path is required")
-    if not isinstance(raw, str):
-        raise ToolError("the path must be a string")
-    if "\0" in raw or "\n" in raw:
-        raise ToolError("the path contains a NUL byte or a newline")
-    if raw.startswith(("/", "\\")) or (len(raw) > 1 and raw[1] == ":"):
-        raise ToolError(
-            f"absolute paths are refused: {raw!r}; use a path relative to the repository"
-        )
-    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise ToolError(f"paths with `..` are refused: {raw!r}")
-    if ".git" in parts:
-        raise ToolError("`.git` is git's own data, not part of the repository's files")
-    path = "/".join(parts)
-    if not path and not allow_root:
-        raise ToolError("a file path is required")
-    return path
-
-
-def resolve_in(root: Path, rel: str) -> Path:
-    """`root/rel` with symlinks resolved; ToolError when that leads outside `root`."""
-    base = root.resolve()
-    target = (base / rel).resolve()
-    if target != base and base not in target.parents:
-        raise ToolError(f"{rel!r} leads outside the repository (through a symbolic link)")
-    return target
-
-
-def _describe_binary(path: str, size: int) -> str:
-    kind = mimetypes.guess_type(path)[0] or "unknown type"
-    return f"{path} is a binary file ({size} bytes, {kind}); its content is not shown."
-
-
-def render_text(path: str, data: bytes, offset: int = 1, limit: int = READ_LINES_DEFAULT) -> str:
-    """Numbered lines of a text file, capped, with a marker saying how to read on."""
-    if b"\0" in data[:8192]:
-        return _describe_binary(path, len(data))
-    lines = data.decode("utf-8", "replace").splitlines()
-    total = len(lines)
-    if total == 0:
-        return f"{path} is empty."
-    start = max(1, offset)
-    if start > total:
-        raise ToolError(f"{path} has {total} lines; offset {start} is past the end")
-    shown: list[str] = []
-    size = 0
-    end = start - 1
-    for number in range(start, min(total, start + max(1, limit) - 1) + 1):
-        line = f"{number:>6}\t{lines[number - 1]}"
-        if size + len(line) + 1 > READ_BYTES_CAP and shown:
-            break
-        shown.append(line)
-        size += len(line) + 1
-        end = number
-    text = "\n".join(shown)
-    if end < total or start > 1:
-        text += f"\n[showing lines {start}-{end} of {total}"
-        text += f"; read on with offset={end + 1}]" if end < total else "]"
-    return text
-
-
-def cap_output(text: str, cap: int = OUTPUT_CAP, what: str = "output") -> str:
-    encoded = text.encode("utf-8", "replace")
-    if len(encoded) <= cap:
-        return text
-    head = encoded[:cap].decode("utf-8", "ignore")
-    return head + f"\n[{what} truncated: {len(encoded)} bytes in all, first {cap} shown]"
-
-
-def _cap_lines(lines: list[str], cap: int, what: str) -> str:
-    if len(lines) > cap:
-        return "\n".join(lines[:cap]) + f"\n[{what} truncated: {len(lines)} in all, {cap} shown]"
-    return "\n".join(lines)
 
 
 def _str_arg(args: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
@@ -276,7 +206,7 @@ class Toolbox:
             ]
         if not files:
             return "no files match"
-        return _cap_lines(files, LIST_CAP, "listing")
+        return cap_lines(files, LIST_CAP, "listing")
 
     async def _tool_grep(self, args: Mapping[str, Any]) -> str:
         pattern = _str_arg(args, "pattern", required=True)
@@ -311,7 +241,7 @@ class Toolbox:
                 lines += await self._grep_unmaterialized(flags, pattern, spec, tree)
         if not lines:
             return "no matches"
-        return cap_output(_cap_lines(lines, GREP_LINES_CAP, "matches"))
+        return cap_output(cap_lines(lines, GREP_LINES_CAP, "matches"))
 
     async def _grep_unmaterialized(
         self, flags: list[str], pattern: str, spec: list[str], tree: Path

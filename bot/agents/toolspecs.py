@@ -152,22 +152,3 @@ def structured_output_spec(schema: dict[str, Any]) -> tuple[ToolSpec, bool]:
         parameters,
     )
     return spec, wrapped
-
-
-TOOL_GUIDANCE = """<tools>
-- Paths are relative to the repository root; `..`, absolute paths and links out of it are refused.
-- Read before you conclude: use `grep` and `list_files` to find code, `read_file` to read it
-  (long files come in pages: continue with `offset`).
-- Tool errors are messages for you: read them and adjust instead of repeating the same call.
-</tools>"""
-
-WRITE_GUIDANCE = """<writing>
-- You work in your own git worktree on your own branch. Edit with `edit_file` (exact text)
-  or `write_file`; `run_command` runs checks in a sandbox without network access.
-- When the work is done, `commit` it with a clear message. Nothing is pushed by you.
-</writing>"""
-
-STRUCTURED_GUIDANCE = """<result>
-When you have finished, call `structured_output` exactly once, as your last action, with your
-result; its arguments must match the tool's schema. Do not end without calling it.
-</result>"""

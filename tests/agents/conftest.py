@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.agents.models import OpenAIChatModel
+from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.runtime import AgentRuntime, Limits
 from bot.agents.sandbox import SandboxStatus
 from bot.agents.types import EXPLORER

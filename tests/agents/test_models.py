@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bot.agents.anthropic_model import AnthropicChatModel, to_anthropic
-from bot.agents.models import ModelError, OpenAIChatModel, ToolSpec, WatchdogTimeout
+from bot.agents.models import ModelError, ToolSpec, WatchdogTimeout
+from bot.agents.openai_model import OpenAIChatModel
 from tests.fakes.llm import FakeLLM, UsageSpec, hang, serve, text, tool_call, tool_calls
 
 SPEC = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}})

@@ -229,7 +229,15 @@ def parse_extends(value: str) -> ExtendsTarget:
 
 
 def extends_target(data: Mapping[str, object], *, file: str = CONFIG_PATH) -> str | None:
-    """The checked `_extends` value of raw config data, or None when it extends nothing."""
+    """The checked `_extends` value of raw config data, or None when it extends nothing.
+
+    Resolving a chain (the fetching is the caller's): read the repository's file with
+    load_config_data(); while extends_target() names another file, fetch it from that
+    repository's default branch, read it with load_config_data(text, file=target) and
+    stop with a ConfigError if a target repeats (a loop); then merge the chain, farthest
+    first, with merge_repo_config() and call parse_repo_config(text, base=merged), so
+    errors in the repository's own file keep their line numbers.
+    """
     value = data.get("_extends")
     if value is None:
         return None

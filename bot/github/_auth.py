@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 JWT_BACKDATE_S = 60
 """`iat` is set this far in the past to absorb clock drift between us and GitHub."""
@@ -15,11 +17,48 @@ TOKEN_REFRESH_MARGIN_S = 5 * 60
 """A cached installation token is replaced this long before it expires."""
 
 
-def make_app_jwt(app_id: int | str, private_key_pem: str, now: float) -> str:
+JWT_REUSE_S = 5 * 60
+"""A signed JWT is reused for this long (it stays valid for 9 minutes)."""
+
+
+def load_private_key(private_key_pem: str) -> RSAPrivateKey:
+    """Parse the App's PEM once (parsing validates the key, which is slow: ~50 ms)."""
+    try:
+        key = serialization.load_pem_private_key(private_key_pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            "the App private key cannot be read as an unencrypted PEM key; set "
+            "BOT_PRIVATE_KEY_PATH to the .pem file GitHub gave you, or run `bot setup`"
+        ) from exc
+    if not isinstance(key, RSAPrivateKey):
+        raise ValueError("the App private key is not an RSA key; GitHub Apps use RSA keys")
+    return key
+
+
+def make_app_jwt(app_id: int | str, key: RSAPrivateKey | str, now: float) -> str:
     """The App JWT GitHub expects: RS256, `iss` = app id, `iat` backdated, `exp` within 10 min."""
     issued = int(now) - JWT_BACKDATE_S
     claims = {"iat": issued, "exp": int(now) + JWT_LIFETIME_S, "iss": str(app_id)}
-    return jwt.encode(claims, private_key_pem, algorithm="RS256")
+    return jwt.encode(claims, key, algorithm="RS256")
+
+
+class AppJwt:
+    """Signs App JWTs with a key parsed once, reusing each for `JWT_REUSE_S`."""
+
+    def __init__(self, app_id: int | str, private_key_pem: str) -> None:
+        self.app_id = app_id
+        self._key = load_private_key(private_key_pem)
+        self._cached: tuple[float, str] | None = None
+
+    def token(self, now: float) -> str:
+        if self._cached is not None and 0 <= now - self._cached[0] < JWT_REUSE_S:
+            return self._cached[1]
+        signed = make_app_jwt(self.app_id, self._key, now)
+        self._cached = (now, signed)
+        return signed
+
+    def __repr__(self) -> str:
+        return f"AppJwt(app_id={self.app_id})"
 
 
 def parse_github_time(value: str) -> float:

@@ -38,7 +38,7 @@ import anyio
 import httpx
 from pydantic import BaseModel
 
-from bot.github._auth import CachedToken, TokenKey, make_app_jwt, parse_github_time
+from bot.github._auth import AppJwt, CachedToken, TokenKey, parse_github_time
 from bot.github._retry import RetryPolicy, Sender
 from bot.github.errors import (
     AuthError,
@@ -118,7 +118,7 @@ class GitHubApp:
                 "file GitHub gave you, or run `bot setup`"
             )
         self.app_id = app_id
-        self._pem = private_key_pem
+        self._jwt = AppJwt(app_id, private_key_pem)
         self._slug = app_slug
         self._clock = clock
         self.sender = Sender(
@@ -157,8 +157,8 @@ class GitHubApp:
     # -- App level (JWT) -------------------------------------------------------------------
 
     def jwt(self) -> str:
-        """A fresh App JWT. A secret: send it only in an Authorization header."""
-        return make_app_jwt(self.app_id, self._pem, self._clock())
+        """An App JWT (re-signed every 5 minutes). A secret: only for an Authorization header."""
+        return self._jwt.token(self._clock())
 
     async def _app_request(
         self,

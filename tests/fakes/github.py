@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import functools
 import itertools
 import json
 import os
@@ -71,6 +72,27 @@ def user_json(login: str, kind: str | None = None) -> dict[str, Any]:
         "type": kind,
         "site_admin": False,
     }
+
+
+def new_private_key_pem() -> str:
+    """A fresh RSA key pair's private half, PEM (for a test that needs a second, wrong key)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+@functools.cache
+def shared_private_key_pem() -> str:
+    """The App key every fake uses unless given one (generating keys is slow)."""
+    return new_private_key_pem()
+
+
+@functools.cache
+def _public_key(private_key_pem: str) -> Any:
+    return serialization.load_pem_private_key(private_key_pem.encode(), password=None).public_key()
 
 
 class FakeError(Exception):
@@ -157,17 +179,8 @@ class FakeGitHub:
     ) -> None:
         self.app_id = app_id
         self.slug = slug
-        if private_key_pem is None:
-            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-            private_key_pem = key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            ).decode()
-        self.private_key_pem = private_key_pem
-        self.public_key = serialization.load_pem_private_key(
-            private_key_pem.encode(), password=None
-        ).public_key()
+        self.private_key_pem = private_key_pem or shared_private_key_pem()
+        self.public_key = _public_key(self.private_key_pem)
         self.webhook_secret = webhook_secret
         self.token_ttl_s = token_ttl_s
         self.max_per_page = 100

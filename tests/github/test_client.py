@@ -23,7 +23,7 @@ from bot.github.client import (
     RetryPolicy,
 )
 from bot.log import bound
-from tests.fakes.github import FakeGitHub, init_bare_repo, make_fake_github
+from tests.fakes.github import FakeGitHub, init_bare_repo, make_fake_github, new_private_key_pem
 
 pytestmark = pytest.mark.anyio
 API = "http://github.test"
@@ -75,6 +75,31 @@ async def test_app_jwt_claims_are_what_github_requires(fake: FakeGitHub) -> None
     assert claims["exp"] <= after + 600
 
 
+async def test_the_jwt_is_reused_for_five_minutes_then_re_signed(fake: FakeGitHub) -> None:
+    now = [1_800_000_000.0]
+    app = GitHubApp(fake.app_id, fake.private_key_pem, clock=lambda: now[0])
+    first = app.jwt()
+    now[0] += 299
+    assert app.jwt() == first
+    now[0] += 2
+    second = app.jwt()
+    assert second != first
+    claims = jwt.decode(
+        second,
+        fake.public_key,  # type: ignore[arg-type]
+        algorithms=["RS256"],
+        options={"verify_exp": False, "verify_iat": False},
+    )
+    assert claims["iat"] == int(now[0]) - 60
+
+
+def test_a_key_that_is_not_pem_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="bot setup"):
+        GitHubApp(1, "-----BEGIN RSA PRIVATE KEY-----\nnot base64\n-----END RSA PRIVATE KEY-----\n")
+    with pytest.raises(ValueError, match="PEM"):
+        GitHubApp(1, "ghp_not_a_key")
+
+
 async def test_slug_is_learned_from_get_app_unless_configured(fake: FakeGitHub) -> None:
     app = make_app(fake)
     assert await app.slug() == "repo-agent"
@@ -92,7 +117,7 @@ async def test_slug_is_learned_from_get_app_unless_configured(fake: FakeGitHub) 
 
 
 async def test_a_jwt_signed_with_another_key_is_refused(fake: FakeGitHub) -> None:
-    other = FakeGitHub()  # a different key pair
+    other = FakeGitHub(private_key_pem=new_private_key_pem())  # another key pair
     app = GitHubApp(
         fake.app_id, other.private_key_pem, api_url=API, transport=httpx.ASGITransport(fake.app)
     )

@@ -8,7 +8,7 @@ import pytest
 from bot.doctor import DoctorContext, run_checks
 from bot.github.doctor_checks import check_github_app, make_github_check
 from bot.settings import Settings
-from tests.fakes.github import FakeGitHub
+from tests.fakes.github import FakeGitHub, new_private_key_pem
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ async def test_reports_the_app_and_its_installations(fake: FakeGitHub) -> None:
 
 async def test_a_key_of_another_app_fails_with_advice(fake: FakeGitHub) -> None:
     check = make_github_check(httpx.ASGITransport(fake.app))
-    other = FakeGitHub()
+    other = FakeGitHub(private_key_pem=new_private_key_pem())
     result = await check(
         DoctorContext(settings=settings_for(fake, private_key=other.private_key_pem))
     )

@@ -164,8 +164,8 @@ def create_worktree(repo: Path, *, base: str, run_id: str, index: int, label: st
     try:
         with repo_lock(common):
             _ensure_worktree_config(common)
-            if path.exists():
-                raise WorktreeError(f"worktree path {path} already exists")
+            if path.exists():  # left by an earlier attempt of the same run: keep it
+                path = path.with_name(f"{index}-{os.urandom(3).hex()}")
             path.parent.mkdir(parents=True, exist_ok=True)
             taken = run_git(
                 ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], common, check=False

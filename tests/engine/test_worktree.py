@@ -201,7 +201,7 @@ async def test_worktree_agents_end_in_the_right_states(
         assert kept.worktree_cleanup is not None and kept.worktree_cleanup["reason"] == reason
     assert by["dirty"].worktree_branch in branches  # the branch stays with its directory
     kept_dirs = [by[label].worktree_path for label in ("dirty", "untracked", "detached")]
-    assert all(await_free_is_dir(d) for d in kept_dirs)
+    assert all(is_dir(d) for d in kept_dirs)
 
     run_dir = data_dir / "runs" / details.run_id
     handoff = json.loads((run_dir / "worktrees" / f"agent-{committed.index}.json").read_text())
@@ -248,24 +248,27 @@ async def test_worktree_creation_failure_fails_only_that_agent(
 
     async def wf(wf: Workflow, args: Any) -> Any:
         common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-        (common / "bot-worktrees" / wf_run_id(wf) / "1").mkdir(parents=True)
+        (common / "bot-worktrees").write_text("a file where the folder should be\n")
         blocked = await wf.agent("x", agent_type="implementer", isolation="worktree")
         fine = await wf.agent("y", agent_type="explorer")
         return [blocked.ok, blocked.error, fine.ok]
 
     details = await engine.run(META, wf, None, interaction=POLICY, repo=repo)
     assert details.status == "completed"
-    assert details.result[0] is False and "already exists" in details.result[1]
+    assert details.result[0] is False and "cannot create worktree" in details.result[1]
     assert details.result[2] is True
 
 
-def await_free_is_dir(path: str | None) -> bool:
+def test_leftover_worktree_path_gets_a_fresh_one(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    first = create_worktree(repo, base="HEAD", run_id="wf_0123456789ab", index=1, label="a")
+    second = create_worktree(repo, base="HEAD", run_id="wf_0123456789ab", index=1, label="a")
+    assert first.path != second.path and first.branch != second.branch
+    assert second.path.name.startswith("1-")
+
+
+def is_dir(path: str | None) -> bool:
     return path is not None and Path(path).is_dir()
-
-
-def wf_run_id(wf: Workflow) -> str:
-    usage_owner = wf._run  # the run id is what the worktree folder is named after
-    return usage_owner.details.run_id
 
 
 def test_bare_mirror_config_stays_bare(tmp_path: Path) -> None:

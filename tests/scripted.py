@@ -11,10 +11,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.fakes.llm import Reply, text, tool_call
+
+REPO = Path(__file__).resolve().parents[1]
 
 EXPLORER = {
     "findings": "Start-up reads `config.yml` in `src/app.py:2` without a fallback.",
@@ -133,3 +145,76 @@ def delivery_headers(event: str, guid: str, secret: str, body: bytes) -> dict[st
         "X-Hub-Signature-256": sign(secret, body),
         "Content-Type": "application/json",
     }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RunningBot:
+    url: str
+    db: Path
+    log: Path
+
+
+@contextmanager
+def running_bot(
+    root: Path,
+    *,
+    github_url: str,
+    llm_url: str,
+    app_id: int,
+    private_key_pem: str,
+    webhook_secret: str,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[RunningBot]:
+    """`bot serve` as a subprocess on a free port of 127.0.0.1, configured only by BOT_* env."""
+    key = root / "app.pem"
+    key.write_text(private_key_pem)
+    data = root / "data"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOT_")}
+    env.update(
+        {
+            "BOT_GITHUB_API_URL": github_url,
+            "BOT_GITHUB_WEB_URL": github_url,
+            "BOT_LLM_BASE_URL": llm_url,
+            "BOT_MODEL": "fake-model",
+            "BOT_APP_ID": str(app_id),
+            "BOT_PRIVATE_KEY_PATH": str(key),
+            "BOT_WEBHOOK_SECRET": webhook_secret,
+            "BOT_DATA_DIR": str(data),
+            "BOT_WORKERS": "2",
+            "PYTHONPATH": str(REPO),
+            **(extra_env or {}),
+        }
+    )
+    log_path = root / "serve.log"
+    command = [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(
+            command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"bot serve did not start:\n{log_path.read_text()}")
+                time.sleep(0.1)
+            yield RunningBot(url, data / "bot.sqlite3", log_path)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

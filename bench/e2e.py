@@ -1,0 +1,124 @@
+"""End-to-end benchmark: one triage, from the webhook's 202 to the final comment on the fake GitHub.
+
+`bot serve` runs as a subprocess on 127.0.0.1 against the fake GitHub and the fake model (which
+answers at once), both on 127.0.0.1 in this process. A signed `issues.opened` is posted; the
+time from its 202 to the arrival of the comment write carrying the final summary is measured,
+and every request the bot made to GitHub during the triage is listed (REST API and git).
+
+The first triage on a repository is "cold" (installation token issued, mirror cloned); the
+next ones are "warm" (token cached, mirror only fetched).
+
+    .venv/bin/python bench/e2e.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.github import Call, FakeGitHub, make_fake_github, serve_fake_github  # noqa: E402
+from tests.fakes.llm import FakeLLM, serve  # noqa: E402
+from tests.scripted import ModelScript, delivery_headers, issues_opened, running_bot  # noqa: E402
+
+FILES = {"src/app.py": "import yaml\nconfig = load_config('config.yml')\n", "README.md": "app\n"}
+
+
+def describe(call: Call) -> str:
+    path = "/".join("{n}" if part.isdigit() else part for part in call.path.split("/"))
+    service = call.query.get("service")
+    if service:
+        path += f"?service={service}"
+    return f"{call.method} {path} -> {call.status}"
+
+
+def final_write(fake: FakeGitHub, since: int) -> Call | None:
+    """The comment write carrying a final summary (footer, no "working"), if it has arrived."""
+    for call in fake.calls[since:]:
+        body = call.json.get("body") if isinstance(call.json, dict) else None
+        if (
+            call.method in ("POST", "PATCH")
+            and call.status in (200, 201)
+            and isinstance(body, str)
+            and "<sub>Run" in body
+            and "working…" not in body
+        ):
+            return call
+    return None
+
+
+def one_triage(fake: FakeGitHub, url: str, n: int) -> tuple[float, float, list[Call]]:
+    issue = fake.add_issue("octo", "hello", title=f"Crash {n}", body="It crashes.", user="someone")
+    body = json.dumps(issues_opened(issue, "octo/hello", 42)).encode()
+    headers = delivery_headers("issues", f"bench-{n}", fake.webhook_secret, body)
+    since = len(fake.calls)
+    response = httpx.post(f"{url}/webhooks/github", content=body, headers=headers, timeout=10)
+    accepted = time.monotonic()
+    assert response.status_code == 202, response.text
+    deadline = accepted + 60
+    while (done := final_write(fake, since)) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError("no final comment within 60 s")
+        time.sleep(0.002)
+    # Let stragglers land, and keep the next triage clear of the 1 s spacing between writes.
+    time.sleep(1.2)
+    return done.at - accepted, accepted, fake.calls[since:]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        fake = make_fake_github(root, files=FILES)
+        llm = FakeLLM()
+        llm.respond_with(ModelScript())
+        with (
+            serve_fake_github(fake) as gh_url,
+            serve(llm) as llm_url,
+            running_bot(
+                root,
+                github_url=gh_url,
+                llm_url=llm_url,
+                app_id=fake.app_id,
+                private_key_pem=fake.private_key_pem,
+                webhook_secret=fake.webhook_secret,
+                extra_env={"BOT_APP_SLUG": fake.slug},
+            ) as bot,
+        ):
+            results = [one_triage(fake, bot.url, n) for n in range(1, args.runs + 1)]
+    print(
+        f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}"
+    )
+    cold_s, cold_at, cold_calls = results[0]
+    print(f"cold triage: {cold_s * 1000:.0f} ms from 202 to the final comment")
+    print(f"    {len(cold_calls)} requests (offsets from the 202):")
+    for call in cold_calls:
+        print(f"    +{(call.at - cold_at) * 1000:5.0f} ms  {describe(call)}")
+    warm = results[1:]
+    if warm:
+        times = [t for t, _, _ in warm]
+        print(
+            f"warm triage ({len(warm)} runs): median {statistics.median(times) * 1000:.0f} ms, "
+            f"max {max(times) * 1000:.0f} ms from 202 to the final comment"
+        )
+        _, last_at, last_calls = warm[-1]
+        print(f"    {len(last_calls)} requests in the last run (offsets from the 202):")
+        for call in last_calls:
+            print(f"    +{(call.at - last_at) * 1000:5.0f} ms  {describe(call)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

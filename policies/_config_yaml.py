@@ -293,6 +293,8 @@ def _explain(error: Mapping[str, object], loc: Loc, root: type[BaseModel]) -> st
     if kind in _BOUNDS:
         bound = next(iter(ctx.values()), "")
         return f"{_BOUNDS[kind].format(bound)}, got {shown}"
+    if kind == "too_long":
+        return f"expected at most {ctx.get('max_length')} items, got {ctx.get('actual_length')}"
     if kind == "string_pattern_mismatch":
         return f"expected a lower-case name of letters, digits, - and _, got {shown}"
     if kind == "value_error":

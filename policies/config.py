@@ -92,12 +92,20 @@ class AgentConfig(_Section):
     """A custom agent type a workflow can ask for by name."""
 
     name: str = Field(pattern=_AGENT_NAME, description="Lower-case name, e.g. `security`.")
-    description: str = Field(default="", description="What the agent is for, one line.")
-    instructions: str = Field(min_length=1, description="The agent's standing instructions.")
-    tools: list[str] | None = Field(
-        default=None, description="Tool names; the runtime checks them. Default: read-only tools."
+    description: str = Field(
+        default="", max_length=200, description="What the agent is for, one line."
     )
-    model: str | None = Field(default=None, description="Model name; default: the deployment's.")
+    instructions: str = Field(
+        min_length=1, max_length=8000, description="The agent's standing instructions."
+    )
+    tools: list[str] | None = Field(
+        default=None,
+        max_length=32,
+        description="Tool names; the runtime checks them. Default: read-only tools.",
+    )
+    model: str | None = Field(
+        default=None, max_length=100, description="Model name; default: the deployment's."
+    )
     effort: Effort | None = Field(
         default=None, description="Reasoning effort; default: the model's."
     )

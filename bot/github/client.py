@@ -33,6 +33,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -264,8 +265,15 @@ class GitHubApp:
 
 
 def _next_link(response: httpx.Response) -> str | None:
+    """The `rel="next"` page, only on the origin that answered (the token goes with it)."""
     match = _NEXT_LINK.search(response.headers.get("link", ""))
-    return match.group(1) if match else None
+    if match is None:
+        return None
+    nxt, here = httpx.URL(match.group(1)), response.request.url
+    if (nxt.scheme, nxt.host, nxt.port) != (here.scheme, here.host, here.port):
+        log.warning("pagination link to another origin ignored", extra={"host": nxt.host})
+        return None
+    return match.group(1)
 
 
 class InstallationClient:
@@ -352,6 +360,10 @@ class InstallationClient:
             if nxt is None:
                 break
             url, query = nxt, None
+        else:
+            log.warning(
+                "list truncated", extra={"path": self._repo_path(suffix), "pages": MAX_PAGES}
+            )
         return items
 
     # -- repository ------------------------------------------------------------------------
@@ -362,16 +374,21 @@ class InstallationClient:
     async def get_file_text(self, path: str, ref: str | None = None) -> str | None:
         """A file's text at `ref` (default branch when None); None when it does not exist."""
         params = {"ref": ref} if ref else None
+        suffix = f"/contents/{quote(path.lstrip('/'), safe='/')}"
         try:
-            data = await self._get_json(f"/contents/{path.lstrip('/')}", params)
+            data = await self._get_json(suffix, params)
+            if not isinstance(data, dict) or data.get("type") != "file":
+                return None
+            if data.get("encoding") == "base64":
+                raw = base64.b64decode(str(data.get("content") or ""))
+                return raw.decode("utf-8", errors="replace")
+            # Files over 1 MB come without content: ask for the raw bytes instead.
+            response = await self.request(
+                "GET", self._repo_path(suffix), params=params, accept="application/vnd.github.raw"
+            )
+            return response.content.decode("utf-8", errors="replace")
         except NotFound:
             return None
-        if not isinstance(data, dict) or data.get("type") != "file":
-            return None
-        if data.get("encoding") != "base64":
-            return str(data.get("content") or "")
-        raw = base64.b64decode(str(data.get("content") or ""))
-        return raw.decode("utf-8", errors="replace")
 
     async def get_collaborator_permission(self, login: str) -> Permission | None:
         """The user's role on this repository, cached ~60 s.
@@ -384,7 +401,7 @@ class InstallationClient:
         if cached is not None:
             return cached
         try:
-            data = await self._get_json(f"/collaborators/{login}/permission")
+            data = await self._get_json(f"/collaborators/{quote(login, safe='')}/permission")
         except NotFound:
             value: Permission = "none"
         except GitHubError as exc:
@@ -520,7 +537,8 @@ class InstallationClient:
         self, ref: str, *, check_name: str | None = None
     ) -> list[CheckRun]:
         params = {"check_name": check_name} if check_name else None
-        items = await self._paginate(f"/commits/{ref}/check-runs", params, key="check_runs")
+        suffix = f"/commits/{quote(ref, safe='')}/check-runs"
+        items = await self._paginate(suffix, params, key="check_runs")
         return _models(CheckRun, items)
 
     async def find_check_run(self, ref: str, external_id: str) -> CheckRun | None:

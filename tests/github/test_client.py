@@ -407,3 +407,30 @@ async def test_reactions_and_check_runs_round_trip(fake: FakeGitHub) -> None:
     found = await gh.find_check_run("main", "wf_abc")
     assert found is not None and found.id == run.id
     assert await gh.find_check_run(head_sha, "wf_other") is None
+
+
+class LinkRewriter(httpx.AsyncBaseTransport):
+    """Points every `Link` header at another host, and records the hosts asked."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.hosts: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.hosts.append(request.url.host)
+        response = await self.inner.handle_async_request(request)
+        if "link" in response.headers:
+            response.headers["link"] = response.headers["link"].replace(
+                "github.test", "elsewhere.example"
+            )
+        return response
+
+
+async def test_pagination_never_follows_a_link_to_another_host(fake: FakeGitHub) -> None:
+    for i in range(3):
+        fake.add_comment("octo", "hello", 1, f"note {i}")
+    fake.max_per_page = 2
+    rewriter = LinkRewriter(httpx.ASGITransport(fake.app))
+    gh = make_app(fake, transport=rewriter).installation(42, "octo", "hello")
+    assert [c.body for c in await gh.list_issue_comments(1)] == ["note 0", "note 1"]
+    assert set(rewriter.hosts) == {"github.test"}

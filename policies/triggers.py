@@ -18,6 +18,10 @@ __all__ = [
     "decide",
     "is_app_account",
     "needs_permission",
+    "on_comment",
+    "on_comment_changed",
+    "on_issue_opened",
+    "on_pull_request",
     "route",
 ]
 

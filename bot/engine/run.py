@@ -308,10 +308,11 @@ class Run:
             if outcome is None:
                 outcome = await self._call_runner(agent, call, worktree)
         except anyio.get_cancelled_exc_class():
-            agent.state = "error"
-            agent.error = self.stop_reason or "cancelled"
-            agent.ledger = "settled"
-            agent.finished_at = time.time()
+            if not self.finished.is_set():
+                agent.state = "error"
+                agent.error = self.stop_reason or "cancelled"
+                agent.ledger = "settled"
+                agent.finished_at = time.time()
             raise
         finally:
             self.in_flight -= 1
@@ -378,6 +379,8 @@ class Run:
             await anyio.to_thread.run_sync(work)
         except Exception as exc:  # never lose the run over a cleanup problem
             agent.worktree_cleanup = {"reason": f"handoff failed: {exc}", "commits": 0}
+        if self.finished.is_set():
+            self._flush()  # a late handoff still reaches workflow.json
         self.notify()
 
     async def _call_runner(
@@ -421,6 +424,8 @@ class Run:
     def _settle(
         self, agent: AgentDetails, call: ResolvedCall, outcome: RunnerResult | None
     ) -> AgentResult:
+        if self.finished.is_set():  # settled after the run ended: the record stays as it was
+            return AgentResult(ok=False, error="did not settle", label=agent.label)
         outcome = outcome or RunnerResult(error="agent produced no result")
         output = outcome.output or ""
         if len(output) > OUTPUT_CAP:
@@ -561,16 +566,14 @@ class Run:
             details.status = "failed"
             details.error = strip_terminal(str(self._outcome[1]))
         details.finished_at = now
-        details.current_phase = details.current_phase
         details.usage = self.usage_snapshot()
         self._write_all()
         self.finished.set()
-        self.notify(force_write=True)
+        self.notify()
 
     def _write_all(self) -> None:
+        """Every artifact; workflow.json last, so a finished status means all are written."""
         try:
-            store = artifacts.RunStore(self.run_dir.parent.parent)
-            store.write_details(self.details)
             artifacts.atomic_write_json(
                 self.run_dir / "result.json",
                 {
@@ -586,6 +589,7 @@ class Run:
             )
         except OSError as exc:
             log.error("cannot write run artifacts: %s", exc)
+        self._flush()
 
 
 def _plain(value: Any) -> Any:

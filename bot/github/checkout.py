@@ -133,7 +133,7 @@ class Mirrors:
             refspecs.append(f"+refs/heads/{branch}:refs/heads/{branch}")
         if not refspecs:
             refspecs.append(sha)
-        await self.fetch(source, refspecs)
+        await self.fetch(source, refspecs, unless_present=sha)
         if not await self._has_commit(git_dir, sha):
             raise CheckoutError(
                 f"{source.owner}/{source.repo}: commit {sha[:12]} not found after fetching "
@@ -141,12 +141,20 @@ class Mirrors:
             )
         return git_dir
 
-    async def fetch(self, source: RepoSource, refspecs: Sequence[str]) -> Path:
-        """Create the mirror if needed and fetch `refspecs` into it, under the repository lock."""
+    async def fetch(
+        self, source: RepoSource, refspecs: Sequence[str], *, unless_present: str | None = None
+    ) -> Path:
+        """Create the mirror if needed and fetch `refspecs` into it, under the repository lock.
+
+        With `unless_present`, nothing is fetched when that commit arrived meanwhile (a
+        concurrent fetch for the same commit finished while this one waited for the lock).
+        """
         git_dir = self.path_for(source.owner, source.repo)
         async with self._locked(git_dir):
             if not (git_dir / "HEAD").is_file():
                 await self._init(git_dir, source)
+            elif unless_present is not None and await self._has_commit(git_dir, unless_present):
+                return git_dir
             token = await source.token()
             started = time.monotonic()
             await self._git(

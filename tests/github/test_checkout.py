@@ -259,3 +259,22 @@ def test_unsafe_names_and_plain_http_are_refused(data_dir: Path) -> None:
         Mirrors(data_dir, web_url="http://github.example")
     with pytest.raises(ValueError, match="https"):
         Mirrors(data_dir, web_url="file:///tmp/repo", allow_http=True)
+
+
+async def test_concurrent_requests_for_one_commit_fetch_once(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    await gh.token()
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    sha = rev(fake.repos["octo/hello"].git_dir, "main")
+    results: list[Path] = []
+
+    async def one() -> None:
+        results.append(await mirrors.ensure_commit(gh, sha, branch="main"))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(one)
+    assert len(set(results)) == 1
+    assert len(fake.calls_to("GET", "/octo/hello.git/info/refs")) == 1  # one git fetch

@@ -117,9 +117,8 @@ class OpenAIChatModel:
         self._headers = {"content-type": "application/json"}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
-        self._clients = ClientHolder(
-            http_client, httpx.Timeout(stall_timeout, connect=connect_timeout)
-        )
+        self._timeout = httpx.Timeout(stall_timeout, connect=connect_timeout)
+        self._clients = ClientHolder(http_client, self._timeout)
         self.stream = stream
         self.send_reasoning_effort = send_reasoning_effort
         self.stall_timeout = stall_timeout
@@ -157,7 +156,11 @@ class OpenAIChatModel:
         body = self.request_body(messages, tools, model=model, effort=effort)
         client = self._clients.get()
         request = client.build_request(
-            "POST", self.url, content=json.dumps(body).encode(), headers=self._headers
+            "POST",
+            self.url,
+            content=json.dumps(body).encode(),
+            headers=self._headers,
+            timeout=self._timeout,
         )
         response: httpx.Response | None = None
         try:
@@ -174,6 +177,10 @@ class OpenAIChatModel:
             raise WatchdogTimeout(
                 f"the model sent no response within {first_response_timeout:g} s"
             ) from None
+        except httpx.ReadTimeout as exc:
+            raise ModelError(
+                f"the model stream stalled for {self.stall_timeout:g} s", retryable=True
+            ) from exc
         except httpx.TimeoutException as exc:
             raise ModelError(
                 f"model endpoint timed out ({type(exc).__name__})", retryable=True
@@ -196,6 +203,10 @@ class OpenAIChatModel:
         data = first
         while data is not None:
             if data == "[DONE]":
+                # Read the stream's end too, so the connection goes back to the pool.
+                with anyio.move_on_after(1.0):
+                    async for _ in lines:
+                        pass
                 break
             chunk = _json(data.encode())
             if isinstance(chunk, dict) and isinstance(chunk.get("error"), dict):
@@ -212,13 +223,8 @@ class OpenAIChatModel:
                         builder.add(fragment)
                     if choice.get("finish_reason"):
                         finish = str(choice["finish_reason"])
-            try:
-                with anyio.fail_after(self.stall_timeout):
-                    data = await _first_data_line(lines)
-            except TimeoutError:
-                raise ModelError(
-                    f"the model stream stalled for {self.stall_timeout:g} s", retryable=True
-                ) from None
+            # A stalled stream ends in httpx's read timeout (set per request to stall_timeout).
+            data = await _first_data_line(lines)
         calls = builder.calls()
         for call in calls:
             if not call.name:

@@ -17,7 +17,7 @@ from starlette.routing import Route
 from bot.agents.anthropic_model import AnthropicChatModel, to_anthropic
 from bot.agents.models import ModelError, ToolSpec, WatchdogTimeout
 from bot.agents.openai_model import OpenAIChatModel
-from tests.fakes.llm import FakeLLM, UsageSpec, hang, serve, text, tool_call, tool_calls
+from tests.fakes.llm import FakeLLM, Reply, UsageSpec, hang, serve, text, tool_call, tool_calls
 
 SPEC = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}})
 HELLO = [{"role": "user", "content": "hello"}]
@@ -49,6 +49,8 @@ async def test_streaming_over_loopback_assembles_tool_calls_and_usage() -> None:
     assert second.content == "the end of a longer answer" and second.tool_calls == ()
     assert fake.bodies[0]["stream_options"] == {"include_usage": True}
     assert fake.bodies[1].get("tools") is None
+    # The stream is read to its end, so the second turn reuses the first one's connection.
+    assert fake.requests[0].peer == fake.requests[1].peer != ""
 
 
 @pytest.mark.anyio
@@ -104,6 +106,19 @@ async def test_watchdog_over_a_real_socket() -> None:
                 await model.complete(HELLO, [], model="m", first_response_timeout=0.2)
         finally:
             await model.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_stalls_after_its_first_chunk_fails_clearly() -> None:
+    fake = FakeLLM([Reply(content="partial", stall=30)])
+    with serve(fake) as base_url:
+        model = OpenAIChatModel(base_url, stall_timeout=0.3)
+        try:
+            with pytest.raises(ModelError, match=r"stream stalled for 0\.3 s") as info:
+                await model.complete(HELLO, [], model="m", first_response_timeout=5)
+        finally:
+            await model.aclose()
+    assert info.value.retryable and not isinstance(info.value, WatchdogTimeout)
 
 
 @pytest.mark.anyio

@@ -26,13 +26,14 @@ Reply builders (all return `Reply`):
 - `hang(seconds=3600)`: never answers (sleeps; cancelled when the client gives up).
 - Any reply can carry `usage=UsageSpec(prompt=, completion=, cached=)`; by default usage is
   derived deterministically from the request and reply sizes (prompt = len(json(messages))//4).
-- `delay=` on a reply waits that many seconds before answering (before the first chunk).
+- `delay=` on a reply waits that many seconds before answering (before the first chunk);
+  `Reply(content="x", stall=60)` sends the first stream chunk, then goes silent.
 
 Both `stream: false` (one JSON body) and `stream: true` (SSE `data:` chunks ending in
 `data: [DONE]`, tool-call arguments split over several chunks, a usage chunk when
 `stream_options.include_usage` is true) are served. `GET /v1/models` lists `fake.model`.
 
-Recording: `fake.requests` holds a `Recorded(path, body, headers)` per request in order;
+Recording: `fake.requests` holds a `Recorded(path, body, headers, peer)` per request in order;
 `fake.bodies` the chat-completion request bodies; `fake.tool_names(i)` the names of the tools
 offered in request i; `fake.system_prompt(i)`, `fake.messages(i)` for prompt assertions.
 If `api_key` is given, requests without `Authorization: Bearer <api_key>` get 401.
@@ -88,6 +89,7 @@ class Reply:
     usage: UsageSpec | None = None
     finish_reason: str | None = None
     reasoning: str | None = None
+    stall: float | None = None
 
 
 def text(content: str, *, usage: UsageSpec | None = None, delay: float = 0.0) -> Reply:
@@ -128,6 +130,7 @@ class Recorded:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    peer: str = ""  # "host:port" of the client connection (shows connection reuse)
 
 
 Script = Sequence[Reply] | Callable[[dict[str, Any]], Reply]
@@ -214,7 +217,7 @@ class FakeLLM:
         return request.headers.get("authorization") == f"Bearer {self.api_key}"
 
     async def _models(self, request: Request) -> Response:
-        self.requests.append(Recorded(request.url.path, {}, dict(request.headers)))
+        self.requests.append(Recorded(request.url.path, {}, dict(request.headers), _peer(request)))
         if not self._authorized(request):
             return _error_response(401, "invalid api key")
         return JSONResponse(
@@ -237,7 +240,9 @@ class FakeLLM:
             return _error_response(400, "request body is not JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error_response(400, "`messages` is required")
-        self.requests.append(Recorded(request.url.path, body, dict(request.headers)))
+        self.requests.append(
+            Recorded(request.url.path, body, dict(request.headers), _peer(request))
+        )
         if not self._authorized(request):
             return _error_response(401, "invalid api key")
         reply = self._next(body)
@@ -303,6 +308,8 @@ class FakeLLM:
             return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
         yield chunk({"role": "assistant", "content": ""})
+        if reply.stall is not None:
+            await self._sleep(reply.stall)
         if reply.content:
             for piece in _pieces(reply.content, 3):
                 yield chunk({"content": piece})
@@ -328,6 +335,10 @@ class FakeLLM:
             }
             yield b"data: " + json.dumps(payload).encode() + b"\n\n"
         yield b"data: [DONE]\n\n"
+
+
+def _peer(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else ""
 
 
 def _finish(reply: Reply) -> str:

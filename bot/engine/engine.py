@@ -16,9 +16,10 @@ from bot.agents.types import builtin_agent_types
 from bot.engine import artifacts
 from bot.engine.artifacts import RunNotFound, RunStore, new_run_id
 from bot.engine.details import RunDetails
+from bot.engine.dispatch import RunConfig
 from bot.engine.git import GitError, common_dir
 from bot.engine.journal import Journal, JournalError, workspace_identity
-from bot.engine.run import STOPPED, Run, RunConfig
+from bot.engine.run import STOPPED, Run
 from bot.engine.types import AgentRunner, AgentType
 from bot.engine.workflow import WorkflowFn, WorkflowMeta
 from bot.engine.worktree import WorktreeError, resolve_commit

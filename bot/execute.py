@@ -19,6 +19,7 @@ the same comment; a run already finished is not run again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ from bot.log import bound, get_logger
 from bot.redact import redact
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.commands import render_help as help_text
+from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
 from policies.outcome import (
     OUTCOME_STATUSES,
@@ -307,6 +309,8 @@ class RunExecutor:
             )
             if context.comments_fetched:
                 publisher.know_comments(context.comments)
+            if publisher.check_name and publisher.head_sha is None:
+                publisher.head_sha = context.head_sha  # a command on a PR: the head from the API
             first = Progress(run_id=run.id, workflow=trigger.workflow, phases=_titles(meta))
             await publisher.start(first, defer=True)
             git_dir, base = await self._workspace(client, trigger, payload, context.head_sha)
@@ -402,7 +406,42 @@ class RunExecutor:
         git_dir = await self.mirrors.fetch(client, [f"+refs/heads/{branch}:refs/heads/{branch}"])
         return git_dir, f"refs/heads/{branch}"
 
-    # -- help, status, stop ----------------------------------------------------------------------
+    # -- help, status, stop, unknown commands ----------------------------------------------------
+
+    async def answer_skip(self, event: Event, skip: Skip) -> bool:
+        """Answer an unknown command with the help text; True when a reply was posted.
+
+        Only `UNKNOWN_COMMAND` skips are answered: the trigger policy gives that reason only
+        after the sender's write permission was checked, so nobody else can make the app talk.
+        The reply's run id is derived from the delivery, so a retried job edits, never reposts.
+        """
+        if skip.reason is not SkipReason.UNKNOWN_COMMAND:
+            return False
+        if event.installation_id is None or not event.repo_full_name or event.number is None:
+            return False
+        if event.comment_id is None or "/" not in event.repo_full_name:
+            return False
+        run_id = "wf_" + hashlib.sha256(event.delivery_id.encode()).hexdigest()[:12]
+        owner, repo = event.repo_full_name.split("/", 1)
+        client = self.github.installation(event.installation_id, owner, repo)
+        publisher = Publisher(
+            client,
+            run_id=run_id,
+            kind="help",
+            number=event.number,
+            bot_login=self.bot_login,
+            command_comment_id=event.comment_id,
+            redactor=self.redactor,
+        )
+        with bound(run_id=run_id, repo=event.repo_full_name):
+            await publisher.acknowledge()
+            word = strip_terminal(skip.detail).replace("`", "'")[:80]
+            note = f"`{word}` is not a command I know." if word else "I did not get that."
+            if " " in word:  # a sentence from the policy, e.g. "ask needs a question"
+                note = word[0].upper() + word[1:] + "."
+            await publisher.reply(render_help(run_id, help_text(self.app_slug), note=note))
+            log.info("unknown command answered with help", extra={"command": word})
+        return True
 
     async def _model_free(self, publisher: Publisher, trigger: Trigger, run: RunRecord) -> None:
         target = f"{'PR' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}"

@@ -25,8 +25,8 @@ from bot.redact import Redactor
 from bot.settings import Settings
 from bot.store import Store, transaction
 from bot.worker import Worker, WorkerHooks
-from policies.event import Event, Trigger
-from tests.fakes.github import FakeGitHub, make_fake_github, serve_fake_github
+from policies.event import Event, Skip, SkipReason, Trigger
+from tests.fakes.github import FakeGitHub, commit_files, make_fake_github, serve_fake_github
 from tests.fakes.llm import FakeLLM, error
 from tests.scripted import BLOCKED_VERDICT, ModelScript, comment_created, issues_opened
 
@@ -253,3 +253,47 @@ async def test_a_retried_run_edits_its_comment_and_a_finished_one_is_left_alone(
     await rig.executor(trigger, crashed)
     assert len(rig.bodies(1)) == 1
     assert [m for m, _ in rig.writes()] == ["POST", "PATCH"]
+
+
+async def test_ask_on_a_pull_request_reads_the_head_and_completes_a_check_run(rig: Rig) -> None:
+    repo = rig.fake.repos["octo/hello"]
+    commit_files(repo.git_dir, "feature", {"src/app.py": "config = {}\n"}, "Drop yaml", base="main")
+    pull = await rig.fake.add_pull("octo", "hello", head="feature", title="Drop yaml", user="maint")
+    rig.command(pull["number"], "@repo-agent ask is yaml still needed?")
+    await rig.worker.run_until_idle()
+    (answer,) = rig.own(pull["number"])
+    assert "### Answer" in answer
+    assert len(rig.llm.bodies) == 3  # explorer, reviewer of the change, answer
+    assert "diff --git a/src/app.py b/src/app.py" in rig.prompts()
+    (check,) = rig.fake.check_runs.values()
+    assert check["head_sha"] == pull["head"]["sha"]
+    assert (check["status"], check["conclusion"]) == ("completed", "success")
+    assert check["name"] == "repo-agent: ask"
+
+
+async def test_unknown_command_gets_a_help_reply_once(rig: Rig) -> None:
+    issue = rig.fake.add_issue("octo", "hello", title="Q", body="q")
+    comment = rig.fake.add_comment(
+        "octo", "hello", issue["number"], "@repo-agent frobnicate", user="maint"
+    )
+    event = Event(
+        name="issue_comment",
+        delivery_id="guid-unknown",
+        action="created",
+        repo_full_name="octo/hello",
+        installation_id=42,
+        sender_login="maint",
+        target_kind="issue",
+        number=issue["number"],
+        comment_id=comment["id"],
+    )
+    skip = Skip(SkipReason.UNKNOWN_COMMAND, "frobnicate")
+    assert await rig.executor.answer_skip(event, skip) is True
+    assert await rig.executor.answer_skip(event, skip) is True  # a retried job
+    (reply,) = rig.own(issue["number"])
+    assert "> `frobnicate` is not a command I know." in reply
+    assert "`@repo-agent ask`" in reply
+    other = Skip(SkipReason.NO_PERMISSION, "reader has 'read' permission")
+    assert await rig.executor.answer_skip(event, other) is False
+    # One reply; the 👀 is sent again by the retry (GitHub keeps one reaction per user and kind).
+    assert [p.rsplit("/", 1)[-1] for _, p in rig.writes()] == ["reactions", "comments", "reactions"]

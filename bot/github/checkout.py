@@ -5,8 +5,9 @@
     # read-only agents read `head_sha` from `git_dir`; writing agents get worktrees from it
     removed = await mirrors.sweep()
 
-One bare mirror per repository at `<data_dir>/repos/<owner>/<repo>.git`. Fetches
-fetch only what is asked: the pull request's `refs/pull/<n>/head` (which also
+One bare mirror per repository at `<data_dir>/repos/<owner>/<repo>.git`, fetched
+from `<web_url>/<owner>/<repo>.git` as given now (so a changed BOT_GITHUB_WEB_URL
+applies to existing mirrors). Fetches fetch only what is asked: the pull request's `refs/pull/<n>/head` (which also
 works for pulls from forks, read-only), the named branch (usually the default
 branch), or, failing both, the commit itself; `ensure_commit` does not touch the
 network when the commit is already there.
@@ -165,7 +166,7 @@ class Mirrors:
                     "--no-recurse-submodules",
                     "--no-write-fetch-head",
                     "--quiet",
-                    "origin",
+                    self.remote_url(source.owner, source.repo),
                     *refspecs,
                 ],
                 token=token,
@@ -275,8 +276,11 @@ class Mirrors:
         check: bool = True,
     ) -> tuple[int, str]:
         cmd = ["git", *([f"--git-dir={git_dir}"] if git_dir is not None else []), *args]
-        with anyio.fail_after(self.timeout_s):
-            result = await anyio.run_process(cmd, env=self._env(token), check=False)
+        try:
+            with anyio.fail_after(self.timeout_s):
+                result = await anyio.run_process(cmd, env=self._env(token), check=False)
+        except TimeoutError:
+            raise CheckoutError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
         stderr = result.stderr.decode("utf-8", errors="replace")
         if token:
             stderr = stderr.replace(token, "***")

@@ -278,3 +278,35 @@ async def test_concurrent_requests_for_one_commit_fetch_once(
             tg.start_soon(one)
     assert len(set(results)) == 1
     assert len(fake.calls_to("GET", "/octo/hello.git/info/refs")) == 1  # one git fetch
+
+
+async def test_a_moved_server_is_fetched_from_its_new_address(
+    fake: FakeGitHub, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    bare = fake.repos["octo/hello"].git_dir
+    with serve_fake_github(fake) as first_url:
+        await Mirrors(data_dir, web_url=first_url, allow_http=True).ensure_commit(
+            gh, rev(bare, "main"), branch="main"
+        )
+    newer = commit_files(bare, "main", {"README.md": "moved\n"}, "After the move")
+    with serve_fake_github(fake) as second_url:
+        assert second_url != first_url
+        mirrors = Mirrors(data_dir, web_url=second_url, allow_http=True)
+        git_dir = await mirrors.ensure_commit(gh, newer, branch="main")
+    assert rev(git_dir, "refs/heads/main") == newer
+
+
+async def test_a_slow_fetch_times_out_cleanly(fake: FakeGitHub, data_dir: Path) -> None:
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)  # accepts the connection, never answers
+    port = listener.getsockname()[1]
+    mirrors = Mirrors(data_dir, web_url=f"http://127.0.0.1:{port}", allow_http=True, timeout_s=0.5)
+    try:
+        with pytest.raises(CheckoutError, match="longer than"):
+            await mirrors.ensure_commit(client_for(fake), "1" * 40, branch="main")
+    finally:
+        listener.close()

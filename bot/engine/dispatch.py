@@ -23,7 +23,7 @@ from bot.engine.calls import (
     result_text,
 )
 from bot.engine.details import AgentDetails, RunDetails
-from bot.engine.handoff import collect_handoff, reclaim
+from bot.engine.handoff import Cleanup, collect_handoff, reclaim
 from bot.engine.journal import Journal, call_key, workspace_identity
 from bot.engine.sanitize import strip_terminal
 from bot.engine.schema import schema_violation
@@ -304,24 +304,27 @@ class CallDispatch:
         return wt, ""
 
     async def _finish_worktree(self, agent: AgentDetails, wt: Worktree) -> None:
+        """Write the handoff record first, then reclaim what is safe to reclaim."""
         name = f"worktrees/agent-{agent.index}.json"
 
-        def work() -> None:
+        def work() -> Cleanup:
             record = collect_handoff(wt)
             artifacts.atomic_write_json(
                 self.run_dir / name,
                 {"agent": agent.index, "label": agent.label, **record.as_dict()},
             )
-            cleanup = reclaim(wt, record)
+            return reclaim(wt, record)
+
+        try:
+            cleanup = await anyio.to_thread.run_sync(work)
+        except Exception as exc:  # never lose the run over a cleanup problem
+            log.warning("worktree handoff failed", exc_info=True)
+            agent.worktree_cleanup = {"reason": f"handoff failed: {exc}", "commits": 0}
+        else:
             agent.worktree_handoff = name
             agent.worktree_cleanup = cleanup.as_dict()
             agent.worktree_branch = cleanup.branch
             agent.worktree_path = None if cleanup.removed else str(wt.path)
-
-        try:
-            await anyio.to_thread.run_sync(work)
-        except Exception as exc:  # never lose the run over a cleanup problem
-            agent.worktree_cleanup = {"reason": f"handoff failed: {exc}", "commits": 0}
         if self.finished.is_set():
             self._flush()  # a late handoff still reaches workflow.json
         self.notify()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,24 @@ async def test_resume_from_accepts_only_ids_and_suffixes(data_dir: Path, ref: st
     await go(engine, None, readers)
     with pytest.raises(RunNotFound):
         await go(engine, None, readers, resume_from=ref)
+
+
+def test_journal_is_capped_oldest_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from bot.engine import journal as journal_module
+
+    monkeypatch.setattr(journal_module, "JOURNAL_CAP", 10 * 1024)
+    journal = journal_module.Journal()
+    for i in range(40):
+        journal.record(f"key{i}", {"output": f"{i}:" + "x" * 1000})
+    data = journal.to_json()
+    kept = [e["key"] for e in data["entries"]]
+    assert data["dropped"] == 40 - len(kept) and 5 <= len(kept) < 10
+    assert kept == [f"key{i}" for i in range(40 - len(kept), 40)]
+    path = tmp_path / "journal.json"
+    path.write_text(json.dumps(data))
+    replay = journal_module.Journal.resuming(path)
+    assert replay.claim("key39") is not None and replay.claim("key39") is None
+    assert replay.claim("key0") is None
+    path.write_text('{"version": 99, "entries": []}')
+    with pytest.raises(journal_module.JournalError, match="unknown format"):
+        journal_module.Journal.resuming(path)

@@ -94,6 +94,7 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
     from bot.execute import RunExecutor
     from bot.github.checkout import Mirrors
     from bot.github.client import GitHubApp
+    from bot.github.errors import GitHubError, RetryableError
 
     slug = _learn_slug(settings)
     pem = settings.private_key_pem()
@@ -139,7 +140,12 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
                 raise _extends_error(f"_extends chains more than {MAX_EXTENDS} files")
             seen.add(key)
             other = github.installation(event.installation_id, t_owner, target.repo)
-            other_text = await other.get_file_text(target.path)
+            try:
+                other_text = await other.get_file_text(target.path)
+            except GitHubError as exc:
+                if isinstance(exc, RetryableError) or exc.status >= 500:
+                    raise  # transient: the job is retried
+                raise _extends_error(f"_extends target {key} cannot be read ({exc})") from None
             if other_text is None:
                 raise _extends_error(f"_extends target {key} does not exist")
             other_data = load_config_data(other_text, file=f"{t_owner}/{target.repo}:{target.path}")

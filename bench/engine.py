@@ -133,6 +133,32 @@ def worktree_times(repo: Path, rounds: int) -> tuple[list[float], list[float], l
     return ready, reclaimed, full
 
 
+def concurrent_ready(repo: Path, agents: int) -> float:
+    """Wall time for `agents` worktrees created at once (serialized where git needs it)."""
+    created: list[Any] = []
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tg:
+            for n in range(agents):
+                tg.start_soon(one, n)
+
+    async def one(n: int) -> None:
+        wt = await anyio.to_thread.run_sync(
+            lambda: create_worktree(
+                repo, base="HEAD", run_id="wf_000000bench2", index=n, label=f"agent {n}"
+            )
+        )
+        created.append(wt)
+
+    start = time.perf_counter()
+    anyio.run(go)
+    elapsed = time.perf_counter() - start
+    for wt in created:
+        cleanup = reclaim(wt, collect_handoff(wt))
+        assert cleanup.removed, cleanup
+    return elapsed
+
+
 def clone_time(repo: Path) -> float:
     target = Path(tempfile.mkdtemp(dir=OUT)) / "clone"
     try:
@@ -177,6 +203,7 @@ def main() -> None:
         f"worktree reclaimed (handoff + remove + branch delete): median "
         f"{statistics.median(reclaimed) * 1000:.0f} ms"
     )
+    print(f"16 worktrees created at once: {concurrent_ready(repo, 16):.2f} s wall")
     print(f"whole tree materialized (before a command): {full[0]:.2f} s")
     if not opts.no_clone:
         print(f"fresh `git clone` of the same repository: {clone_time(repo):.2f} s")

@@ -81,6 +81,15 @@ async def _engine_call(name: str, *args: object) -> None:
         await anyio.to_thread.run_sync(lambda: fn(*args))
 
 
+_SECRET_NAMES = (".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "*.p12", "*.pfx")
+
+
+def is_secret_name(path: str) -> bool:
+    """True for file names that usually hold credentials."""
+    name = posixpath.basename(path)
+    return any(fnmatch.fnmatch(name, pattern) for pattern in _SECRET_NAMES)
+
+
 def _walk(tree: Path) -> list[str]:
     files: list[str] = []
     for dirpath, dirnames, filenames in os.walk(tree):
@@ -162,6 +171,8 @@ class Toolbox:
             return blob.data
         tree = self._tree
         assert tree is not None
+        if self.workspace.worktree is None:
+            await self._check_local_visible(tree, path)
         target = (
             await self._materialized(path) if self.workspace.worktree else resolve_in(tree, path)
         )
@@ -172,6 +183,16 @@ class Toolbox:
         with target.open("rb") as handle:
             return handle.read(READ_FILE_LIMIT)
 
+    @staticmethod
+    async def _check_local_visible(tree: Path, path: str) -> None:
+        """A local working tree holds files that are not the repository's: secrets (.env,
+        keys) and whatever git ignores. Agents see only what git would commit."""
+        if is_secret_name(path):
+            raise ToolError(f"{path} looks like a secret (an env file or a key); it is not shown")
+        ignored = await run_git(["check-ignore", "-q", "--no-index", "--", path], cwd=tree)
+        if ignored.code == 0:
+            raise ToolError(f"{path} is ignored by git; only the repository's files are shown")
+
     async def _all_files(self) -> list[str]:
         if self._reader is not None:
             return [path for path, _, _ in await self._reader.entries()]
@@ -181,8 +202,12 @@ class Toolbox:
             ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=tree
         )
         if out.code == 0:
-            return sorted({p.decode("utf-8", "replace") for p in out.stdout.split(b"\0") if p})
-        return await anyio.to_thread.run_sync(_walk, tree)
+            names = {p.decode("utf-8", "replace") for p in out.stdout.split(b"\0") if p}
+            if self.workspace.worktree is None:
+                names = {n for n in names if not is_secret_name(n)}
+            return sorted(names)
+        files = await anyio.to_thread.run_sync(_walk, tree)
+        return [f for f in files if not is_secret_name(f)]
 
     # -- read-only tools -------------------------------------------------------------------
 
@@ -232,6 +257,9 @@ class Toolbox:
         else:
             tree = self._tree
             assert tree is not None
+            if self.workspace.worktree is None:
+                spec = spec or ["--"]
+                spec += [f":(exclude,glob)**/{name}" for name in _SECRET_NAMES]
             out = await run_git(["grep", *flags, "--untracked", "-e", pattern, *spec], cwd=tree)
             if out.code not in (0, 1) and b"not a git repository" in out.stderr:
                 out = await run_git(["grep", "--no-index", *flags, "-e", pattern, *spec], cwd=tree)

@@ -20,7 +20,7 @@ from bot.agents.tools import (
 from bot.agents.types import EXPLORER, IMPLEMENTER
 from bot.engine.types import Workspace
 from bot.engine.worktree import create_worktree
-from tests.agents.conftest import git, make_repo
+from tests.agents.conftest import FILES, git, make_repo
 
 
 @pytest.mark.parametrize(
@@ -293,3 +293,25 @@ async def test_object_reader_recovers_from_a_dead_cat_file(repo: tuple[Path, str
         assert again is not None and again.data.startswith(b"def greet")
     finally:
         await reader.aclose()
+
+
+@pytest.mark.anyio
+async def test_local_tree_hides_secrets_and_ignored_files(tmp_path: Path) -> None:
+    root, _ = make_repo(tmp_path / "repo", {**FILES, ".gitignore": "build/\n"})
+    (root / ".env").write_text("BOT_LLM_API_KEY=sk-local-secret\n")
+    (root / "deploy.pem").write_text("-----BEGIN PRIVATE KEY----- sk-local-secret\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.txt").write_text("sk-local-secret in a build output\n")
+    (root / "notes.txt").write_text("untracked but visible\n")
+    box = Toolbox(Workspace(local_root=root), EXPLORER.tools)
+    with pytest.raises(ToolError, match="looks like a secret"):
+        await call(box, "read_file", path=".env")
+    with pytest.raises(ToolError, match="looks like a secret"):
+        await call(box, "read_file", path="deploy.pem")
+    with pytest.raises(ToolError, match="ignored by git"):
+        await call(box, "read_file", path="build/out.txt")
+    assert "untracked but visible" in await call(box, "read_file", path="notes.txt")
+    assert await call(box, "grep", pattern="sk-local-secret") == "no matches"
+    listing = (await call(box, "list_files")).splitlines()
+    assert "notes.txt" in listing
+    assert not {".env", "deploy.pem", "build/out.txt"} & set(listing)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -357,7 +358,10 @@ class CallDispatch:
         try:
             result = await self.config.runner.run(invocation)
         except anyio.get_cancelled_exc_class():
-            raise
+            if anyio.current_effective_deadline() == -math.inf:
+                raise  # the run (or its caller) is being cancelled
+            # A cancellation the runner raised on its own: a failed call, not a failed run.
+            return RunnerResult(error="agent was cancelled")
         except Exception as exc:
             log.exception("agent runner raised")
             return RunnerResult(error=f"agent runner crashed: {type(exc).__name__}: {exc}")

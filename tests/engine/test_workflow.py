@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bot.engine import Engine, RunDetails, WorkflowMeta
@@ -328,3 +329,30 @@ async def test_invocation_carries_the_resolved_call(data_dir: Path) -> None:
     assert (call.run_id, call.index, call.label, call.phase) == (details.run_id, 1, "L", "One")
     assert call.agent_type.name == "explorer" and call.interaction == POLICY
     assert call.workspace.worktree is None and call.artifacts_dir == data_dir / "runs" / call.run_id
+
+
+class StrayCancelRunner:
+    """Raises the cancellation exception without anyone cancelling (a misbehaving runner)."""
+
+    async def run(self, call: AgentInvocation) -> Any:
+        from bot.engine.types import RunnerResult
+
+        if call.label == "stray":
+            raise anyio.get_cancelled_exc_class()()
+        return RunnerResult(output="fine")
+
+
+@pytest.mark.anyio
+async def test_a_runner_raising_cancellation_by_itself_fails_only_that_call(
+    data_dir: Path,
+) -> None:
+    engine = Engine(StrayCancelRunner(), data_dir=data_dir)
+
+    async def wf(wf: Workflow, args: Any) -> Any:
+        stray = await wf.agent("a", label="stray")
+        fine = await wf.agent("b", label="fine")
+        return [stray.ok, stray.error, fine.ok]
+
+    details = await run(engine, wf)
+    assert details.status == "completed"
+    assert details.result == [False, "agent was cancelled", True]

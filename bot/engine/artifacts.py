@@ -72,6 +72,17 @@ class RunStore:
             return []
         return sorted(p.name for p in self.root.iterdir() if RUN_ID.match(p.name))
 
+    def recent_ids(self, limit: int) -> list[str]:
+        """The `limit` runs whose workflow.json changed last, oldest first."""
+
+        def mtime(rid: str) -> float:
+            try:
+                return (self.root / rid / "workflow.json").stat().st_mtime
+            except OSError:
+                return 0.0
+
+        return sorted(self.run_ids(), key=mtime)[-limit:] if limit > 0 else []
+
     def resolve(self, ref: str, candidates: list[str] | None = None) -> str:
         """An exact run id or a unique suffix of one; nothing else (no paths)."""
         ref = ref.strip()

@@ -268,7 +268,7 @@ class Engine:
         list of active and recently finished runs. Raises RunNotFound."""
         if run_id is None:
             known = dict(self._recent)
-            for rid in self.store.run_ids()[-RECENT_RUNS:]:
+            for rid in self.store.recent_ids(RECENT_RUNS):
                 if rid not in known:
                     try:
                         known[rid] = self.store.read_details(rid)

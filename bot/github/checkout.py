@@ -182,6 +182,40 @@ class Mirrors:
             )
         return git_dir
 
+    async def push_branch(
+        self, source: RepoSource, sha: str, branch: str, *, force: bool = False
+    ) -> None:
+        """Push `sha` from the mirror to `refs/heads/<branch>`; only `bot/...` branches.
+
+        Worktrees share the mirror's object database, so a commit made in an agent's
+        worktree can be pushed from here. `force` replaces the branch's earlier tip
+        (the bot's own branch only, never another).
+        """
+        if not _SHA.match(sha):
+            raise CheckoutError(f"not a commit id: {sha!r}")
+        if not branch.startswith("bot/") or ".." in branch or branch.endswith((".lock", "/")):
+            raise CheckoutError(f"the bot pushes only to bot/* branches, not {branch!r}")
+        git_dir = self.path_for(source.owner, source.repo)
+        if not await self._has_commit(git_dir, sha):
+            raise CheckoutError(f"{sha[:12]} is not in the mirror of {source.owner}/{source.repo}")
+        refspec = f"{'+' if force else ''}{sha}:refs/heads/{branch}"
+        async with self._locked(git_dir):
+            token = await source.token()
+            await self._git(
+                git_dir,
+                [
+                    "push",
+                    "--quiet",
+                    "--no-verify",
+                    "--no-recurse-submodules",
+                    self.remote_url(source.owner, source.repo),
+                    refspec,
+                ],
+                token=token,
+            )
+            _touch(git_dir)
+        log.info("branch pushed", extra={"repo": f"{source.owner}/{source.repo}", "branch": branch})
+
     async def sweep(self, now: float | None = None) -> list[Path]:
         """Delete mirrors unused for too long and stale worktrees; return what was removed."""
         now = time.time() if now is None else now

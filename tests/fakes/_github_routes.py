@@ -470,6 +470,46 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             )
         return ok(review)
 
+    async def open_pull(ctx: Ctx) -> Response:
+        head, base = body_field(ctx, "head"), body_field(ctx, "base")
+        title = body_field(ctx, "title")
+        fr = ctx.fr
+        for branch in (head, base):
+            found = await git(
+                fr.git_dir, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False
+            )
+            if not found.strip():
+                raise FakeError(422, f"Validation Failed: no branch {branch}")
+        for existing in fr.pulls.values():
+            if existing["head"]["ref"] == head and existing["state"] == "open":
+                raise FakeError(
+                    422, f"Validation Failed: A pull request already exists for {head}."
+                )
+        pull = await fake.add_pull(
+            fr.owner,
+            fr.name,
+            head=head,
+            base=base,
+            title=title,
+            body=(ctx.json or {}).get("body", ""),
+            user=fake.bot_login,
+            draft=bool((ctx.json or {}).get("draft", False)),
+        )
+        return ok(pull, 201)
+
+    async def list_reviews(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        return fake.page(ctx.request, ctx.fr.reviews.get(ctx.number(), []))
+
+    async def update_review(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        rid = ctx.number("review_id")
+        for review in ctx.fr.reviews.get(ctx.number(), []):
+            if review["id"] == rid:
+                review["body"] = body_field(ctx, "body")
+                return ok(review)
+        raise FakeError(404, "Not Found")
+
     # -- check runs -------------------------------------------------------------------------
 
     async def create_check_run(ctx: Ctx) -> Response:
@@ -563,10 +603,13 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         ("PATCH", r + "/issues/comments/{comment_id:int}", "token", update_comment),
         ("POST", r + "/issues/comments/{comment_id:int}/reactions", "token", comment_reaction),
         ("POST", r + "/issues/{number:int}/reactions", "token", issue_reaction),
+        ("POST", r + "/pulls", "token", open_pull),
         ("GET", r + "/pulls/{number:int}", "token", get_pull),
         ("GET", r + "/pulls/{number:int}/files", "token", pull_files),
         ("GET", r + "/pulls/{number:int}/comments", "token", review_comments),
         ("POST", r + "/pulls/{number:int}/reviews", "token", create_review),
+        ("GET", r + "/pulls/{number:int}/reviews", "token", list_reviews),
+        ("PUT", r + "/pulls/{number:int}/reviews/{review_id:int}", "token", update_review),
         ("POST", r + "/check-runs", "token", create_check_run),
         ("PATCH", r + "/check-runs/{check_run_id:int}", "token", update_check_run),
         ("GET", r + "/commits/{ref:path}/check-runs", "token", list_check_runs),

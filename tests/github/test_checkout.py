@@ -67,6 +67,12 @@ def sh(git_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return out.stdout.decode().strip()
 
 
+def in_tree(worktree: Path, *args: str) -> None:
+    ident = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a"}
+    env = {**os.environ, **ident, "GIT_COMMITTER_EMAIL": "a@b"}
+    subprocess.run(["git", "-C", str(worktree), *args], check=True, capture_output=True, env=env)
+
+
 def file_contents(root: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
@@ -310,3 +316,27 @@ async def test_a_slow_fetch_times_out_cleanly(fake: FakeGitHub, data_dir: Path) 
             await mirrors.ensure_commit(client_for(fake), "1" * 40, branch="main")
     finally:
         listener.close()
+
+
+async def test_only_bot_branches_are_pushed(
+    fake: FakeGitHub, base_url: str, data_dir: Path, tmp_path: Path
+) -> None:
+    gh = client_for(fake)
+    bare = fake.repos["octo/hello"].git_dir
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    git_dir = await mirrors.ensure_commit(gh, rev(bare, "main"), branch="main")
+    worktree = tmp_path / "agent"
+    sh(git_dir, "worktree", "add", "--quiet", "-b", "bot/fix-wf1-1", str(worktree), "main")
+    (worktree / "fix.txt").write_text("fixed\n")
+    in_tree(worktree, "add", "fix.txt")
+    in_tree(worktree, "commit", "-qm", "Fix")
+    head = rev(git_dir, "refs/heads/bot/fix-wf1-1")
+
+    await mirrors.push_branch(gh, head, "bot/fix-wf1-1")
+    assert rev(bare, "refs/heads/bot/fix-wf1-1") == head
+    for branch in ("main", "feature", "bot/../main"):
+        with pytest.raises(CheckoutError, match="bot/"):
+            await mirrors.push_branch(gh, head, branch)
+    assert rev(bare, "refs/heads/main") != head
+    token = await gh.token()
+    assert all(token.encode() not in data for data in file_contents(data_dir).values())

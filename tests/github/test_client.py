@@ -23,7 +23,13 @@ from bot.github.client import (
     RetryPolicy,
 )
 from bot.log import bound
-from tests.fakes.github import FakeGitHub, init_bare_repo, make_fake_github, new_private_key_pem
+from tests.fakes.github import (
+    FakeGitHub,
+    commit_files,
+    init_bare_repo,
+    make_fake_github,
+    new_private_key_pem,
+)
 
 pytestmark = pytest.mark.anyio
 API = "http://github.test"
@@ -434,3 +440,41 @@ async def test_pagination_never_follows_a_link_to_another_host(fake: FakeGitHub)
     gh = make_app(fake, transport=rewriter).installation(42, "octo", "hello")
     assert [c.body for c in await gh.list_issue_comments(1)] == ["note 0", "note 1"]
     assert set(rewriter.hosts) == {"github.test"}
+
+
+async def test_reviews_are_found_by_marker_and_updated(fake: FakeGitHub) -> None:
+    bare = fake.repos["octo/hello"].git_dir
+    commit_files(bare, "topic", {"README.md": "hi\nmore\n"}, "More", base="main")
+    pull = await fake.add_pull("octo", "hello", head="topic")
+    n = pull["number"]
+    gh = make_app(fake).installation(42, "octo", "hello")
+    marker = "<!-- bot:run=wf_0123456789ab kind=review -->"
+    review = await gh.create_review(
+        n,
+        body=f"Looks fine.\n{marker}",
+        commit_id=pull["head"]["sha"],
+        comments=[{"path": "README.md", "line": 2, "side": "RIGHT", "body": "nice"}],
+    )
+    assert review.state == "COMMENTED"
+    with pytest.raises(GitHubError) as outside:
+        await gh.create_review(n, body="x", comments=[{"path": "README.md", "line": 40}])
+    assert outside.value.status == 422
+    found = await gh.find_review(n, marker)
+    assert found is not None and found.id == review.id
+    updated = await gh.update_review(n, review.id, f"Updated.\n{marker}")
+    assert updated.body is not None and updated.body.startswith("Updated.")
+    assert len(await gh.list_reviews(n)) == 1
+    inline = await gh.list_review_comments(n)
+    assert [(c.path, c.line, c.body) for c in inline] == [("README.md", 2, "nice")]
+
+
+async def test_a_pull_request_is_opened_from_a_branch(fake: FakeGitHub) -> None:
+    bare = fake.repos["octo/hello"].git_dir
+    commit_files(bare, "bot/fix-1", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    gh = make_app(fake).installation(42, "octo", "hello")
+    pull = await gh.create_pull(head="bot/fix-1", base="main", title="Fix it", body="Why.")
+    assert pull.head.ref == "bot/fix-1" and pull.user is not None and pull.user.is_bot
+    assert [f.filename for f in await gh.list_pull_files(pull.number)] == ["fix.txt"]
+    with pytest.raises(GitHubError) as again:
+        await gh.create_pull(head="bot/fix-1", base="main", title="Fix it", body="Why.")
+    assert again.value.status == 422

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import importlib
-import inspect
 import os
 import posixpath
 from collections.abc import Mapping
@@ -13,7 +11,6 @@ from typing import Any
 
 import anyio
 
-from bot.agents import sandbox
 from bot.agents.gitread import GitError, ObjectReader, check_rev, run_git
 from bot.agents.models import ToolSpec
 from bot.agents.paths import ToolError, check_path, resolve_in
@@ -25,7 +22,10 @@ from bot.agents.rendering import (
     cap_output,
     render_text,
 )
+from bot.agents.sandbox import DEFAULT_TIMEOUT
+from bot.agents.toolargs import int_arg, str_arg
 from bot.agents.toolspecs import TOOL_SPECS
+from bot.agents.worktree_tools import WorktreeTools
 from bot.engine.types import READ_ONLY_TOOLS, Workspace
 
 __all__ = [
@@ -42,43 +42,7 @@ __all__ = [
 
 LIST_CAP = 2000
 GREP_LINES_CAP = 500
-WRITE_CAP = 2 * 1024 * 1024
 READ_FILE_LIMIT = 32 * 1024 * 1024
-
-
-def _str_arg(args: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
-    value = args.get(key)
-    if value is None:
-        if required:
-            raise ToolError(f"`{key}` is required")
-        return None
-    if not isinstance(value, str):
-        raise ToolError(f"`{key}` must be a string")
-    return value
-
-
-def _int_arg(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
-    value = args.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"`{key}` must be an integer")
-    return max(low, min(high, value))
-
-
-async def _engine_call(name: str, *args: object) -> None:
-    """Call the engine's worktree helper `name` (sparse checkout); absent -> nothing to do."""
-    try:
-        module = importlib.import_module("bot.engine.worktree")
-    except ModuleNotFoundError:
-        return
-    fn = getattr(module, name, None)
-    if fn is None:
-        return
-    if inspect.iscoroutinefunction(fn):
-        await fn(*args)
-    else:
-        await anyio.to_thread.run_sync(lambda: fn(*args))
 
 
 _SECRET_NAMES = (".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "*.p12", "*.pfx")
@@ -99,7 +63,7 @@ def _walk(tree: Path) -> list[str]:
     return sorted(files)
 
 
-class Toolbox:
+class Toolbox(WorktreeTools):
     """The tools offered to one agent, bound to its workspace. Call `aclose()` at the end."""
 
     def __init__(
@@ -108,7 +72,7 @@ class Toolbox:
         tool_names: tuple[str, ...] | list[str],
         *,
         sandbox_ok: bool = False,
-        command_timeout: float = sandbox.DEFAULT_TIMEOUT,
+        command_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.workspace = workspace
         self.command_timeout = command_timeout
@@ -212,14 +176,14 @@ class Toolbox:
     # -- read-only tools -------------------------------------------------------------------
 
     async def _tool_read_file(self, args: Mapping[str, Any]) -> str:
-        path = check_path(_str_arg(args, "path", required=True))
-        offset = _int_arg(args, "offset", 1, 1, 10**9)
-        limit = _int_arg(args, "limit", READ_LINES_DEFAULT, 1, READ_LINES_DEFAULT)
+        path = check_path(str_arg(args, "path", required=True))
+        offset = int_arg(args, "offset", 1, 1, 10**9)
+        limit = int_arg(args, "limit", READ_LINES_DEFAULT, 1, READ_LINES_DEFAULT)
         return render_text(path, await self._read_bytes(path), offset, limit)
 
     async def _tool_list_files(self, args: Mapping[str, Any]) -> str:
-        path = check_path(_str_arg(args, "path"), allow_root=True)
-        pattern = _str_arg(args, "pattern")
+        path = check_path(str_arg(args, "path"), allow_root=True)
+        pattern = str_arg(args, "pattern")
         files = await self._all_files()
         if path:
             files = [f for f in files if f == path or f.startswith(path + "/")]
@@ -234,9 +198,9 @@ class Toolbox:
         return cap_lines(files, LIST_CAP, "listing")
 
     async def _tool_grep(self, args: Mapping[str, Any]) -> str:
-        pattern = _str_arg(args, "pattern", required=True)
+        pattern = str_arg(args, "pattern", required=True)
         assert pattern is not None
-        path = check_path(_str_arg(args, "path"), allow_root=True)
+        path = check_path(str_arg(args, "path"), allow_root=True)
         flags = ["-n", "-I", "--no-color", "--full-name"]
         flags.append("-F" if args.get("fixed_string") else "-E")
         if args.get("ignore_case"):
@@ -304,9 +268,9 @@ class Toolbox:
         return cap_output(text) if text.strip() else "(empty)"
 
     async def _tool_git_diff(self, args: Mapping[str, Any]) -> str:
-        base = _str_arg(args, "base")
-        head = _str_arg(args, "head")
-        path = check_path(_str_arg(args, "path"), allow_root=True)
+        base = str_arg(args, "base")
+        head = str_arg(args, "head")
+        path = check_path(str_arg(args, "path"), allow_root=True)
         cmd = ["diff", "--no-ext-diff", "--no-textconv", "--no-color"]
         if args.get("stat"):
             cmd.append("--stat")
@@ -321,9 +285,9 @@ class Toolbox:
         return await self._git(cmd)
 
     async def _tool_git_log(self, args: Mapping[str, Any]) -> str:
-        rev = _str_arg(args, "rev")
-        path = check_path(_str_arg(args, "path"), allow_root=True)
-        count = _int_arg(args, "max_count", 20, 1, 200)
+        rev = str_arg(args, "rev")
+        path = check_path(str_arg(args, "path"), allow_root=True)
+        count = int_arg(args, "max_count", 20, 1, 200)
         default = self._reader.commit if self._reader is not None else "HEAD"
         cmd = ["log", f"--max-count={count}", "--no-color", "--format=%H %ad %an%n    %s"]
         cmd += ["--date=short", check_rev(rev or default)]
@@ -331,127 +295,7 @@ class Toolbox:
         return await self._git(cmd)
 
     async def _tool_git_show(self, args: Mapping[str, Any]) -> str:
-        rev = check_rev(_str_arg(args, "rev", required=True) or "")
+        rev = check_rev(str_arg(args, "rev", required=True) or "")
         cmd = ["show", "--no-ext-diff", "--no-textconv", "--no-color"]
         cmd += ["--stat"] if args.get("stat") else ["--patch", "--stat"]
         return await self._git([*cmd, rev, "--"])
-
-    # -- writing tools (only ever offered with a worktree) --------------------------------
-
-    @property
-    def _worktree(self) -> Path:
-        if self.workspace.worktree is None:
-            raise ToolError("this agent has no worktree to write to")
-        return self.workspace.worktree
-
-    async def _materialized(self, path: str) -> Path:
-        """The file's real location in the worktree, checked out first (with any link on
-        the way to it), and refused when a link leads outside."""
-        worktree = self._worktree
-        await _engine_call("materialize", worktree, [path, *await self._tracked_parents(path)])
-        target = resolve_in(worktree, path)
-        if not target.exists():
-            real = target.relative_to(worktree.resolve()).as_posix()
-            if real != path:
-                await _engine_call("materialize", worktree, [real])
-        return target
-
-    async def _writable_target(self, path: str) -> Path:
-        target = await self._materialized(path)
-        if target.is_dir():
-            raise ToolError(f"{path} is a directory")
-        return target
-
-    async def _tracked_parents(self, path: str) -> list[str]:
-        """Parent paths the base tree holds as files or links (not directories): they must
-        be checked out before writing below them, so a link out of the tree is seen."""
-        parts = path.split("/")[:-1]
-        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-        if not prefixes:
-            return []
-        out = await run_git(
-            ["--literal-pathspecs", "ls-tree", "-z", "HEAD", "--", *prefixes], cwd=self._worktree
-        )
-        found: list[str] = []
-        for record in out.stdout.split(b"\0"):
-            meta, _, name = record.partition(b"\t")
-            if name and not meta.startswith(b"040000"):
-                found.append(name.decode("utf-8", "surrogateescape"))
-        return found
-
-    async def _tool_write_file(self, args: Mapping[str, Any]) -> str:
-        path = check_path(_str_arg(args, "path", required=True))
-        content = _str_arg(args, "content", required=True) or ""
-        data = content.encode("utf-8")
-        if len(data) > WRITE_CAP:
-            raise ToolError(f"content too large ({len(data)} bytes; at most {WRITE_CAP})")
-        target = await self._writable_target(path)
-        resolve_in(self._worktree, posixpath.dirname(path))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        resolve_in(self._worktree, path)
-        existed = target.exists()
-        target.write_bytes(data)
-        return f"{'overwrote' if existed else 'created'} {path} ({len(data)} bytes)"
-
-    async def _tool_edit_file(self, args: Mapping[str, Any]) -> str:
-        path = check_path(_str_arg(args, "path", required=True))
-        old = _str_arg(args, "old_text", required=True) or ""
-        new = _str_arg(args, "new_text", required=True)
-        assert new is not None
-        if not old:
-            raise ToolError("`old_text` must not be empty; use write_file to create a file")
-        target = await self._writable_target(path)
-        if not target.is_file():
-            raise ToolError(f"no such file: {path}")
-        text = target.read_bytes().decode("utf-8", "surrogateescape")
-        count = text.count(old)
-        if count == 0:
-            raise ToolError(
-                f"`old_text` was not found in {path}; read the file and copy the text exactly"
-            )
-        if count > 1 and not args.get("replace_all"):
-            raise ToolError(
-                f"`old_text` occurs {count} times in {path}; include more surrounding lines "
-                "so it is unique, or set replace_all"
-            )
-        target.write_bytes(text.replace(old, new).encode("utf-8", "surrogateescape"))
-        return f"edited {path}: replaced {count} occurrence(s)"
-
-    async def _tool_run_command(self, args: Mapping[str, Any]) -> str:
-        command = _str_arg(args, "command", required=True) or ""
-        if not command.strip():
-            raise ToolError("`command` is empty")
-        timeout = float(_int_arg(args, "timeout_seconds", 180, 1, 180))
-        worktree = self._worktree
-        await _engine_call("materialize_all", worktree)
-        # Stop the command a little before the tool timeout, so its partial output survives.
-        limit = min(timeout, max(1.0, self.command_timeout - 2.0))
-        result = await sandbox.run_sandboxed(worktree, command, time_limit=limit)
-        return result.render()
-
-    async def _tool_commit(self, args: Mapping[str, Any]) -> str:
-        message = (_str_arg(args, "message", required=True) or "").strip()
-        if not message:
-            raise ToolError("the commit message is empty")
-        worktree = self._worktree
-        added = await run_git(["add", "-A", "--sparse"], cwd=worktree)
-        if added.code != 0:
-            added = await run_git(["add", "-A"], cwd=worktree)
-        if added.code != 0:
-            raise ToolError(
-                f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
-            )
-        staged = await run_git(["diff", "--cached", "--quiet"], cwd=worktree)
-        if staged.code == 0:
-            raise ToolError("nothing to commit: the worktree has no changes")
-        done = await run_git(["commit", "--no-verify", "-q", "-m", message], cwd=worktree)
-        if done.code != 0:
-            raise ToolError(
-                f"git commit failed: {done.stderr.decode(errors='replace').strip()[:300]}"
-            )
-        sha = (await run_git(["rev-parse", "HEAD"], cwd=worktree)).stdout.decode().strip()
-        stat = await run_git(["show", "--stat", "--format=", "HEAD"], cwd=worktree)
-        self.commits.append(sha)
-        branch = self.workspace.branch or "the worktree's branch"
-        summary = stat.stdout.decode("utf-8", "replace").strip().splitlines()
-        return f"committed {sha[:12]} on {branch}" + (f": {summary[-1].strip()}" if summary else "")

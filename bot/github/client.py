@@ -37,7 +37,7 @@ import anyio
 import httpx
 
 from bot.github._auth import AppJwt, CachedToken, TokenKey, parse_github_time
-from bot.github._pages import MAX_PAGES, models_of, next_link
+from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
 from bot.github._retry import RetryPolicy, Sender
 from bot.github.errors import (
     AuthError,
@@ -149,7 +149,7 @@ class GitHubApp:
 
     async def get_app(self) -> AppInfo:
         """`GET /app`: proves the credentials work and names the App."""
-        info = AppInfo.model_validate((await self._app_request("GET", "/app")).json())
+        info = model_of(AppInfo, await self._app_request("GET", "/app"))
         if self._slug is None:
             self._slug = info.slug
         return info
@@ -167,7 +167,7 @@ class GitHubApp:
         params: Mapping[str, str | int] | None = {"per_page": 100}
         for _ in range(MAX_PAGES):
             response = await self._app_request("GET", url, params=params)
-            items.extend(models_of(Installation, response.json()))
+            items.extend(models_of(Installation, json_of(response)))
             nxt = next_link(response)
             if nxt is None:
                 break
@@ -177,7 +177,7 @@ class GitHubApp:
     async def get_repo_installation(self, owner: str, repo: str) -> Installation:
         """`GET /repos/{owner}/{repo}/installation`; NotFound when the App is not installed there."""
         response = await self._app_request("GET", f"/repos/{owner}/{repo}/installation")
-        return Installation.model_validate(response.json())
+        return model_of(Installation, response)
 
     async def installation_token(
         self,
@@ -203,7 +203,7 @@ class GitHubApp:
             response = await self._app_request(
                 "POST", f"/app/installations/{installation_id}/access_tokens", json=body or None
             )
-            issued = InstallationToken.model_validate(response.json())
+            issued = model_of(InstallationToken, response)
             self._tokens[key] = CachedToken(issued.token, parse_github_time(issued.expires_at))
             log.info(
                 "installation token issued",

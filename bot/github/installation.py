@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from bot.github._pages import MAX_PAGES, models_of, next_link
+from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
 from bot.github.errors import AuthError, GitHubError, NotFound
 from bot.github.models import (
     PERMISSIONS,
@@ -103,7 +103,7 @@ class InstallationClient:
         return f"/repos/{self.owner}/{self.repo}{suffix}"
 
     async def _get_json(self, suffix: str, params: Mapping[str, str | int] | None = None) -> Any:
-        return (await self.request("GET", self._repo_path(suffix), params=params)).json()
+        return json_of(await self.request("GET", self._repo_path(suffix), params=params))
 
     async def _paginate(
         self, suffix: str, params: Mapping[str, str | int] | None = None, *, key: str | None = None
@@ -113,7 +113,7 @@ class InstallationClient:
         query: Mapping[str, str | int] | None = {"per_page": 100, **(params or {})}
         for _ in range(MAX_PAGES):
             response = await self.request("GET", url, params=query)
-            data = response.json()
+            data = json_of(response)
             page = data.get(key, []) if key is not None and isinstance(data, dict) else data
             if not isinstance(page, list):
                 raise GitHubError(200, f"GET {url}: expected a list")
@@ -131,7 +131,7 @@ class InstallationClient:
     # -- repository ------------------------------------------------------------------------
 
     async def get_repo(self) -> Repository:
-        return Repository.model_validate(await self._get_json(""))
+        return model_of(Repository, await self._get_json(""))
 
     async def get_file_text(self, path: str, ref: str | None = None) -> str | None:
         """A file's text at `ref` (default branch when None); None when it does not exist."""
@@ -183,7 +183,7 @@ class InstallationClient:
     # -- issues and comments ---------------------------------------------------------------
 
     async def get_issue(self, number: int) -> Issue:
-        return Issue.model_validate(await self._get_json(f"/issues/{number}"))
+        return model_of(Issue, await self._get_json(f"/issues/{number}"))
 
     async def list_issue_comments(self, number: int) -> list[IssueComment]:
         return models_of(IssueComment, await self._paginate(f"/issues/{number}/comments"))
@@ -196,19 +196,19 @@ class InstallationClient:
         return None
 
     async def get_issue_comment(self, comment_id: int) -> IssueComment:
-        return IssueComment.model_validate(await self._get_json(f"/issues/comments/{comment_id}"))
+        return model_of(IssueComment, await self._get_json(f"/issues/comments/{comment_id}"))
 
     async def create_issue_comment(self, number: int, body: str) -> IssueComment:
         response = await self.request(
             "POST", self._repo_path(f"/issues/{number}/comments"), json={"body": body}
         )
-        return IssueComment.model_validate(response.json())
+        return model_of(IssueComment, response)
 
     async def update_issue_comment(self, comment_id: int, body: str) -> IssueComment:
         response = await self.request(
             "PATCH", self._repo_path(f"/issues/comments/{comment_id}"), json={"body": body}
         )
-        return IssueComment.model_validate(response.json())
+        return model_of(IssueComment, response)
 
     async def add_reaction(self, comment_id: int, content: str = "eyes") -> None:
         """React to an issue comment (👀 by default)."""
@@ -227,7 +227,7 @@ class InstallationClient:
     # -- pull requests ---------------------------------------------------------------------
 
     async def get_pull(self, number: int) -> PullRequest:
-        return PullRequest.model_validate(await self._get_json(f"/pulls/{number}"))
+        return model_of(PullRequest, await self._get_json(f"/pulls/{number}"))
 
     async def list_pull_files(self, number: int) -> list[PullFile]:
         return models_of(PullFile, await self._paginate(f"/pulls/{number}/files"))
@@ -260,7 +260,7 @@ class InstallationClient:
         response = await self.request(
             "POST", self._repo_path(f"/pulls/{number}/reviews"), json=payload
         )
-        return Review.model_validate(response.json())
+        return model_of(Review, response)
 
     async def create_pull(
         self, *, head: str, base: str, title: str, body: str, draft: bool = False
@@ -268,7 +268,7 @@ class InstallationClient:
         """Open a pull request from branch `head` (in this repository) into `base`."""
         payload = {"head": head, "base": base, "title": title, "body": body, "draft": draft}
         response = await self.request("POST", self._repo_path("/pulls"), json=payload)
-        return PullRequest.model_validate(response.json())
+        return model_of(PullRequest, response)
 
     async def list_reviews(self, number: int) -> list[Review]:
         return models_of(Review, await self._paginate(f"/pulls/{number}/reviews"))
@@ -285,7 +285,7 @@ class InstallationClient:
         response = await self.request(
             "PUT", self._repo_path(f"/pulls/{number}/reviews/{review_id}"), json={"body": body}
         )
-        return Review.model_validate(response.json())
+        return model_of(Review, response)
 
     # -- check runs ------------------------------------------------------------------------
 
@@ -311,14 +311,14 @@ class InstallationClient:
         if output is not None:
             payload["output"] = dict(output)
         response = await self.request("POST", self._repo_path("/check-runs"), json=payload)
-        return CheckRun.model_validate(response.json())
+        return model_of(CheckRun, response)
 
     async def update_check_run(self, check_run_id: int, **fields: Any) -> CheckRun:
         """PATCH a check run: `status`, `conclusion`, `output={title, summary, text}`, ..."""
         response = await self.request(
             "PATCH", self._repo_path(f"/check-runs/{check_run_id}"), json=fields
         )
-        return CheckRun.model_validate(response.json())
+        return model_of(CheckRun, response)
 
     async def list_check_runs_for_ref(
         self, ref: str, *, check_name: str | None = None

@@ -79,6 +79,8 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             fault = fake.take_fault(request.method, request.url.path)
             if fault is not None:
                 call.status = fault.status
+                if fault.raw is not None:
+                    return Response(fault.raw, fault.status, headers=fault.headers)
                 return JSONResponse(fault.body, fault.status, headers=fault.headers)
             try:
                 if payload is None and auth != "git" and body:

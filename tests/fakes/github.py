@@ -123,7 +123,8 @@ class Fault:
     status: int
     remaining: int
     headers: dict[str, str]
-    body: dict[str, Any]
+    body: Any
+    raw: bytes | None = None
 
 
 @dataclass
@@ -364,11 +365,19 @@ class FakeGitHub:
         times: int = 1,
         headers: dict[str, str] | None = None,
         message: str | None = None,
+        json_body: Any = None,
+        raw_body: bytes | None = None,
     ) -> None:
-        """Answer the next `times` matching requests with `status` (glob on the path; "*" method)."""
-        body = {"message": message or f"injected {status}", "documentation_url": DOCS}
+        """Answer the next `times` matching requests with `status` (glob on the path; "*" method).
+
+        The body is GitHub's error shape with `message`, or `json_body`, or the bytes
+        `raw_body` as they are (for example a proxy's HTML page).
+        """
+        body = json_body
+        if body is None:
+            body = {"message": message or f"injected {status}", "documentation_url": DOCS}
         self._faults.append(
-            Fault(method.upper(), path_pattern, status, times, dict(headers or {}), body)
+            Fault(method.upper(), path_pattern, status, times, dict(headers or {}), body, raw_body)
         )
 
     def revoke_tokens(self) -> None:

@@ -478,3 +478,25 @@ async def test_a_pull_request_is_opened_from_a_branch(fake: FakeGitHub) -> None:
     with pytest.raises(GitHubError) as again:
         await gh.create_pull(head="bot/fix-1", base="main", title="Fix it", body="Why.")
     assert again.value.status == 422
+
+
+async def test_answers_that_are_not_json_or_not_the_shape_are_clear_errors(
+    fake: FakeGitHub,
+) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    fake.fail_next(
+        "GET",
+        "/repos/octo/hello/issues/1",
+        200,
+        raw_body=b"<html>proxy login</html>",
+        headers={"content-type": "text/html"},
+    )
+    with pytest.raises(GitHubError, match="text/html, not JSON"):
+        await gh.get_issue(1)
+    fake.fail_next("GET", "/repos/octo/hello/issues/1", 200, json_body={"title": "no id"})
+    with pytest.raises(GitHubError, match="unexpected Issue from GitHub: id"):
+        await gh.get_issue(1)
+    fake.fail_next("GET", "/repos/octo/hello/issues/1/comments", 200, json_body={"not": "a list"})
+    with pytest.raises(GitHubError, match="expected a list"):
+        await gh.list_issue_comments(1)
+    assert (await gh.get_issue(1)).number == 1

@@ -91,8 +91,11 @@ class AgentRuntime:
         limits: Limits | None = None,
         role_models: Mapping[str, str] | None = None,
         prices: Mapping[str, Mapping[str, float]] | None = None,
+        providers: Mapping[str, ChatModel] | None = None,
     ) -> None:
+        """`model` serves calls that name no provider; `providers` those that do (by name)."""
         self.model = model
+        self.providers = dict(providers or {})
         self.default_model = default_model
         self.sandbox = sandbox
         self.limits = limits or Limits()
@@ -101,6 +104,24 @@ class AgentRuntime:
 
     async def aclose(self) -> None:
         await self.model.aclose()
+        for other in self.providers.values():
+            if other is not self.model:
+                await other.aclose()
+
+    def chat_for(self, call: AgentInvocation) -> ChatModel | str:
+        """The ChatModel for the call's provider (explicit, then the agent type's, then the
+        default), or the error saying that provider is not configured."""
+        provider = call.provider or call.agent_type.provider
+        if provider is None:
+            return self.model
+        chat = self.providers.get(provider.lower())
+        if chat is None:
+            known = ", ".join(sorted(self.providers)) or "none"
+            return (
+                f"provider {provider!r} is not configured (configured: {known}); set "
+                "BOT_ANTHROPIC_API_KEY for anthropic, BOT_LLM_BASE_URL for openai"
+            )
+        return chat
 
     def model_for(self, call: AgentInvocation) -> str | None:
         """Explicit model, then the agent type's, then the role's, then the default."""
@@ -116,6 +137,9 @@ class AgentRuntime:
             model = self.model_for(call)
             if model is None:
                 return RunnerResult(error=NO_MODEL)
+            chat = self.chat_for(call)
+            if isinstance(chat, str):
+                return RunnerResult(error=chat)
             if call.agent_type.requires_worktree and call.workspace.worktree is None:
                 return RunnerResult(
                     error=f"agent type {call.agent_type.name!r} writes files and needs "
@@ -128,7 +152,7 @@ class AgentRuntime:
                 command_timeout=self.limits.tool_timeout,
             )
             try:
-                return await self._run(call, model, toolbox)
+                return await self._run(call, chat, model, toolbox)
             finally:
                 with anyio.CancelScope(shield=True):
                     await toolbox.aclose()
@@ -149,7 +173,9 @@ class AgentRuntime:
             specs.append(spec)
         return specs, wrapped
 
-    async def _run(self, call: AgentInvocation, model: str, toolbox: Toolbox) -> RunnerResult:
+    async def _run(
+        self, call: AgentInvocation, chat: ChatModel, model: str, toolbox: Toolbox
+    ) -> RunnerResult:
         specs, wrapped = self._offered(call, toolbox)
         offered = {spec.name for spec in specs}
         system = system_prompt(call, toolbox.names, with_schema=call.schema is not None)
@@ -164,9 +190,10 @@ class AgentRuntime:
         effort = call.effort or call.agent_type.effort
         price = self.prices.get(model)
         error: str | None = None
-        for _turn in range(self.limits.max_turns):
+        turns = 0
+        for turns in range(1, self.limits.max_turns + 1):  # noqa: B007 - read after the loop
             try:
-                turn = await self._complete(state.messages, specs, model, effort)
+                turn = await self._complete(chat, state.messages, specs, model, effort)
             except ModelError as exc:
                 error = str(exc)
                 break
@@ -191,8 +218,17 @@ class AgentRuntime:
                 break
         else:
             error = f"stopped after {self.limits.max_turns} model turns without finishing"
-        if error:
-            _log.info("agent failed", extra={"error": error})
+        _log.info(
+            "agent finished" if error is None else "agent failed",
+            extra={
+                "model": model,
+                "turns": turns,
+                "tokens_in": state.usage.input + state.usage.cache_read,
+                "tokens_out": state.usage.output,
+                "commits": len(toolbox.commits),
+                "error": error,
+            },
+        )
         return RunnerResult(
             output=cap_output(state.output, self.limits.output_cap),
             structured=state.structured,
@@ -203,12 +239,17 @@ class AgentRuntime:
         )
 
     async def _complete(
-        self, messages: list[Message], specs: list[ToolSpec], model: str, effort: str | None
+        self,
+        chat: ChatModel,
+        messages: list[Message],
+        specs: list[ToolSpec],
+        model: str,
+        effort: str | None,
     ) -> ModelTurn:
         attempt = 0
         while True:
             try:
-                return await self.model.complete(
+                return await chat.complete(
                     messages,
                     specs,
                     model=model,
@@ -342,30 +383,40 @@ class AgentRuntime:
         return "result recorded", True
 
 
-def build_model(
+def build_models(
     settings: Settings, *, http_client: httpx.AsyncClient | None = None
-) -> ChatModel | None:
-    """The configured ChatModel, or None when no endpoint is configured."""
-    provider = (settings.llm_provider or "openai").lower()
-    if provider == "anthropic":
+) -> dict[str, ChatModel]:
+    """Every configured provider's ChatModel by name: `openai` (any OpenAI-compatible
+    endpoint, when BOT_LLM_BASE_URL is set) and `anthropic` (when it has a key)."""
+    models: dict[str, ChatModel] = {}
+    anthropic_default = settings.llm_provider.lower() == "anthropic"
+    if settings.llm_base_url and not anthropic_default:
+        models["openai"] = OpenAIChatModel(
+            settings.llm_base_url,
+            settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+            http_client=http_client,
+            stream=settings.llm_stream,
+            send_reasoning_effort=settings.llm_reasoning_effort,
+        )
+    key = settings.anthropic_api_key or (settings.llm_api_key if anthropic_default else None)
+    if key is not None or anthropic_default:
         from bot.agents.anthropic_model import AnthropicChatModel
 
-        key = settings.anthropic_api_key or settings.llm_api_key
-        anthropic: ChatModel = AnthropicChatModel(
-            base_url=settings.llm_base_url or "https://api.anthropic.com",
+        base = settings.llm_base_url if anthropic_default and settings.llm_base_url else None
+        models["anthropic"] = AnthropicChatModel(
+            base_url=base or "https://api.anthropic.com",
             api_key=key.get_secret_value() if key else None,
             http_client=http_client,
         )
-        return anthropic
-    if not settings.llm_base_url:
-        return None
-    return OpenAIChatModel(
-        settings.llm_base_url,
-        settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-        http_client=http_client,
-        stream=settings.llm_stream,
-        send_reasoning_effort=settings.llm_reasoning_effort,
-    )
+    return models
+
+
+def build_model(
+    settings: Settings, *, http_client: httpx.AsyncClient | None = None
+) -> ChatModel | None:
+    """The default provider's ChatModel (BOT_LLM_PROVIDER), or None when not configured."""
+    models = build_models(settings, http_client=http_client)
+    return models.get(settings.llm_provider.lower())
 
 
 def build_runner(
@@ -380,14 +431,15 @@ def build_runner(
     The sandbox is probed here (once) unless a status is given; where it does not work the
     `run_command` tool is withheld from every agent.
     """
-    model = build_model(settings, http_client=http_client)
-    if model is None:
+    models = build_models(settings, http_client=http_client)
+    default = models.get(settings.llm_provider.lower())
+    if default is None:
         return NoModelRunner()
     status = sandbox if sandbox is not None else probe_sandbox()
     if not status.ok:
         _log.warning("sandbox unavailable; run_command withheld", extra={"reason": status.reason})
     return AgentRuntime(
-        model,
+        default,
         default_model=settings.model,
         sandbox=status,
         limits=limits
@@ -398,4 +450,5 @@ def build_runner(
         ),
         role_models=settings.role_models,
         prices=settings.model_prices,
+        providers=models,
     )

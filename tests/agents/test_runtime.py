@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import anyio
 import pytest
 
-from bot.agents.runtime import NO_MODEL, Limits, build_runner
+from bot.agents.openai_model import OpenAIChatModel
+from bot.agents.runtime import NO_MODEL, AgentRuntime, Limits, build_runner
 from bot.agents.sandbox import SandboxStatus
 from bot.agents.types import IMPLEMENTER, REVIEWER
 from bot.engine.types import Workspace
@@ -400,3 +402,44 @@ async def test_a_crashing_tool_is_reported_to_the_model_and_the_run_goes_on(
     result = await runtime_for().run(invocation(workspace=read_workspace))
     assert tool_messages(fake) == ["error: `list_files` failed unexpectedly (KeyError)"]
     assert result.error is None and result.output == "carried on"
+
+
+@pytest.mark.anyio
+async def test_calls_naming_a_provider_go_to_that_provider(fake: FakeLLM) -> None:
+    other = FakeLLM([text("from the other provider")])
+    fake.push(text("from the default"))
+    async with fake.client() as first, other.client() as second:
+        default = OpenAIChatModel(fake.base_url, http_client=first)
+        alt = OpenAIChatModel(other.base_url, http_client=second)
+        runtime = AgentRuntime(
+            default,
+            default_model="m",
+            sandbox=SandboxStatus(False, "off"),
+            limits=FAST,
+            providers={"openai": default, "local": alt},
+        )
+        plain = await runtime.run(invocation())
+        routed = await runtime.run(replace(invocation(model="small"), provider="local"))
+        missing = await runtime.run(replace(invocation(model="x"), provider="anthropic"))
+    assert plain.output == "from the default"
+    assert routed.output == "from the other provider"
+    assert other.bodies[0]["model"] == "small"
+    assert missing.error is not None
+    assert missing.error.startswith(
+        "provider 'anthropic' is not configured (configured: local, openai)"
+    )
+
+
+def test_build_runner_configures_each_provider_with_a_key() -> None:
+    settings = Settings.model_validate(
+        {"model": "m", "llm_base_url": "http://127.0.0.1:9/v1", "anthropic_api_key": "ak-1"}
+    )
+    runner = build_runner(settings, sandbox=SandboxStatus(False, "off"))
+    assert isinstance(runner, AgentRuntime)
+    assert sorted(runner.providers) == ["anthropic", "openai"]
+    assert runner.model is runner.providers["openai"]
+    only_anthropic = Settings.model_validate(
+        {"model": "claude-x", "llm_provider": "anthropic", "anthropic_api_key": "ak-1"}
+    )
+    runner = build_runner(only_anthropic, sandbox=SandboxStatus(False, "off"))
+    assert isinstance(runner, AgentRuntime) and sorted(runner.providers) == ["anthropic"]

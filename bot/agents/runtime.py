@@ -176,6 +176,11 @@ class AgentRuntime:
     async def _run(
         self, call: AgentInvocation, chat: ChatModel, model: str, toolbox: Toolbox
     ) -> RunnerResult:
+        if call.schema is not None:
+            try:
+                jsonschema.validators.validator_for(call.schema).check_schema(call.schema)
+            except jsonschema.SchemaError as exc:
+                return RunnerResult(error=f"the result schema is invalid: {exc.message}")
         specs, wrapped = self._offered(call, toolbox)
         offered = {spec.name for spec in specs}
         system = system_prompt(call, toolbox.names, with_schema=call.schema is not None)
@@ -294,7 +299,7 @@ class AgentRuntime:
                 break
         state.messages.extend(results)
         if state.finished:
-            # Tool calls after structured_output in the same turn are not run; answer them anyway.
+            # The run ends here; calls after structured_output in the same turn are not run.
             return None
         if bad and len(bad) == len(turn.tool_calls):
             state.strikes += 1
@@ -372,10 +377,6 @@ class AgentRuntime:
                 f"error: the result does not match the schema at {where}: {exc.message}; call structured_output again with a corrected result",
                 False,
             )
-        except jsonschema.SchemaError as exc:
-            state.finished = True
-            state.output = ""
-            return f"error: the schema itself is invalid: {exc.message}", False
         state.structured = value
         state.finished = True
         if not state.output:

@@ -443,3 +443,12 @@ def test_build_runner_configures_each_provider_with_a_key() -> None:
     )
     runner = build_runner(only_anthropic, sandbox=SandboxStatus(False, "off"))
     assert isinstance(runner, AgentRuntime) and sorted(runner.providers) == ["anthropic"]
+
+
+@pytest.mark.anyio
+async def test_an_invalid_schema_fails_before_any_model_call(
+    fake: FakeLLM, runtime_for: RuntimeFactory
+) -> None:
+    result = await runtime_for().run(invocation(schema={"type": "no-such-type"}))
+    assert result.error is not None and result.error.startswith("the result schema is invalid")
+    assert fake.bodies == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import posixpath
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,24 +13,27 @@ from bot.agents import sandbox
 from bot.agents.gitread import run_git
 from bot.agents.paths import ToolError, check_path, resolve_in
 from bot.agents.toolargs import int_arg, str_arg
+from bot.engine import worktree as worktree_ops
+from bot.engine.git import GitError as EngineGitError
 from bot.engine.types import Workspace
 
 WRITE_CAP = 2 * 1024 * 1024
 
 
-async def engine_call(name: str, *args: object) -> None:
-    """Call the engine's worktree helper `name` (sparse checkout); absent -> nothing to do."""
+async def materialize(worktree: Path, paths: list[str]) -> None:
+    """Check these files out of the sparse worktree's index (the engine's helper, off-loop)."""
     try:
-        module = importlib.import_module("bot.engine.worktree")
-    except ModuleNotFoundError:
-        return
-    fn = getattr(module, name, None)
-    if fn is None:
-        return
-    if inspect.iscoroutinefunction(fn):
-        await fn(*args)
-    else:
-        await anyio.to_thread.run_sync(lambda: fn(*args))
+        await anyio.to_thread.run_sync(worktree_ops.materialize, worktree, paths)
+    except EngineGitError as exc:
+        raise ToolError(f"cannot check out {', '.join(paths)}: {exc}") from exc
+
+
+async def materialize_all(worktree: Path) -> None:
+    """Check the whole tree out (before a command runs)."""
+    try:
+        await anyio.to_thread.run_sync(worktree_ops.materialize_all, worktree)
+    except EngineGitError as exc:
+        raise ToolError(f"cannot check out the whole tree: {exc}") from exc
 
 
 class WorktreeTools:
@@ -52,12 +53,12 @@ class WorktreeTools:
         """The file's real location in the worktree, checked out first (with any link on
         the way to it), and refused when a link leads outside."""
         worktree = self._worktree
-        await engine_call("materialize", worktree, [path, *await self._tracked_parents(path)])
+        await materialize(worktree, [path, *await self._tracked_parents(path)])
         target = resolve_in(worktree, path)
         if not target.exists():
             real = target.relative_to(worktree.resolve()).as_posix()
             if real != path:
-                await engine_call("materialize", worktree, [real])
+                await materialize(worktree, [real])
         return target
 
     async def _writable_target(self, path: str) -> Path:
@@ -127,7 +128,7 @@ class WorktreeTools:
             raise ToolError("`command` is empty")
         timeout = float(int_arg(args, "timeout_seconds", 180, 1, 180))
         worktree = self._worktree
-        await engine_call("materialize_all", worktree)
+        await materialize_all(worktree)
         # Stop the command a little before the tool timeout, so its partial output survives.
         limit = min(timeout, max(1.0, self.command_timeout - 2.0))
         result = await sandbox.run_sandboxed(worktree, command, time_limit=limit)

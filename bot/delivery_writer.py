@@ -254,18 +254,14 @@ class DeliveryWriter:
     def _checkpoint_loop(self) -> None:
         conn = connect(self.path)
         try:
-            wait = self.checkpoint_interval
-            last = -1
-            while not self._stop.wait(wait):
+            while not self._stop.wait(self.checkpoint_interval):
                 try:
-                    busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 except sqlite3.Error as exc:
                     log.warning("checkpoint failed", extra={"error": str(exc)})
                     continue
+                # Checkpointing more often only adds fsyncs that stall the writer's appends.
                 self.wal_frames = max(0, frames)
-                # While commits keep coming, copy often so little is left for anyone else.
-                wait = self.checkpoint_interval if busy or frames == last else 0.05
-                last = frames
         finally:
             conn.close()
 

@@ -3,8 +3,8 @@
 Usage, in-process (no socket; the client talks to the Starlette app through httpx's ASGI transport):
 
     fake = FakeLLM([tool_call("read_file", {"path": "README.md"}), text("done")])
-    client = httpx.AsyncClient(transport=fake.transport(), base_url=fake.base_url)
-    # or: build_runner(settings, http_client=client), with BOT_LLM_BASE_URL=fake.base_url
+    client = fake.client()   # httpx.AsyncClient(transport=fake.transport(), base_url=...)
+    # then: build_runner(settings, http_client=client), with BOT_LLM_BASE_URL=fake.base_url
 
 On 127.0.0.1 (for the CLI, a subprocess, or anything that needs a real URL):
 
@@ -13,8 +13,9 @@ On 127.0.0.1 (for the CLI, a subprocess, or anything that needs a real URL):
 
 The script is either a list of replies, consumed one per `POST /v1/chat/completions`, or a
 function `(request_json) -> Reply` called for every request (also settable later with
-`fake.respond_with(fn)`). More replies can be queued with `fake.push(...)`. When a list script runs out, the server answers 500 "fake llm: script
-exhausted" so a test that expected fewer turns fails loudly.
+`fake.respond_with(fn)`). More replies can be queued with `fake.push(...)`. When a list
+script runs out, the server answers 500 "fake llm: script exhausted", so a test that expected
+fewer turns fails loudly. `fake.remaining` counts the replies not used yet.
 
 Reply builders (all return `Reply`):
 - `text(content)`: an assistant message with no tool calls (finish_reason "stop").

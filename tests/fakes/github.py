@@ -17,153 +17,51 @@ token as HTTP Basic `x-access-token:<token>`. Every request is appended to `call
 
 from __future__ import annotations
 
-import base64
 import fnmatch
-import functools
 import itertools
-import json
-import os
-import re
 import secrets
-import subprocess
-import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jwt
 import uvicorn
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from tests.fakes._github_git import git, pull_changes
+from tests.fakes._github_pulls import build_pull
+from tests.fakes._github_routes import build_routes
+from tests.fakes._github_state import (
+    DOCS,
+    Call,
+    FakeError,
+    FakeRepo,
+    Fault,
+    Installation,
+    Token,
+    iso,
+    new_private_key_pem,
+    public_key_of,
+    shared_private_key_pem,
+    user_json,
+)
+from tests.fakes.gitrepo import commit_files, init_bare_repo
 
-Handler = Callable[[Request, Any], Awaitable[Response]]
-DOCS = "https://docs.github.com/rest"
-
-
-def iso(ts: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime(
-        "%Y-%m-%dT%H:%M:%SZ"
-    )
-
-
-def user_json(login: str, kind: str | None = None) -> dict[str, Any]:
-    kind = kind or ("Bot" if login.endswith("[bot]") else "User")
-    uid = zlib.crc32(login.encode()) % 10_000_000
-    return {
-        "login": login,
-        "id": uid,
-        "node_id": base64.b64encode(f"U_{uid}".encode()).decode(),
-        "avatar_url": f"https://avatars.githubusercontent.com/u/{uid}?v=4",
-        "gravatar_id": "",
-        "url": f"https://api.github.com/users/{login}",
-        "html_url": f"https://github.com/{login}",
-        "type": kind,
-        "site_admin": False,
-    }
-
-
-def new_private_key_pem() -> str:
-    """A fresh RSA key pair's private half, PEM (for a test that needs a second, wrong key)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-
-
-@functools.cache
-def shared_private_key_pem() -> str:
-    """The App key every fake uses unless given one (generating keys is slow)."""
-    return new_private_key_pem()
-
-
-@functools.cache
-def _public_key(private_key_pem: str) -> Any:
-    return serialization.load_pem_private_key(private_key_pem.encode(), password=None).public_key()
-
-
-class FakeError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        self.message = message
-
-
-@dataclass
-class Call:
-    """One request the fake received. `headers` exclude Authorization; `auth` says what came."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    json: Any
-    headers: dict[str, str]
-    auth: str | None
-    at: float
-    status: int = 0
-    installation_id: int | None = None
-
-
-@dataclass
-class Fault:
-    method: str
-    pattern: str
-    status: int
-    remaining: int
-    headers: dict[str, str]
-    body: Any
-    raw: bytes | None = None
-
-
-@dataclass
-class Token:
-    value: str
-    installation_id: int
-    repos: frozenset[str] | None
-    permissions: dict[str, str]
-    expires_at: float
-    revoked: bool = False
-
-
-@dataclass
-class Installation:
-    id: int
-    account: str
-    repos: list[str]
-
-
-@dataclass
-class FakeRepo:
-    id: int
-    owner: str
-    name: str
-    git_dir: Path
-    default_branch: str
-    private: bool
-    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
-    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    pull_diffs: dict[int, str] = field(default_factory=dict)
-    pull_files: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    review_comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    permissions: dict[str, str] = field(default_factory=dict)
-    next_number: int = 1
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.owner}/{self.name}"
+__all__ = [
+    "Call",
+    "FakeGitHub",
+    "FakeRepo",
+    "commit_files",
+    "init_bare_repo",
+    "make_fake_github",
+    "new_private_key_pem",
+    "serve_fake_github",
+]
 
 
 class FakeGitHub:
@@ -181,7 +79,7 @@ class FakeGitHub:
         self.app_id = app_id
         self.slug = slug
         self.private_key_pem = private_key_pem or shared_private_key_pem()
-        self.public_key = _public_key(self.private_key_pem)
+        self.public_key = public_key_of(self.private_key_pem)
         self.webhook_secret = webhook_secret
         self.token_ttl_s = token_ttl_s
         self.max_per_page = 100
@@ -292,63 +190,19 @@ class FakeGitHub:
         `refs/pull/<n>/head` is written into the bare repository, as GitHub does, so
         clients can fetch the head even when it lives in a fork (`head_repo`).
         """
-        fr = self.repos[f"{owner}/{repo}"]
-        base = base or fr.default_branch
-        head_sha = (await git(fr.git_dir, "rev-parse", f"{head}^{{commit}}")).strip()
-        base_sha = (await git(fr.git_dir, "rev-parse", f"{base}^{{commit}}")).strip()
-        issue = self.add_issue(owner, repo, title=title, body=body, user=user, number=number)
-        n = issue["number"]
-        await git(fr.git_dir, "update-ref", f"refs/pull/{n}/head", head_sha)
-        diff, changes = await pull_changes(fr.git_dir, base_sha, head_sha)
-        fr.pull_diffs[n] = diff
-        fr.pull_files[n] = [
-            {
-                "sha": secrets.token_hex(20),
-                "filename": c.filename,
-                "status": c.status,
-                "additions": c.additions,
-                "deletions": c.deletions,
-                "changes": c.additions + c.deletions,
-                "blob_url": f"https://github.com/{fr.full_name}/blob/{head_sha}/{c.filename}",
-                "patch": c.patch,
-                **({"previous_filename": c.previous_filename} if c.previous_filename else {}),
-            }
-            for c in changes
-        ]
-        url = f"https://api.github.com/repos/{fr.full_name}/issues/{n}"
-        issue["pull_request"] = {"url": url.replace("/issues/", "/pulls/"), "merged_at": None}
-        head_full = head_repo or fr.full_name
-        pull = {
-            **{k: issue[k] for k in ("id", "number", "state", "title", "body", "user")},
-            **{k: issue[k] for k in ("created_at", "updated_at", "author_association")},
-            "url": url.replace("/issues/", "/pulls/"),
-            "html_url": f"https://github.com/{fr.full_name}/pull/{n}",
-            "draft": draft,
-            "merged": False,
-            "mergeable": True,
-            "head": {
-                "label": f"{head_full.split('/')[0]}:{head}",
-                "ref": head,
-                "sha": head_sha,
-                "user": user_json(head_full.split("/")[0]),
-                "repo": self._repo_stub(head_full, fr),
-            },
-            "base": {
-                "label": f"{owner}:{base}",
-                "ref": base,
-                "sha": base_sha,
-                "user": user_json(owner),
-                "repo": self._repo_stub(fr.full_name, fr),
-            },
-            "additions": sum(c.additions for c in changes),
-            "deletions": sum(c.deletions for c in changes),
-            "changed_files": len(changes),
-            "commits": 1,
-            "comments": 0,
-            "review_comments": 0,
-        }
-        fr.pulls[n] = pull
-        return pull
+        return await build_pull(
+            self,
+            owner,
+            repo,
+            head=head,
+            base=base,
+            title=title,
+            body=body,
+            user=user,
+            draft=draft,
+            head_repo=head_repo,
+            number=number,
+        )
 
     def register_manifest_code(self, code: str, manifest: dict[str, Any] | None = None) -> None:
         """Make `POST /app-manifests/<code>/conversions` succeed (once), as after a browser flow."""
@@ -452,10 +306,7 @@ class FakeGitHub:
         return comment
 
     def _build_app(self) -> Starlette:
-        from tests.fakes._github_routes import build_routes
-
-        routes: list[Route] = build_routes(self)
-        return Starlette(routes=routes)
+        return Starlette(routes=build_routes(self))
 
     # -- request plumbing used by the routes -----------------------------------------------
 
@@ -539,101 +390,6 @@ class FakeGitHub:
             headers["link"] = f'<{nxt}>; rel="next"'
         content: Any = {"total_count": len(items), key: chunk} if key else chunk
         return JSONResponse(content, headers=headers)
-
-
-def clone_url(request: Request, full_name: str) -> str:
-    return f"{str(request.base_url).rstrip('/')}/{full_name}.git"
-
-
-def parse_json(body: bytes) -> Any:
-    if not body:
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise FakeError(400, "Problems parsing JSON") from None
-
-
-_SHA = re.compile(r"^[0-9a-f]{40}$")
-
-
-def is_sha(ref: str) -> bool:
-    return bool(_SHA.match(ref))
-
-
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Test Author",
-    "GIT_AUTHOR_EMAIL": "author@example.com",
-    "GIT_COMMITTER_NAME": "Test Author",
-    "GIT_COMMITTER_EMAIL": "author@example.com",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def _git_sync(
-    git_dir: Path, *args: str, env: dict[str, str] | None = None, data: bytes = b""
-) -> str:
-    result = subprocess.run(
-        ["git", f"--git-dir={git_dir}", *args],
-        input=data,
-        capture_output=True,
-        check=False,
-        env={**os.environ, **_GIT_ENV, **(env or {})},
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"git {args[0]}: {result.stderr.decode(errors='replace')}")
-    return result.stdout.decode()
-
-
-def init_bare_repo(
-    path: Path, files: dict[str, str | bytes], *, default_branch: str = "main"
-) -> Path:
-    """A bare repository at `path` whose `default_branch` has one commit holding `files`."""
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["git", "init", "--bare", "-q", f"--initial-branch={default_branch}", str(path)],
-        check=True,
-        env={**os.environ, **_GIT_ENV},
-    )
-    commit_files(path, default_branch, files, "Initial commit")
-    return path
-
-
-def commit_files(
-    git_dir: Path,
-    branch: str,
-    files: Mapping[str, str | bytes | None],
-    message: str,
-    *,
-    base: str | None = None,
-) -> str:
-    """Commit `files` (None deletes) onto `branch`, starting from `base` (default: the branch)."""
-    parent = base or branch
-    has_parent = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "rev-parse", "-q", "--verify", f"{parent}^{{commit}}"],
-        capture_output=True,
-        check=False,
-    )
-    parent_sha = has_parent.stdout.decode().strip() if has_parent.returncode == 0 else ""
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        if parent_sha:
-            _git_sync(git_dir, "read-tree", parent_sha, env=env)
-        for name, content in files.items():
-            if content is None:
-                removal = f"0 {'0' * 40}\t{name}\n".encode()
-                _git_sync(git_dir, "update-index", "--index-info", env=env, data=removal)
-                continue
-            data = content.encode() if isinstance(content, str) else content
-            blob = _git_sync(git_dir, "hash-object", "-w", "--stdin", data=data).strip()
-            _git_sync(
-                git_dir, "update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=env
-            )
-        tree = _git_sync(git_dir, "write-tree", env=env).strip()
-    args = ["commit-tree", tree, "-m", message] + (["-p", parent_sha] if parent_sha else [])
-    sha = _git_sync(git_dir, *args).strip()
-    _git_sync(git_dir, "update-ref", f"refs/heads/{branch}", sha)
-    return sha
 
 
 def make_fake_github(

@@ -1,0 +1,278 @@
+"""The fake GitHub's pull request, review and check run endpoints."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import PlainTextResponse, Response
+
+from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
+from tests.fakes._github_git import commentable_lines, git, pull_changes
+from tests.fakes._github_state import FakeError, is_sha, iso, user_json
+
+if TYPE_CHECKING:
+    from tests.fakes.github import FakeGitHub
+
+
+def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]:
+    """(method, path, auth, handler) for the pull request endpoints under repository path `r`."""
+
+    def pull_of(ctx: Ctx) -> dict[str, Any]:
+        pull = ctx.fr.pulls.get(ctx.number())
+        if pull is None:
+            raise FakeError(404, "Not Found")
+        return pull
+
+    # -- pulls ------------------------------------------------------------------------------
+
+    async def get_pull(ctx: Ctx) -> Response:
+        pull = pull_of(ctx)
+        if "diff" in ctx.request.headers.get("accept", ""):
+            return PlainTextResponse(
+                ctx.fr.pull_diffs[ctx.number()],
+                media_type="application/vnd.github.diff",
+            )
+        return ok(pull)
+
+    async def pull_files(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        return fake.page(ctx.request, ctx.fr.pull_files[ctx.number()])
+
+    async def review_comments(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        return fake.page(ctx.request, ctx.fr.review_comments.get(ctx.number(), []))
+
+    async def create_review(ctx: Ctx) -> Response:
+        pull = pull_of(ctx)
+        n = ctx.number()
+        data = ctx.json if isinstance(ctx.json, dict) else {}
+        event = data.get("event", "PENDING")
+        if event not in ("APPROVE", "REQUEST_CHANGES", "COMMENT", "PENDING"):
+            raise FakeError(422, "Validation Failed: event is not valid")
+        patches = {f["filename"]: f.get("patch") or "" for f in ctx.fr.pull_files[n]}
+        inline = data.get("comments") or []
+        for c in inline:
+            path, line, side = c.get("path"), c.get("line"), c.get("side", "RIGHT")
+            if path not in patches or line not in commentable_lines(patches[path])[side]:
+                raise FakeError(
+                    422,
+                    "Unprocessable Entity: Pull request review thread line must be part of the diff",
+                )
+        rid = fake._id()
+        commit = data.get("commit_id") or pull["head"]["sha"]
+        review = {
+            "id": rid,
+            "node_id": f"PRR_{rid}",
+            "user": user_json(fake.bot_login),
+            "body": data.get("body", ""),
+            "state": {"COMMENT": "COMMENTED", "APPROVE": "APPROVED"}.get(event, event),
+            "commit_id": commit,
+            "html_url": f"{pull['html_url']}#pullrequestreview-{rid}",
+            "submitted_at": iso(),
+        }
+        ctx.fr.reviews.setdefault(n, []).append(review)
+        for c in inline:
+            cid = fake._id()
+            ctx.fr.review_comments.setdefault(n, []).append(
+                {
+                    "id": cid,
+                    "pull_request_review_id": rid,
+                    "path": c["path"],
+                    "line": c["line"],
+                    "side": c.get("side", "RIGHT"),
+                    "body": c.get("body", ""),
+                    "commit_id": commit,
+                    "user": user_json(fake.bot_login),
+                    "author_association": "NONE",
+                    "html_url": f"{pull['html_url']}#discussion_r{cid}",
+                    "created_at": iso(),
+                }
+            )
+        return ok(review)
+
+    async def open_pull(ctx: Ctx) -> Response:
+        head, base = body_field(ctx, "head"), body_field(ctx, "base")
+        title = body_field(ctx, "title")
+        fr = ctx.fr
+        for branch in (head, base):
+            found = await git(
+                fr.git_dir, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False
+            )
+            if not found.strip():
+                raise FakeError(422, f"Validation Failed: no branch {branch}")
+        for existing in fr.pulls.values():
+            if existing["head"]["ref"] == head and existing["state"] == "open":
+                raise FakeError(
+                    422, f"Validation Failed: A pull request already exists for {head}."
+                )
+        pull = await fake.add_pull(
+            fr.owner,
+            fr.name,
+            head=head,
+            base=base,
+            title=title,
+            body=(ctx.json or {}).get("body", ""),
+            user=fake.bot_login,
+            draft=bool((ctx.json or {}).get("draft", False)),
+        )
+        return ok(pull, 201)
+
+    async def list_reviews(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        return fake.page(ctx.request, ctx.fr.reviews.get(ctx.number(), []))
+
+    async def update_review(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        rid = ctx.number("review_id")
+        for review in ctx.fr.reviews.get(ctx.number(), []):
+            if review["id"] == rid:
+                review["body"] = body_field(ctx, "body")
+                return ok(review)
+        raise FakeError(404, "Not Found")
+
+    # -- check runs -------------------------------------------------------------------------
+
+    async def create_check_run(ctx: Ctx) -> Response:
+        name = body_field(ctx, "name")
+        head_sha = body_field(ctx, "head_sha")
+        data = ctx.json
+        cid = fake._id()
+        run = {
+            "id": cid,
+            "node_id": f"CR_{cid}",
+            "name": name,
+            "head_sha": head_sha,
+            "status": data.get("status", "queued"),
+            "conclusion": data.get("conclusion"),
+            "external_id": data.get("external_id", ""),
+            "details_url": data.get("details_url"),
+            "html_url": f"https://github.com/{ctx.fr.full_name}/runs/{cid}",
+            "started_at": iso(),
+            "completed_at": iso() if data.get("conclusion") else None,
+            "output": {"title": None, "summary": None, "text": None, **(data.get("output") or {})},
+            "app": {"id": fake.app_id, "slug": fake.slug},
+        }
+        fake.check_runs[cid] = run
+        fake.check_run_repo[cid] = ctx.fr.full_name
+        return ok(run, 201)
+
+    async def update_check_run(ctx: Ctx) -> Response:
+        cid = ctx.number("check_run_id")
+        if fake.check_run_repo.get(cid) != ctx.fr.full_name:
+            raise FakeError(404, "Not Found")
+        run = fake.check_runs[cid]
+        data = ctx.json if isinstance(ctx.json, dict) else {}
+        for key in ("name", "status", "conclusion", "external_id", "details_url"):
+            if key in data:
+                run[key] = data[key]
+        if "output" in data:
+            run["output"] = {**run["output"], **data["output"]}
+        if data.get("conclusion"):
+            run["status"] = "completed"
+            run["completed_at"] = iso()
+        return ok(run)
+
+    async def list_check_runs(ctx: Ctx) -> Response:
+        ref = ctx.param("ref")
+        sha = (
+            ref
+            if is_sha(ref)
+            else (await git(ctx.fr.git_dir, "rev-parse", ref, check=False)).strip()
+        )
+        name = ctx.request.query_params.get("check_name")
+        runs = [
+            run
+            for cid, run in sorted(fake.check_runs.items())
+            if fake.check_run_repo[cid] == ctx.fr.full_name
+            and run["head_sha"] == sha
+            and (name is None or run["name"] == name)
+        ]
+        return fake.page(ctx.request, runs, key="check_runs")
+
+    return [
+        ("POST", r + "/pulls", "token", open_pull),
+        ("GET", r + "/pulls/{number:int}", "token", get_pull),
+        ("GET", r + "/pulls/{number:int}/files", "token", pull_files),
+        ("GET", r + "/pulls/{number:int}/comments", "token", review_comments),
+        ("POST", r + "/pulls/{number:int}/reviews", "token", create_review),
+        ("GET", r + "/pulls/{number:int}/reviews", "token", list_reviews),
+        ("PUT", r + "/pulls/{number:int}/reviews/{review_id:int}", "token", update_review),
+        ("POST", r + "/check-runs", "token", create_check_run),
+        ("PATCH", r + "/check-runs/{check_run_id:int}", "token", update_check_run),
+        ("GET", r + "/commits/{ref:path}/check-runs", "token", list_check_runs),
+    ]
+
+
+async def build_pull(
+    fake: FakeGitHub,
+    owner: str,
+    repo: str,
+    *,
+    head: str,
+    base: str | None,
+    title: str,
+    body: str | None,
+    user: str,
+    draft: bool,
+    head_repo: str | None,
+    number: int | None,
+) -> dict[str, Any]:
+    """Record a pull request from `head` into `base`, computed from the bare repository."""
+    fr = fake.repos[f"{owner}/{repo}"]
+    base = base or fr.default_branch
+    head_sha = (await git(fr.git_dir, "rev-parse", f"{head}^{{commit}}")).strip()
+    base_sha = (await git(fr.git_dir, "rev-parse", f"{base}^{{commit}}")).strip()
+    issue = fake.add_issue(owner, repo, title=title, body=body, user=user, number=number)
+    n = issue["number"]
+    await git(fr.git_dir, "update-ref", f"refs/pull/{n}/head", head_sha)
+    diff, changes = await pull_changes(fr.git_dir, base_sha, head_sha)
+    fr.pull_diffs[n] = diff
+    fr.pull_files[n] = [
+        {
+            "sha": secrets.token_hex(20),
+            "filename": c.filename,
+            "status": c.status,
+            "additions": c.additions,
+            "deletions": c.deletions,
+            "changes": c.additions + c.deletions,
+            "blob_url": f"https://github.com/{fr.full_name}/blob/{head_sha}/{c.filename}",
+            "patch": c.patch,
+            **({"previous_filename": c.previous_filename} if c.previous_filename else {}),
+        }
+        for c in changes
+    ]
+    url = f"https://api.github.com/repos/{fr.full_name}/issues/{n}"
+    issue["pull_request"] = {"url": url.replace("/issues/", "/pulls/"), "merged_at": None}
+    head_full = head_repo or fr.full_name
+    pull = {
+        **{k: issue[k] for k in ("id", "number", "state", "title", "body", "user")},
+        **{k: issue[k] for k in ("created_at", "updated_at", "author_association")},
+        "url": url.replace("/issues/", "/pulls/"),
+        "html_url": f"https://github.com/{fr.full_name}/pull/{n}",
+        "draft": draft,
+        "merged": False,
+        "mergeable": True,
+        "head": {
+            "label": f"{head_full.split('/')[0]}:{head}",
+            "ref": head,
+            "sha": head_sha,
+            "user": user_json(head_full.split("/")[0]),
+            "repo": fake._repo_stub(head_full, fr),
+        },
+        "base": {
+            "label": f"{owner}:{base}",
+            "ref": base,
+            "sha": base_sha,
+            "user": user_json(owner),
+            "repo": fake._repo_stub(fr.full_name, fr),
+        },
+        "additions": sum(c.additions for c in changes),
+        "deletions": sum(c.deletions for c in changes),
+        "changed_files": len(changes),
+        "commits": 1,
+        "comments": 0,
+        "review_comments": 0,
+    }
+    fr.pulls[n] = pull
+    return pull

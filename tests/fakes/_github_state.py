@@ -1,0 +1,154 @@
+"""The fake GitHub's records: calls, faults, tokens, installations, repositories; JSON helpers."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import re
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.requests import Request
+
+DOCS = "https://docs.github.com/rest"
+
+
+def iso(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+
+
+def user_json(login: str, kind: str | None = None) -> dict[str, Any]:
+    kind = kind or ("Bot" if login.endswith("[bot]") else "User")
+    uid = zlib.crc32(login.encode()) % 10_000_000
+    return {
+        "login": login,
+        "id": uid,
+        "node_id": base64.b64encode(f"U_{uid}".encode()).decode(),
+        "avatar_url": f"https://avatars.githubusercontent.com/u/{uid}?v=4",
+        "gravatar_id": "",
+        "url": f"https://api.github.com/users/{login}",
+        "html_url": f"https://github.com/{login}",
+        "type": kind,
+        "site_admin": False,
+    }
+
+
+def new_private_key_pem() -> str:
+    """A fresh RSA key pair's private half, PEM (for a test that needs a second, wrong key)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+@functools.cache
+def shared_private_key_pem() -> str:
+    """The App key every fake uses unless given one (generating keys is slow)."""
+    return new_private_key_pem()
+
+
+@functools.cache
+def public_key_of(private_key_pem: str) -> Any:
+    return serialization.load_pem_private_key(private_key_pem.encode(), password=None).public_key()
+
+
+class FakeError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Call:
+    """One request the fake received. `headers` exclude Authorization; `auth` says what came."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    json: Any
+    headers: dict[str, str]
+    auth: str | None
+    at: float
+    status: int = 0
+    installation_id: int | None = None
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: str
+    status: int
+    remaining: int
+    headers: dict[str, str]
+    body: Any
+    raw: bytes | None = None
+
+
+@dataclass
+class Token:
+    value: str
+    installation_id: int
+    repos: frozenset[str] | None
+    permissions: dict[str, str]
+    expires_at: float
+    revoked: bool = False
+
+
+@dataclass
+class Installation:
+    id: int
+    account: str
+    repos: list[str]
+
+
+@dataclass
+class FakeRepo:
+    id: int
+    owner: str
+    name: str
+    git_dir: Path
+    default_branch: str
+    private: bool
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pull_diffs: dict[int, str] = field(default_factory=dict)
+    pull_files: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    review_comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+    next_number: int = 1
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+def clone_url(request: Request, full_name: str) -> str:
+    return f"{str(request.base_url).rstrip('/')}/{full_name}.git"
+
+
+def parse_json(body: bytes) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise FakeError(400, "Problems parsing JSON") from None
+
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def is_sha(ref: str) -> bool:
+    return bool(_SHA.match(ref))

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.engine.git import GitError, common_dir, git_out, repo_lock, run_git
+from bot.engine.git import GitError, git_out, repo_lock, run_git
 
 _MATCH_NOTHING = "!/*\n"
 _MATCH_ALL = "/*\n"
@@ -62,24 +62,38 @@ def worktree_git_dir(worktree: Path) -> Path:
     return gitdir if gitdir.is_absolute() else (worktree / gitdir).resolve()
 
 
-def _config_get(worktree: Path, key: str) -> str | None:
-    config = worktree_git_dir(worktree) / "config.worktree"
-    if not config.is_file():
-        return None
-    proc = run_git(["config", "--file", str(config), "--get", key], worktree, check=False)
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.decode("utf-8", "replace").strip()
+def _read_config(worktree: Path) -> dict[str, str]:
+    """`section.key -> value` (lower-case names) from the worktree's config.worktree.
+
+    A small reader for the flat file the engine and `git sparse-checkout` write; no git
+    process, so checking a worktree costs microseconds.
+    """
+    try:
+        text = (worktree_git_dir(worktree) / "config.worktree").read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    values: dict[str, str] = {}
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip().split()[0].lower() if line[1:-1].strip() else ""
+            continue
+        key, _, value = line.partition("=")
+        values[f"{section}.{key.strip().lower()}"] = value.strip().strip('"')
+    return values
 
 
 def is_sparse(worktree: Path) -> bool:
     """True while the worktree is a sparse checkout (files appear only when materialized)."""
-    return (_config_get(worktree, "core.sparseCheckout") or "").lower() == "true"
+    return _read_config(worktree).get("core.sparsecheckout", "").lower() == "true"
 
 
 def base_commit(worktree: Path) -> str | None:
     """The commit the worktree was created from (recorded at creation), or None if unknown."""
-    return _config_get(worktree, "bot.base")
+    return _read_config(worktree).get("bot.base") or None
 
 
 def _safe_relpath(path: str) -> str | None:
@@ -115,13 +129,15 @@ def materialize(worktree: Path, paths: Sequence[str]) -> None:
     if not wanted:
         return
     data = "\0".join(wanted).encode("utf-8", "surrogateescape") + b"\0"
+    # The skip-worktree bits stay in the index file: with sparse checkout on, git clears the
+    # bit of every file present in the worktree when it reads the index, so a materialized
+    # file is tracked like any other, and no index write is needed here.
     run_git(
-        ["update-index", "--no-skip-worktree", "-z", "--stdin"],
+        ["checkout-index", "--ignore-skip-worktree-bits", "-z", "--stdin"],
         worktree,
         stdin=data,
         retry_locks=True,
     )
-    run_git(["checkout-index", "-z", "--stdin"], worktree, stdin=data, retry_locks=True)
 
 
 def materialize_all(worktree: Path) -> None:
@@ -139,10 +155,41 @@ def resolve_commit(repo: Path, rev: str = "HEAD") -> str:
         raise WorktreeError(f"cannot resolve {rev!r} in {repo}: {exc.stderr or exc}") from exc
 
 
+_WORKTREE_CONFIG_ON: set[str] = set()
+
+
 def _ensure_worktree_config(common: Path) -> None:
+    """Per-worktree config on (once per repository and process); call under the lock."""
+    if str(common) in _WORKTREE_CONFIG_ON:
+        return
     proc = run_git(["config", "--get", "extensions.worktreeConfig"], common, check=False)
     if proc.stdout.strip().lower() != b"true":
         run_git(["config", "extensions.worktreeConfig", "true"], common, retry_locks=True)
+    _WORKTREE_CONFIG_ON.add(str(common))
+
+
+def _probe(repo: Path, base: str) -> tuple[Path, bool, str]:
+    """(git common dir, bare?, base sha) in one git process."""
+    if not base or base.startswith("-"):
+        raise WorktreeError(f"cannot resolve {base!r}: not a revision")
+    proc = run_git(
+        [
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-common-dir",
+            "--is-bare-repository",
+            f"{base}^{{commit}}",
+        ],
+        repo,
+        check=False,
+    )
+    err = proc.stderr.decode("utf-8", "replace").strip()
+    lines = proc.stdout.decode("utf-8", "replace").split()
+    if proc.returncode != 0 or len(lines) != 3:
+        if "not a git repository" in err or len(lines) < 2:
+            raise WorktreeError(f"{repo} is not a git repository: {err.splitlines()[-1:]}")
+        raise WorktreeError(f"cannot resolve {base!r} in {repo}: unknown revision")
+    return Path(lines[0]).resolve(), lines[1] == "true", lines[2]
 
 
 def create_worktree(repo: Path, *, base: str, run_id: str, index: int, label: str) -> Worktree:
@@ -152,31 +199,24 @@ def create_worktree(repo: Path, *, base: str, run_id: str, index: int, label: st
     `bot/<label-slug>-<run id suffix>-<index>`. Works on a bare repository (a mirror) and on
     a normal one. Blocking: call it from a worker thread. Raises WorktreeError.
     """
-    try:
-        common = common_dir(repo)
-    except GitError as exc:
-        raise WorktreeError(f"{repo} is not a git repository: {exc.stderr or exc}") from exc
-    sha = resolve_commit(common, base)
+    common, bare, sha = _probe(repo, base)
     path = common / "bot-worktrees" / run_id / str(index)
     suffix = run_id.removeprefix("wf_")[-6:] or "run"
     branch = f"bot/{branch_slug(label)}-{suffix}-{index}"
-    bare = git_out(["rev-parse", "--is-bare-repository"], common) == "true"
     try:
         with repo_lock(common):
             _ensure_worktree_config(common)
             if path.exists():  # left by an earlier attempt of the same run: keep it
                 path = path.with_name(f"{index}-{os.urandom(3).hex()}")
             path.parent.mkdir(parents=True, exist_ok=True)
-            taken = run_git(
-                ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], common, check=False
-            )
-            if taken.returncode == 0:
-                branch = f"{branch}-{os.urandom(3).hex()}"
-            run_git(
-                ["worktree", "add", "--quiet", "--no-checkout", "-b", branch, str(path), sha],
-                common,
-                retry_locks=True,
-            )
+            add = ["worktree", "add", "--quiet", "--no-checkout", "-b", branch, str(path), sha]
+            proc = run_git(add, common, check=False, retry_locks=True)
+            if proc.returncode != 0 and b"already exists" in proc.stderr:
+                branch = f"{branch}-{os.urandom(3).hex()}"  # an earlier attempt's branch
+                add[5] = branch
+                proc = run_git(add, common, check=False, retry_locks=True)
+            if proc.returncode != 0:
+                raise GitError(add, proc.returncode, proc.stderr.decode("utf-8", "replace"))
     except (GitError, OSError) as exc:
         raise WorktreeError(f"cannot create worktree for agent {index}: {exc}") from exc
     try:
@@ -189,13 +229,11 @@ def create_worktree(repo: Path, *, base: str, run_id: str, index: int, label: st
 
 def _make_sparse(path: Path, sha: str, bare: bool) -> None:
     gitdir = worktree_git_dir(path)
-    config = str(gitdir / "config.worktree")
-    settings = [("core.sparseCheckout", "true"), ("bot.base", sha)]
-    if bare:
-        # With per-worktree config the shared `core.bare = true` would apply here too.
-        settings.insert(0, ("core.bare", "false"))
-    for key, value in settings:
-        run_git(["config", "--file", config, key, value], path, retry_locks=True)
+    config = gitdir / "config.worktree"
+    # With per-worktree config the shared `core.bare = true` of a mirror would apply here too.
+    core = ("\tbare = false\n" if bare else "") + "\tsparseCheckout = true\n"
+    with open(config, "x", encoding="utf-8") as fh:  # new worktree: the file cannot exist
+        fh.write(f"[core]\n{core}[bot]\n\tbase = {sha}\n")
     info = gitdir / "info"
     info.mkdir(exist_ok=True)
     patterns = info / "sparse-checkout"

@@ -57,6 +57,14 @@ def test_sparse_worktree_starts_empty_and_materializes_on_demand(
     assert git(wt.path, "status", "--porcelain") == ""
     assert git(wt.path, "show", "--name-status", "--format=", "HEAD") == "A\tnew.txt"
 
+    # A materialized file that is edited is a change, and commits like any other.
+    (wt.path / "pkg0/mod0.py").write_text("VALUE = 'edited'\n")
+    assert git(wt.path, "status", "--porcelain") == "M pkg0/mod0.py"
+    git(wt.path, "commit", "-q", "-am", "edit")
+    assert git(wt.path, "show", "--name-only", "--format=", "HEAD") == "pkg0/mod0.py"
+    assert git(wt.path, "status", "--porcelain") == ""
+    assert (wt.path / "pkg0/mod0.py").read_text() == "VALUE = 'edited'\n"
+
     # Writing a tracked file that was never materialized still counts as a change.
     (wt.path / "README.md").write_text("overwritten\n")
     assert git(wt.path, "status", "--porcelain") == "M README.md"

@@ -217,6 +217,8 @@ class AgentRuntime:
                 state.output = turn.content
                 if call.schema is not None:
                     error = "finished without calling structured_output"
+                    if turn.finish_reason == "length":
+                        error += " (its reply was cut off at the model's output limit)"
                 break
             error = await self._tools(call, turn, toolbox, offered, wrapped, state)
             if error is not None or state.finished:

@@ -274,7 +274,12 @@ class Toolbox(WorktreeTools):
         cmd = ["diff", "--no-ext-diff", "--no-textconv", "--no-color"]
         if args.get("stat"):
             cmd.append("--stat")
-        if self._reader is not None:
+        if self._reader is not None and base is None and head is None:
+            # The commit against its parent(s); `--root` also shows a first commit in full.
+            cmd = ["diff-tree", "-r", "--root", "--no-commit-id", "--no-color"]
+            cmd += ["--stat"] if args.get("stat") else ["-p"]
+            cmd.append(self._reader.commit)
+        elif self._reader is not None:
             commit = self._reader.commit
             cmd += [check_rev(base or f"{commit}^"), check_rev(head or commit)]
         else:

@@ -21,7 +21,7 @@ from policies.interaction import (
     RunInteractionPolicy,
 )
 from tests.agents.conftest import FAST, RuntimeFactory, invocation
-from tests.fakes.llm import FakeLLM, UsageSpec, error, hang, text, tool_call, tool_calls
+from tests.fakes.llm import FakeLLM, Reply, UsageSpec, error, hang, text, tool_call, tool_calls
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -452,3 +452,15 @@ async def test_an_invalid_schema_fails_before_any_model_call(
     result = await runtime_for().run(invocation(schema={"type": "no-such-type"}))
     assert result.error is not None and result.error.startswith("the result schema is invalid")
     assert fake.bodies == []
+
+
+@pytest.mark.anyio
+async def test_a_reply_cut_off_by_the_token_limit_is_named(
+    fake: FakeLLM, runtime_for: RuntimeFactory
+) -> None:
+    fake.push(Reply(content="The verdict is", finish_reason="length"))
+    result = await runtime_for().run(invocation(schema=SCHEMA))
+    assert result.error == (
+        "finished without calling structured_output "
+        "(its reply was cut off at the model's output limit)"
+    )

@@ -315,3 +315,16 @@ async def test_local_tree_hides_secrets_and_ignored_files(tmp_path: Path) -> Non
     listing = (await call(box, "list_files")).splitlines()
     assert "notes.txt" in listing
     assert not {".env", "deploy.pem", "build/out.txt"} & set(listing)
+
+
+@pytest.mark.anyio
+async def test_git_diff_of_a_first_commit_shows_every_file(repo: tuple[Path, str]) -> None:
+    root, sha = repo
+    box = Toolbox(Workspace(git_dir=root / ".git", commit=sha), EXPLORER.tools)
+    try:
+        diff = await call(box, "git_diff")
+        assert "+def greet(name):" in diff and "+# Demo" in diff
+        stat = await call(box, "git_diff", stat=True)
+        assert "4 files changed" in stat
+    finally:
+        await box.aclose()

@@ -32,7 +32,7 @@ import anyio.to_thread
 from bot.engine.artifacts import RunNotFound
 from bot.engine.details import RunDetails
 from bot.engine.sanitize import strip_terminal
-from bot.github.context import fetch_context
+from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import Publisher
 from bot.github.render import AgentLine, Progress, RunRow, render_help, render_status, render_stop
@@ -319,7 +319,7 @@ class RunExecutor:
                 "kind": trigger.target_kind,
                 "fence": context.fence,
                 "context": context.text,
-                "question": trigger.args,
+                "question": sanitize(trigger.args),
                 "repo_labels": None,
             }
             policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})

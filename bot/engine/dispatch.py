@@ -43,6 +43,7 @@ from policies.interaction import RunInteractionPolicy
 log = get_logger("bot.engine")
 TRANSCRIPT_ENTRIES = 40
 TRANSCRIPT_ENTRY_CHARS = 8 * 1024
+TRANSCRIPTS_TOTAL = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,21 +60,26 @@ class RunConfig:
     settle_seconds: float
 
 
-def _bounded_transcript(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _bounded_transcript(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The first entry plus the newest, each capped; and the size that takes in JSON."""
     kept = (
         entries
         if len(entries) <= TRANSCRIPT_ENTRIES
         else [entries[0], *entries[-(TRANSCRIPT_ENTRIES - 1) :]]
     )
-    out = []
+    out: list[dict[str, Any]] = []
+    size = 0
     for entry in kept:
-        text = artifacts.dumps(entry)
-        out.append(
-            entry
-            if len(text) <= TRANSCRIPT_ENTRY_CHARS
-            else {"truncated": text[:TRANSCRIPT_ENTRY_CHARS]}
-        )
-    return out
+        try:
+            text = artifacts.dumps(entry)
+        except (TypeError, ValueError):
+            text = repr(entry)
+            entry = {"unserializable": text[:TRANSCRIPT_ENTRY_CHARS]}
+        if len(text) > TRANSCRIPT_ENTRY_CHARS:
+            entry = {"truncated": text[:TRANSCRIPT_ENTRY_CHARS]}
+        out.append(entry)
+        size += min(len(text), TRANSCRIPT_ENTRY_CHARS)
+    return out, size
 
 
 class CallDispatch:
@@ -94,6 +100,7 @@ class CallDispatch:
     refs: dict[str, tuple[str, str]]
     transcripts: dict[str, dict[str, Any]]
     writes_started: int
+    transcript_bytes: int
     writes_in_flight: int
     in_flight: int
     stop_reason: str | None
@@ -417,11 +424,17 @@ class CallDispatch:
         )
         if ref is not None:
             self.refs[ref] = (agent.label, result_text(result))
+        transcript, size = _bounded_transcript(list(outcome.transcript))
+        size += len(output)
+        if self.transcript_bytes + size > TRANSCRIPTS_TOTAL:
+            transcript = [{"dropped": "the run's transcript budget (16 MiB) is spent"}]
+            size = len(output)
+        self.transcript_bytes += size
         self.transcripts[str(agent.index)] = {
             "label": agent.label,
             **result.to_dict(),
             "commits": list(outcome.commits),
-            "transcript": _bounded_transcript(list(outcome.transcript)),
+            "transcript": transcript,
         }
         self.notify()
         return result

@@ -61,6 +61,7 @@ class Run(CallDispatch):
         self.refs: dict[str, tuple[str, str]] = {}
         self.transcripts: dict[str, dict[str, Any]] = {}
         self.writes_started = 0
+        self.transcript_bytes = 0
         self.writes_in_flight = 0
         self.in_flight = 0
         self.stop_reason: str | None = None

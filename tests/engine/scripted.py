@@ -29,6 +29,7 @@ class Script:
     usage: Usage = field(default_factory=lambda: Usage(input=10, output=5))
     action: Callable[[AgentInvocation], None] | None = None
     shielded: bool = False
+    transcript: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ScriptedRunner:
@@ -85,6 +86,7 @@ class ScriptedRunner:
                 output=output,
                 structured=script.structured,
                 error=script.error,
+                transcript=list(script.transcript),
                 usage=Usage(
                     input=script.usage.input,
                     output=script.usage.output,

@@ -356,3 +356,28 @@ async def test_a_runner_raising_cancellation_by_itself_fails_only_that_call(
     details = await run(engine, wf)
     assert details.status == "completed"
     assert details.result == [False, "agent was cancelled", True]
+
+
+@pytest.mark.anyio
+async def test_transcripts_are_bounded(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.engine import dispatch
+
+    monkeypatch.setattr(dispatch, "TRANSCRIPTS_TOTAL", 200 * 1024)
+    turns = [{"turn": i, "text": "y" * (20_000 if i == 90 else 10)} for i in range(100)]
+    runner = ScriptedRunner(default=Script(output="o" * 70_000, transcript=turns))
+    engine = Engine(runner, data_dir=data_dir)
+
+    async def wf(wf: Workflow, args: Any) -> Any:
+        first = await wf.agent("a")
+        for _ in range(5):
+            await wf.agent("more")
+        return len(first.output)
+
+    details = await run(engine, wf)
+    assert 64 * 1024 <= details.result < 64 * 1024 + 100  # output capped with a marker
+    saved = json.loads((data_dir / "runs" / details.run_id / "transcripts.json").read_text())
+    kept = saved["1"]["transcript"]
+    assert len(kept) == 40 and kept[0]["turn"] == 0 and kept[-1]["turn"] == 99
+    assert all(len(json.dumps(e)) <= 8 * 1024 + 50 for e in kept)
+    assert "truncated" in kept[90 - 60]
+    assert saved["6"]["transcript"][0]["dropped"].startswith("the run's transcript budget")

@@ -1,4 +1,19 @@
-"""The workflow engine: phases, agents, parallel and pipeline fan-out, resumable runs."""
+"""The workflow engine: phases, agents, parallel and pipeline fan-out, resumable runs.
+
+A workflow is a module with `meta = WorkflowMeta(name, description, phases)` and
+`async def workflow(wf, args)`; `wf` offers `phase`, `log`, `usage`, `agent`, `parallel`,
+`pipeline` and `args` (see `bot.engine.workflow.Workflow`). The engine resolves each
+`wf.agent(...)` into an `AgentInvocation` and awaits `runner.run(call)`:
+
+    engine = Engine(runner, data_dir=settings.data_dir)
+    details = await engine.run(meta, workflow, args, interaction=policy, repo=git_dir, base=sha)
+    print(build_result_message(details, engine.store.run_dir(details.run_id)))
+
+Background runs: `async with Engine(...) as engine:` then `engine.start(...)`,
+`engine.status(run_id=None)`, `await engine.wait(run_id)`, `await engine.stop(run_id)`;
+`engine.recover_stale()` at start-up. Artifacts live in `<data_dir>/runs/<run id>/`.
+Writing agents' sparse worktrees: `bot.engine.worktree` (`materialize`, `materialize_all`).
+"""
 
 from bot.engine.artifacts import RunNotFound
 from bot.engine.calls import AgentResult

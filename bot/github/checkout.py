@@ -31,6 +31,7 @@ runs `git worktree prune`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import os
 import re
@@ -135,6 +136,11 @@ class Mirrors:
         if not refspecs:
             refspecs.append(sha)
         await self.fetch(source, refspecs, unless_present=sha)
+        if sha not in refspecs and not await self._has_commit(git_dir, sha):
+            # The ref moved on (a force-push, a newer push): ask for the commit itself.
+            refspecs.append(sha)
+            with contextlib.suppress(CheckoutError):  # "not our ref": reported below
+                await self.fetch(source, [sha], unless_present=sha)
         if not await self._has_commit(git_dir, sha):
             raise CheckoutError(
                 f"{source.owner}/{source.repo}: commit {sha[:12]} not found after fetching "

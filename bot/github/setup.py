@@ -23,6 +23,7 @@ import ipaddress
 import json
 import os
 import secrets
+import socket
 import sys
 import time
 import webbrowser
@@ -302,6 +303,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=run_setup)
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def run_setup(args: argparse.Namespace) -> int:
     configure()
     try:
@@ -310,6 +320,12 @@ def run_setup(args: argparse.Namespace) -> int:
         source = load_manifest(args.manifest)
     except (SetupError, SettingsError) as exc:
         print(f"bot setup: {exc}", file=sys.stderr)
+        return 2
+    if not _port_free(args.port):
+        print(
+            f"bot setup: port {args.port} on 127.0.0.1 is in use; pick another with --port",
+            file=sys.stderr,
+        )
         return 2
     state = secrets.token_urlsafe(24)
     redirect = f"http://127.0.0.1:{args.port}/callback"

@@ -340,3 +340,16 @@ async def test_only_bot_branches_are_pushed(
     assert rev(bare, "refs/heads/main") != head
     token = await gh.token()
     assert all(token.encode() not in data for data in file_contents(data_dir).values())
+
+
+async def test_a_commit_no_longer_on_its_branch_is_fetched_by_id(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    bare = fake.repos["octo/hello"].git_dir
+    old_head = commit_files(bare, "topic", {"t.txt": "1\n"}, "First", base="main")
+    commit_files(bare, "topic", {"t.txt": "2\n"}, "Rewritten", base="main")  # a force-push
+    git_dir = await Mirrors(data_dir, web_url=base_url, allow_http=True).ensure_commit(
+        client_for(fake), old_head, branch="topic"
+    )
+    assert rev(git_dir, f"{old_head}^{{commit}}") == old_head
+    assert rev(git_dir, "refs/heads/topic") != old_head

@@ -13,6 +13,7 @@ import httpx
 import jwt
 import pytest
 
+from bot.github._retry import rate_limit_wait
 from bot.github.client import (
     AuthError,
     GitHubApp,
@@ -500,3 +501,42 @@ async def test_answers_that_are_not_json_or_not_the_shape_are_clear_errors(
     with pytest.raises(GitHubError, match="expected a list"):
         await gh.list_issue_comments(1)
     assert (await gh.get_issue(1)).number == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "wait"),
+    [
+        pytest.param(429, {"retry-after": "7"}, "", 7.0, id="retry-after"),
+        pytest.param(403, {"retry-after": "0"}, "", 0.0, id="retry-after-zero"),
+        pytest.param(
+            403,
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1030"},
+            "",
+            31.0,
+            id="primary-reset",
+        ),
+        pytest.param(
+            403,
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "900"},
+            "",
+            1.0,
+            id="reset-passed",
+        ),
+        pytest.param(429, {}, "", 60.0, id="429-bare"),
+        pytest.param(
+            403,
+            {},
+            '{"message": "You have exceeded a secondary rate limit"}',
+            60.0,
+            id="secondary-by-message",
+        ),
+        pytest.param(
+            403, {"x-ratelimit-remaining": "12"}, '{"message": "Forbidden"}', None, id="plain-403"
+        ),
+        pytest.param(500, {"retry-after": "5"}, "", None, id="not-a-rate-limit-status"),
+    ],
+)
+def test_rate_limit_wait(
+    status: int, headers: dict[str, str], body: str, wait: float | None
+) -> None:
+    assert rate_limit_wait(status, headers, body, now=1000.0) == wait

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -58,20 +59,22 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap") or ("/usr/bin/bwrap" if Path("/usr/bin/bwrap").exists() else None)
 
 
+_IDENTITY: dict[int, Path] = {}
+
+
 def _identity_dir() -> Path:
-    """A private directory with passwd/group files naming the sandbox's one user."""
-    root = Path(tempfile.gettempdir()) / f"bot-sandbox-etc-{os.getuid()}"
-    root.mkdir(mode=0o755, exist_ok=True)
+    """A private directory (made once per process, random name) with passwd/group files
+    naming the sandbox's one user: the caller's own uid and gid."""
     uid, gid = os.getuid(), os.getgid()
-    name = "root" if uid == 0 else "agent"
-    passwd = root / "passwd"
-    group = root / "group"
-    passwd_text = f"{name}:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n"
-    group_text = f"{name}:x:{gid}:\n"
-    if not passwd.exists() or passwd.read_text() != passwd_text:
-        passwd.write_text(passwd_text)
-    if not group.exists() or group.read_text() != group_text:
-        group.write_text(group_text)
+    root = _IDENTITY.get(uid)
+    if root is None or not root.is_dir():
+        root = Path(tempfile.mkdtemp(prefix="bot-sandbox-etc-"))
+        root.chmod(0o755)
+        name = "root" if uid == 0 else "agent"
+        (root / "passwd").write_text(f"{name}:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n")
+        (root / "group").write_text(f"{name}:x:{gid}:\n")
+        _IDENTITY[uid] = root
+        atexit.register(shutil.rmtree, root, True)
     return root
 
 

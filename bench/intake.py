@@ -176,6 +176,7 @@ def main() -> int:
     if not args.body.is_file():
         raise SystemExit(f"{args.body} not found; pass --body PATH")
     body = args.body.read_bytes()
+    load = os.getloadavg()
     signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
 
     with tempfile.TemporaryDirectory(prefix="bench-intake-") as tmp:
@@ -244,7 +245,8 @@ def main() -> int:
     ok = True
     lines = [
         f"body {len(body)} bytes ({args.body.name}), {os.cpu_count()} CPUs, "
-        f"{platform.python_implementation()} {platform.python_version()}, wrk -t{args.threads}",
+        f"{platform.python_implementation()} {platform.python_version()}, wrk -t{args.threads}, "
+        f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f}",
         f"{'conc':>5} {'deliveries/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
         f"{'202s':>8} {'stored':>8} {'cpu us':>7}  check",
     ]

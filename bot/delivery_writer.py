@@ -13,6 +13,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,7 @@ class DeliveryWriter:
             conn.close()
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Item]) -> None:
+        started = time.monotonic()
         results: list[Result]
         try:
             results = list(self._write(conn, [item[0] for item in batch]))
@@ -182,6 +184,12 @@ class DeliveryWriter:
                     results.append(StoreError(f"delivery not stored: {exc}"))
         self.batches += 1
         self.rows += len(batch)
+        elapsed = time.monotonic() - started
+        if elapsed > 0.1:
+            log.warning(
+                "slow commit: the disk or another writer held it up",
+                extra={"seconds": round(elapsed, 3), "rows": len(batch)},
+            )
         self._answer(batch, results)
         if self.on_commit is not None and any(result is True for result in results):
             new = sum(1 for result in results if result is True)

@@ -129,11 +129,16 @@ def materialize(worktree: Path, paths: Sequence[str]) -> None:
     if not wanted:
         return
     data = "\0".join(wanted).encode("utf-8", "surrogateescape") + b"\0"
-    # The skip-worktree bits stay in the index file: with sparse checkout on, git clears the
-    # bit of every file present in the worktree when it reads the index, so a materialized
-    # file is tracked like any other, and no index write is needed here.
+    # Only tracked, absent files reach here, so no local change can be overwritten; the
+    # checkout also clears their skip-worktree bits, so a later deletion shows as one.
     run_git(
-        ["checkout-index", "--ignore-skip-worktree-bits", "-z", "--stdin"],
+        [
+            "--literal-pathspecs",
+            "checkout",
+            "--ignore-skip-worktree-bits",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ],
         worktree,
         stdin=data,
         retry_locks=True,

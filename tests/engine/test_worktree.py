@@ -65,6 +65,11 @@ def test_sparse_worktree_starts_empty_and_materializes_on_demand(
     assert git(wt.path, "status", "--porcelain") == ""
     assert (wt.path / "pkg0/mod0.py").read_text() == "VALUE = 'edited'\n"
 
+    # Deleting a materialized file is a deletion, not a skipped entry.
+    (wt.path / "pkg1/mod3.py").unlink()
+    assert git(wt.path, "status", "--porcelain") == "D pkg1/mod3.py"
+    git(wt.path, "checkout", "--", "pkg1/mod3.py")
+
     # Writing a tracked file that was never materialized still counts as a change.
     (wt.path / "README.md").write_text("overwritten\n")
     assert git(wt.path, "status", "--porcelain") == "M README.md"

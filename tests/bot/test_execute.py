@@ -6,6 +6,7 @@ is reached in-process. Deliveries are put in the store as the receiver would.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -373,3 +374,19 @@ async def test_rate_limit_beyond_the_cap_requeues_without_posting(rig: Rig) -> N
     assert job.status.value == "queued"
     assert "rate limited" in (job.last_error or "")
     assert rig.llm.bodies == []
+
+
+async def test_a_slow_run_shows_working_then_is_edited_into_the_summary(rig: Rig) -> None:
+    script = ModelScript()
+    rig.llm.respond_with(lambda body: dataclasses.replace(script(body), delay=0.6))
+    rig.executor.progress_interval = 0.2
+    rig.open_issue("Crash.")
+    await rig.worker.run_until_idle()
+    (comment,) = rig.fake.comments_on("octo", "hello", 1)
+    writes = [c for c in rig.fake.writes() if "/comments" in c.path]
+    assert writes[0].method == "POST"
+    assert {c.method for c in writes[1:]} == {"PATCH"}
+    assert "### Triage: working…" in writes[0].json["body"]
+    assert "Phases: 🔄 **Explore** → ⏳ Conclude" in writes[0].json["body"]
+    assert "### Triage\n" in comment["body"]
+    assert "working" not in comment["body"]

@@ -211,9 +211,15 @@ class GitHubApp:
             )
             return issued.token
 
-    def forget_token(self, installation_id: int, repo: str | None = None) -> None:
-        """Drop a cached token (after GitHub refused it)."""
-        self._tokens.pop((installation_id, repo or ""), None)
+    def forget_token(
+        self, installation_id: int, repo: str | None = None, *, refused: str | None = None
+    ) -> None:
+        """Drop a cached token after GitHub refused it (only that token, when `refused` is given:
+        a concurrent request may already have cached its replacement)."""
+        key = (installation_id, repo or "")
+        cached = self._tokens.get(key)
+        if cached is not None and (refused is None or cached.token == refused):
+            del self._tokens[key]
 
     def installation(
         self,

@@ -540,3 +540,14 @@ def test_rate_limit_wait(
     status: int, headers: dict[str, str], body: str, wait: float | None
 ) -> None:
     assert rate_limit_wait(status, headers, body, now=1000.0) == wait
+
+
+async def test_concurrent_refusals_mint_one_new_token(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    await gh.token()
+    fake.revoke_tokens()
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(gh.get_issue, 1)
+    assert len(fake.calls_to("POST", "/app/installations/42/access_tokens")) == 2
+    assert len(fake.calls_to("GET", "/repos/octo/hello/issues/1")) == 10

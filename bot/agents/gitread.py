@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import subprocess
 from collections.abc import Sequence
@@ -188,6 +189,27 @@ class ObjectReader:
                 raise
         kind = "symlink" if mode == "120000" else header[1].decode()
         return Blob(kind, size, data[:-1])
+
+    async def resolve_links(self, path: str, max_hops: int = 8) -> str:
+        """`path` with symbolic links inside the commit followed, as git would check them
+        out; GitError when one points outside the repository or they loop."""
+        index = await self._index_map()
+        for _ in range(max_hops):
+            parts = path.split("/")
+            for i in range(len(parts)):
+                prefix = "/".join(parts[: i + 1])
+                entry = index.get(prefix)
+                if entry is not None and entry[0] == "120000":
+                    blob = await self.read(prefix)
+                    target = blob.data.decode("utf-8", "replace") if blob else ""
+                    joined = posixpath.normpath(posixpath.join(posixpath.dirname(prefix), target))
+                    if target.startswith("/") or joined == ".." or joined.startswith("../"):
+                        raise GitError(f"{prefix} is a link to {target!r}, outside the repository")
+                    path = "/".join([joined, *parts[i + 1 :]]).removeprefix("./")
+                    break
+            else:
+                return path
+        raise GitError(f"{path}: too many levels of symbolic links")
 
     async def _read_head(self, path: str, limit: int) -> bytes:
         out = await run_git(["cat-file", "blob", f"{self.commit}:{path}"], git_dir=self.git_dir)

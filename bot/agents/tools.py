@@ -121,15 +121,12 @@ class Toolbox(WorktreeTools):
 
     async def _read_bytes(self, path: str) -> bytes:
         if self._reader is not None:
+            path = await self._reader.resolve_links(path)
             blob = await self._reader.read(path)
             if blob is None:
                 raise ToolError(f"no such file in the commit: {path}")
             if blob.kind == "tree":
                 raise ToolError(f"{path} is a directory; use list_files")
-            if blob.kind == "symlink":
-                raise ToolError(
-                    f"{path} is a symbolic link to {blob.data.decode(errors='replace')!r}"
-                )
             if blob.kind == "submodule":
                 raise ToolError(f"{path} is a submodule; its files are not available")
             return blob.data

@@ -98,10 +98,11 @@ async def test_read_only_box_reads_the_commit_not_the_working_tree(
     box = Toolbox(Workspace(git_dir=root / ".git", commit=sha), EXPLORER.tools)
     try:
         assert "# Demo" in await call(box, "read_file", path="README.md")
-        with pytest.raises(ToolError, match="symbolic link to"):
+        with pytest.raises(ToolError, match=r"is a link to .*, outside the repository"):
             await call(box, "read_file", path="abs-link")
-        with pytest.raises(ToolError, match="no such file in the commit"):
+        with pytest.raises(ToolError, match=r"is a link to '\.\./outside', outside the repository"):
             await call(box, "read_file", path="rel-link/secret.txt")
+        assert "def greet" in await call(box, "read_file", path="ok-link")
         with pytest.raises(ToolError, match="no such file in the commit"):
             await call(box, "read_file", path="missing.txt")
         with pytest.raises(ToolError, match="is a directory"):
@@ -326,5 +327,25 @@ async def test_git_diff_of_a_first_commit_shows_every_file(repo: tuple[Path, str
         assert "+def greet(name):" in diff and "+# Demo" in diff
         stat = await call(box, "git_diff", stat=True)
         assert "4 files changed" in stat
+    finally:
+        await box.aclose()
+
+
+@pytest.mark.anyio
+async def test_commit_links_inside_the_tree_are_followed(tmp_path: Path) -> None:
+    root, _ = make_repo(tmp_path / "repo")
+    os.symlink("src", root / "code")
+    os.symlink("../README.md", root / "src" / "readme-link")
+    os.symlink("loop-b", root / "loop-a")
+    os.symlink("loop-a", root / "loop-b")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "links")
+    sha = git(root, "rev-parse", "HEAD")
+    box = Toolbox(Workspace(git_dir=root / ".git", commit=sha), EXPLORER.tools)
+    try:
+        assert "TOKEN" in await call(box, "read_file", path="code/util.py")
+        assert "# Demo" in await call(box, "read_file", path="code/readme-link")
+        with pytest.raises(ToolError, match="too many levels of symbolic links"):
+            await call(box, "read_file", path="loop-a")
     finally:
         await box.aclose()

@@ -320,6 +320,7 @@ class CallDispatch:
             artifacts.atomic_write_json(
                 self.run_dir / name,
                 {"agent": agent.index, "label": agent.label, **record.as_dict()},
+                pretty=True,
             )
             return reclaim(wt, record)
 

@@ -221,6 +221,7 @@ class Run(CallDispatch):
                     "result": self.details.result,
                     "error": self.details.error,
                 },
+                pretty=True,
             )
             artifacts.atomic_write_json(self.run_dir / "transcripts.json", self.transcripts)
             artifacts.atomic_write_json(self.run_dir / "journal.json", self.journal.to_json())

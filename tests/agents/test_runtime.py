@@ -464,3 +464,30 @@ async def test_a_reply_cut_off_by_the_token_limit_is_named(
         "finished without calling structured_output "
         "(its reply was cut off at the model's output limit)"
     )
+
+
+@pytest.mark.anyio
+async def test_concurrent_agents_on_one_runtime_keep_their_own_conversations(
+    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+) -> None:
+    def respond(body: dict[str, Any]) -> Reply:
+        prompt = str(body["messages"][1]["content"])
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if done == 0:
+            return tool_call("read_file", {"path": "src/app.py"})
+        tool_answer = str(body["messages"][-1]["content"])
+        return text(f"{prompt} saw {'def greet' in tool_answer}")
+
+    fake.respond_with(respond)
+    runtime = runtime_for()
+    results: dict[int, str] = {}
+
+    async def one(i: int) -> None:
+        result = await runtime.run(invocation(f"agent-{i}", workspace=read_workspace))
+        results[i] = result.output
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(one, i)
+    assert results == {i: f"agent-{i} saw True" for i in range(8)}
+    assert len(fake.bodies) == 16

@@ -168,7 +168,9 @@ class OpenAIChatModel:
                 response = await client.send(request, stream=True)
                 if response.status_code >= 400:
                     raise http_error(response, await response.aread())
-                if not self.stream:
+                content_type = response.headers.get("content-type", "")
+                if not self.stream or content_type.startswith("application/json"):
+                    # Some servers ignore `stream` and answer with one JSON body.
                     return _parse_message(_json(await response.aread()))
                 lines = response.aiter_lines()
                 first = await _first_data_line(lines)

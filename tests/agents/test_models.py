@@ -122,6 +122,24 @@ async def test_a_stream_that_stalls_after_its_first_chunk_fails_clearly() -> Non
 
 
 @pytest.mark.anyio
+async def test_a_server_that_ignores_stream_is_understood() -> None:
+    async def plain(request: Request) -> JSONResponse:
+        message = {"role": "assistant", "content": "whole answer"}
+        return JSONResponse(
+            {
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+            }
+        )
+
+    app = Starlette(routes=[Route("/v1/chat/completions", plain, methods=["POST"])])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        model = OpenAIChatModel("http://x/v1", http_client=client, stream=True)
+        turn = await model.complete(HELLO, [], model="m")
+    assert turn.content == "whole answer" and turn.usage.output == 2
+
+
+@pytest.mark.anyio
 async def test_malformed_replies_are_retryable_errors() -> None:
     async def bad(request: Request) -> JSONResponse:
         return JSONResponse({"object": "chat.completion", "choices": []})

@@ -7,10 +7,11 @@
 
 One bare mirror per repository at `<data_dir>/repos/<owner>/<repo>.git`, fetched
 from `<web_url>/<owner>/<repo>.git` as given now (so a changed BOT_GITHUB_WEB_URL
-applies to existing mirrors). Fetches fetch only what is asked: the pull request's `refs/pull/<n>/head` (which also
-works for pulls from forks, read-only), the named branch (usually the default
-branch), or, failing both, the commit itself; `ensure_commit` does not touch the
-network when the commit is already there.
+applies to existing mirrors). A fetch brings only what is asked: a pull request's
+`refs/pull/<n>/head` (which works for pulls from forks too, read-only) with the
+default branch, a named branch, or else the commit itself. `ensure_commit` does
+not touch the network when the commit is already there. `push_branch` pushes a
+commit to a `bot/...` branch, never to any other.
 
 The token reaches git only through the environment: `GIT_CONFIG_COUNT`/`KEY`/`VALUE`
 set `http.extraHeader: Authorization: Basic <base64(x-access-token:TOKEN)>` for the
@@ -53,6 +54,8 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 LAST_USED = "bot-last-used"
 WORKTREES = "bot-worktrees"
+DEFAULT_HEAD = "refs/remotes/origin/HEAD"
+"""Where the remote's default branch tip is kept (fetched along with every pull head)."""
 
 
 class CheckoutError(RuntimeError):
@@ -117,8 +120,9 @@ class Mirrors:
     ) -> Path:
         """The mirror's git dir, holding `sha`; fetched only when the commit is missing.
 
-        With `pull_number`, `refs/pull/<n>/head` is fetched; with `branch`, that branch;
-        with neither, the commit by its id.
+        With `pull_number`, `refs/pull/<n>/head` and the default branch (into
+        `refs/remotes/origin/HEAD`) are fetched; with `branch`, that branch; with neither,
+        the commit by its id (also the fallback when a ref no longer leads to `sha`).
         """
         if not _SHA.match(sha):
             raise CheckoutError(f"not a commit id: {sha!r}")
@@ -129,6 +133,8 @@ class Mirrors:
         refspecs: list[str] = []
         if pull_number is not None:
             refspecs.append(f"+refs/pull/{int(pull_number)}/head:refs/pull/{int(pull_number)}/head")
+            # The default branch too, so the pull's merge base with it is at hand.
+            refspecs.append(f"+HEAD:{DEFAULT_HEAD}")
         if branch is not None:
             if branch.startswith("-") or ".." in branch:
                 raise CheckoutError(f"not a branch name: {branch!r}")

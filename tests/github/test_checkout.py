@@ -143,6 +143,8 @@ async def test_pull_heads_come_from_refs_pull_even_from_forks(
     mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
     git_dir = await mirrors.ensure_commit(gh, head, pull_number=pull["number"])
     assert rev(git_dir, f"refs/pull/{pull['number']}/head") == head
+    assert rev(git_dir, "refs/remotes/origin/HEAD") == rev(bare, "main")
+    assert sh(git_dir, "merge-base", head, "refs/remotes/origin/HEAD") == rev(bare, "main")
 
 
 async def test_a_commit_can_be_fetched_by_id(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 RunStatus = Literal["running", "completed", "failed", "aborted"]
@@ -49,12 +49,16 @@ class AgentDetails:
     worktree_handoff: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # A shallow copy: the nested values are plain JSON data (asdict's deep copy is slow).
+        return {name: getattr(self, name) for name in _AGENT_FIELDS}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AgentDetails:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+_AGENT_FIELDS = tuple(AgentDetails.__dataclass_fields__)
 
 
 @dataclass(slots=True)

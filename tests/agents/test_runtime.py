@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ from policies.interaction import (
     NO_HUMAN_TOOL_MESSAGE,
     RunInteractionPolicy,
 )
-from tests.agents.conftest import FAST, RuntimeFactory, invocation
+from tests.agents.conftest import FAST, RuntimeFactory, invocation, make_repo
 from tests.fakes.llm import FakeLLM, Reply, UsageSpec, error, hang, text, tool_call, tool_calls
 
 SCHEMA: dict[str, Any] = {
@@ -287,18 +288,20 @@ async def test_output_is_capped(fake: FakeLLM, runtime_for: RuntimeFactory) -> N
 
 @pytest.mark.anyio
 async def test_transcript_is_bounded(
-    fake: FakeLLM, runtime_for: RuntimeFactory, read_workspace: Workspace
+    fake: FakeLLM, runtime_for: RuntimeFactory, tmp_path: Path
 ) -> None:
+    root, sha = make_repo(tmp_path / "big", {"big.txt": "line of text\n" * 3000})
+    workspace = Workspace(git_dir=root / ".git", commit=sha)
     for _ in range(30):
-        fake.push(tool_call("read_file", {"path": "src/app.py"}))
+        fake.push(tool_call("read_file", {"path": "big.txt"}))
     fake.push(text("end"))
-    result = await runtime_for(limits=Limits(max_turns=40)).run(
-        invocation(workspace=read_workspace)
-    )
+    result = await runtime_for(limits=Limits(max_turns=40)).run(invocation(workspace=workspace))
     assert result.error is None
-    size = len(json.dumps(result.transcript))
-    assert size < 80_000
+    assert len(json.dumps(result.transcript)) < 80_000  # 30 reads of ~24 KiB each went in
     assert result.transcript[0]["role"] == "user"
+    assert result.transcript[1]["role"] == "note" and "older entries dropped" in str(
+        result.transcript[1]["content"]
+    )
     assert result.transcript[-1] == {"role": "assistant", "content": "end"}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -294,3 +295,37 @@ def test_bare_mirror_config_stays_bare(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.strip() == "true"
+
+
+CREATE_MANY = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from bot.engine.worktree import create_worktree
+
+repo, run_id = Path(sys.argv[1]), sys.argv[2]
+with ThreadPoolExecutor(4) as pool:
+    made = list(pool.map(
+        lambda n: create_worktree(repo, base="HEAD", run_id=run_id, index=n, label="p"),
+        range(4),
+    ))
+print(len(made))
+"""
+
+
+def test_worktrees_from_several_processes_at_once(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, bare=True)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CREATE_MANY, str(repo), f"wf_00000000000{p}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(3)
+    ]
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert [out.strip() for out, _ in outputs] == ["4", "4", "4"], outputs
+    listed = git(repo, "worktree", "list", "--porcelain").count("worktree ")
+    assert listed == 1 + 12
+    assert len(git(repo, "for-each-ref", "refs/heads/bot/").splitlines()) == 12

@@ -256,13 +256,22 @@ class AgentRuntime:
         attempt = 0
         while True:
             try:
-                return await chat.complete(
-                    messages,
-                    specs,
-                    model=model,
-                    effort=effort,
-                    first_response_timeout=self.limits.first_response_timeout,
-                )
+                try:
+                    return await chat.complete(
+                        messages,
+                        specs,
+                        model=model,
+                        effort=effort,
+                        first_response_timeout=self.limits.first_response_timeout,
+                    )
+                except ModelError:
+                    raise
+                except Exception as exc:  # a reply shaped in a way no check foresaw
+                    _log.warning("unreadable model reply", exc_info=True)
+                    raise ModelError(
+                        f"the model's reply could not be read ({type(exc).__name__}: {exc})",
+                        retryable=True,
+                    ) from exc
             except WatchdogTimeout:
                 raise
             except ModelError as exc:

@@ -8,7 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.runtime import NO_MODEL, AgentRuntime, Limits, build_runner
@@ -494,3 +499,24 @@ async def test_concurrent_agents_on_one_runtime_keep_their_own_conversations(
             tg.start_soon(one, i)
     assert results == {i: f"agent-{i} saw True" for i in range(8)}
     assert len(fake.bodies) == 16
+
+
+@pytest.mark.anyio
+async def test_an_unreadable_reply_is_a_clear_error_not_a_crash() -> None:
+    async def odd(request: Request) -> JSONResponse:
+        message = {"role": "assistant", "content": "hi"}
+        return JSONResponse({"choices": [{"message": message}], "usage": {"prompt_tokens": "many"}})
+
+    app = Starlette(routes=[Route("/v1/chat/completions", odd, methods=["POST"])])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        runtime = AgentRuntime(
+            OpenAIChatModel("http://x/v1", http_client=client, stream=False),
+            default_model="m",
+            sandbox=SandboxStatus(False, "off"),
+            limits=FAST,
+        )
+        result = await runtime.run(invocation())
+    assert result.error == (
+        "the model's reply could not be read (ValueError: invalid literal for int() with "
+        "base 10: 'many') (after 3 attempts)"
+    )

@@ -160,17 +160,11 @@ def resolve_commit(repo: Path, rev: str = "HEAD") -> str:
         raise WorktreeError(f"cannot resolve {rev!r} in {repo}: {exc.stderr or exc}") from exc
 
 
-_WORKTREE_CONFIG_ON: set[str] = set()
-
-
 def _ensure_worktree_config(common: Path) -> None:
-    """Per-worktree config on (once per repository and process); call under the lock."""
-    if str(common) in _WORKTREE_CONFIG_ON:
-        return
+    """Per-worktree config on (checked each time: a mirror may be re-created); under the lock."""
     proc = run_git(["config", "--get", "extensions.worktreeConfig"], common, check=False)
     if proc.stdout.strip().lower() != b"true":
         run_git(["config", "extensions.worktreeConfig", "true"], common, retry_locks=True)
-    _WORKTREE_CONFIG_ON.add(str(common))
 
 
 def _probe(repo: Path, base: str) -> tuple[Path, bool, str]:

@@ -23,33 +23,32 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from bot.engine.artifacts import RunNotFound
 from bot.engine.details import RunDetails
 from bot.engine.sanitize import strip_terminal
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import Publisher
-from bot.github.render import AgentLine, Progress, RunRow, render_help, render_status, render_stop
+from bot.github.render import Progress
 from bot.log import bound, get_logger
+from bot.progress import Tracker, usage_of
 from bot.redact import redact
+from bot.replies import answer_command, answer_unknown
 from bot.workflows import MODEL_FREE, get_workflow
-from policies.commands import render_help as help_text
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
 from policies.outcome import (
     OUTCOME_STATUSES,
     Outcome,
     RunFacts,
-    UsageSummary,
     failed_outcome,
     outcome_from_run,
 )
+from policies.outcome_json import outcome_from_json, outcome_to_json
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -62,86 +61,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-_AGENT_STATES = {"pending": "pending", "running": "running", "done": "ok", "error": "failed"}
-
-
-def progress_of(details: RunDetails, workflow: str, elapsed: float) -> Progress:
-    """The publisher's view of the engine's live run details."""
-    agents = tuple(
-        AgentLine(
-            label=strip_terminal(a.label),
-            phase=a.phase,
-            state="replayed" if a.replayed else _AGENT_STATES.get(a.state, a.state),
-        )
-        for a in details.agents
-    )
-    return Progress(
-        run_id=details.run_id,
-        workflow=workflow,
-        phases=tuple(p.get("title", "") for p in details.phases),
-        current_phase=details.current_phase,
-        agents=agents,
-        logs=tuple(strip_terminal(line) for line in details.logs[-10:]),
-        tokens=int(details.usage.get("total") or 0),
-        elapsed=elapsed,
-    )
-
-
-def usage_of(details: RunDetails | None, wall_seconds: float) -> UsageSummary:
-    if details is None:
-        return UsageSummary(wall_seconds=wall_seconds)
-    ok, failed = details.counts()
-    cost = details.usage.get("cost")
-    return UsageSummary(
-        input_tokens=int(details.usage.get("input") or 0),
-        output_tokens=int(details.usage.get("output") or 0),
-        total_tokens=int(details.usage.get("total") or 0),
-        cost=float(cost) if isinstance(cost, int | float) else None,
-        wall_seconds=wall_seconds,
-        agents_ok=ok,
-        agents_failed=failed,
-    )
-
-
-def outcome_json(outcome: Outcome) -> dict[str, object]:
-    """The outcome as stored on the run record."""
-    data: dict[str, object] = {
-        "status": outcome.status,
-        "summary": outcome.summary,
-        "assumptions": list(outcome.assumptions),
-        "usage": {
-            "input": outcome.usage.input_tokens,
-            "output": outcome.usage.output_tokens,
-            "total": outcome.usage.total_tokens,
-            "cost": outcome.usage.cost,
-            "wall_seconds": round(outcome.usage.wall_seconds, 3),
-            "agents_ok": outcome.usage.agents_ok,
-            "agents_failed": outcome.usage.agents_failed,
-        },
-        "error": outcome.error,
-    }
-    if outcome.blocked is not None:
-        b = outcome.blocked
-        data["blocked"] = {
-            "decision": b.decision,
-            "why": b.why,
-            "options": list(b.options),
-            "default": b.default,
-            "risk": b.risk,
-            "answer": b.answer,
-        }
-    if outcome.findings:
-        data["findings"] = [
-            {
-                "path": f.path,
-                "line": f.line,
-                "severity": f.severity,
-                "title": f.title,
-                "fingerprint": f.fingerprint,
-            }
-            for f in outcome.findings
-        ]
-    return data
+PUBLISHING = "publishing"  # the outcome is recorded and being posted
 
 
 def describe_error(exc: BaseException) -> str:
@@ -149,27 +69,6 @@ def describe_error(exc: BaseException) -> str:
     kind = type(exc).__name__
     text = " ".join(str(exc).split())[:500]
     return f"{kind}: {text}" if text else kind
-
-
-@dataclass
-class _Tracker:
-    """Keeps the newest engine snapshot; the progress pump publishes it."""
-
-    workflow: str
-    started: float
-    details: RunDetails | None = None
-    version: int = 0
-    published: int = 0
-    clock: Callable[[], float] = field(default=time.monotonic)
-
-    def update(self, details: RunDetails) -> None:
-        self.details = details
-        self.version += 1
-
-    def progress(self) -> Progress | None:
-        if self.details is None:
-            return None
-        return progress_of(self.details, self.workflow, self.clock() - self.started)
 
 
 class RunExecutor:
@@ -216,7 +115,7 @@ class RunExecutor:
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _record(self, run_id: str, status: str, outcome: Outcome | None) -> None:
-        data = outcome_json(outcome) if outcome is not None else None
+        data = outcome_to_json(outcome) if outcome is not None else None
         await anyio.to_thread.run_sync(
             lambda: self.store.update_run(run_id, status=status, outcome=data)
         )
@@ -272,8 +171,18 @@ class RunExecutor:
         payload = await self._payload(run.delivery_id)
         publisher = self._publisher(client, trigger, run, payload)
         await publisher.acknowledge()
-        await self._record(run.id, "running", None)
+        if run.status != PUBLISHING:
+            await self._record(run.id, "running", None)
 
+        if run.status == PUBLISHING and run.outcome is not None:
+            try:
+                recorded = outcome_from_json(run.outcome)
+            except ValueError:
+                log.warning("the recorded outcome is unreadable; running the workflow again")
+            else:
+                log.info("posting the outcome recorded before the last attempt failed")
+                await self._publish(publisher, run.id, recorded)
+                return
         if trigger.workflow in MODEL_FREE:
             await self._model_free(publisher, trigger, run)
             return
@@ -290,12 +199,11 @@ class RunExecutor:
                 summary=f"The `{trigger.workflow}` workflow is not available in this version "
                 f"of the app. Comment `@{self.app_slug} help` for the commands it knows.",
             )
-            await publisher.finish(outcome)
-            await self._record(run.id, outcome.status, outcome)
+            await self._publish(publisher, run.id, outcome)
             return
 
         meta, fn = entry
-        tracker = _Tracker(trigger.workflow, started, clock=self.clock)
+        tracker = Tracker(trigger.workflow, started, clock=self.clock)
         details: RunDetails | None = None
         try:
             context = await fetch_context(
@@ -363,8 +271,7 @@ class RunExecutor:
                 usage=usage_of(details, self.clock() - started),
             )
             outcome = failed_outcome(failed, self.redactor(describe_error(exc)))
-        await publisher.finish(outcome)
-        await self._record(run.id, outcome.status, outcome)
+        await self._publish(publisher, run.id, outcome)
         log.info(
             "run published",
             extra={
@@ -374,7 +281,14 @@ class RunExecutor:
             },
         )
 
-    async def _pump(self, publisher: Publisher, tracker: _Tracker) -> None:
+    async def _publish(self, publisher: Publisher, run_id: str, outcome: Outcome) -> None:
+        """Record the outcome first ("publishing"), then post it: if posting fails, the retried
+        job posts the recorded outcome again instead of running the workflow again."""
+        await self._record(run_id, PUBLISHING, outcome)
+        await publisher.finish(outcome)
+        await self._record(run_id, outcome.status, outcome)
+
+    async def _pump(self, publisher: Publisher, tracker: Tracker) -> None:
         """Edit the progress comment while the run goes, at most once per interval."""
         tick = min(0.5, self.progress_interval)
         while True:
@@ -423,9 +337,8 @@ class RunExecutor:
             return False
         run_id = "wf_" + hashlib.sha256(event.delivery_id.encode()).hexdigest()[:12]
         owner, repo = event.repo_full_name.split("/", 1)
-        client = self.github.installation(event.installation_id, owner, repo)
         publisher = Publisher(
-            client,
+            self.github.installation(event.installation_id, owner, repo),
             run_id=run_id,
             kind="help",
             number=event.number,
@@ -435,61 +348,25 @@ class RunExecutor:
         )
         with bound(run_id=run_id, repo=event.repo_full_name):
             await publisher.acknowledge()
-            word = strip_terminal(skip.detail).replace("`", "'")[:80]
-            note = f"`{word}` is not a command I know." if word else "I did not get that."
-            if " " in word:  # a sentence from the policy, e.g. "ask needs a question"
-                note = word[0].upper() + word[1:] + "."
-            await publisher.reply(render_help(run_id, help_text(self.app_slug), note=note))
-            log.info("unknown command answered with help", extra={"command": word})
+            await answer_unknown(
+                publisher, run_id=run_id, detail=skip.detail, app_slug=self.app_slug
+            )
+            log.info("unknown command answered with help")
         return True
 
     async def _model_free(self, publisher: Publisher, trigger: Trigger, run: RunRecord) -> None:
-        target = f"{'PR' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}"
-        if trigger.workflow == "help":
-            body = render_help(run.id, help_text(self.app_slug))
-        elif trigger.workflow == "status":
-            rows = await anyio.to_thread.run_sync(self._runs_for_target, trigger, run.id)
-            body = render_status(run.id, rows, target=target)
-        else:
-            stopped = await self._stop_runs(trigger, run.id)
-            body = render_stop(run.id, stopped, target=target)
-        await publisher.reply(body)
-        await self._record(run.id, "succeeded", None)
-
-    def _runs_for_target(self, trigger: Trigger, exclude: str) -> list[RunRow]:
-        rows = (
-            self.store.conn()
-            .execute(
-                "SELECT id, workflow, status, created_at FROM runs"
-                " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
-                " ORDER BY created_at DESC LIMIT 20",
-                (trigger.repo_full_name, trigger.target_kind, trigger.number, exclude),
-            )
-            .fetchall()
+        await answer_command(
+            publisher,
+            command=trigger.workflow,
+            run_id=run.id,
+            repo=trigger.repo_full_name,
+            kind=trigger.target_kind,
+            number=trigger.number,
+            store=self.store,
+            engine=self.engine,
+            app_slug=self.app_slug,
         )
-        return [
-            RunRow(
-                run_id=str(rid),
-                workflow=str(workflow),
-                status=str(status),
-                created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(created))),
-            )
-            for rid, workflow, status, created in rows
-        ]
-
-    async def _stop_runs(self, trigger: Trigger, exclude: str) -> list[str]:
-        rows = await anyio.to_thread.run_sync(self._runs_for_target, trigger, exclude)
-        stopped: list[str] = []
-        for row in rows:
-            if row.status not in ("running", "queued"):
-                continue
-            try:
-                await self.engine.stop(row.run_id)
-            except RunNotFound:
-                continue  # not running in this process
-            stopped.append(row.run_id)
-            log.info("run stopped on request", extra={"stopped_run": row.run_id})
-        return stopped
+        await self._record(run.id, "succeeded", None)
 
 
 def _default_branch(payload: Mapping[str, Any] | None) -> str | None:

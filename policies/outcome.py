@@ -216,7 +216,8 @@ def _finding(raw: FindingResult, clean: Callable[[str], str]) -> Finding:
     )
 
 
-def _describe(error: ValidationError) -> str:
+def describe_validation_error(error: ValidationError) -> str:
+    """The first few problems of a validation error, as `where: what; ...`."""
     parts = []
     for item in error.errors()[:5]:
         where = ".".join(str(p) for p in item["loc"]) or "(value)"
@@ -266,7 +267,9 @@ def outcome_from_run(
     try:
         parsed = WorkflowResult.model_validate(dict(data))
     except ValidationError as exc:
-        return failed_outcome(facts, f"the workflow's result is malformed: {_describe(exc)}")
+        return failed_outcome(
+            facts, f"the workflow's result is malformed: {describe_validation_error(exc)}"
+        )
 
     blocked = (
         _blocked(parsed.blocked, clean, app_slug=app_slug, workflow=facts.workflow, args=args)

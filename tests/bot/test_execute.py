@@ -390,3 +390,31 @@ async def test_a_slow_run_shows_working_then_is_edited_into_the_summary(rig: Rig
     assert "Phases: 🔄 **Explore** → ⏳ Conclude" in writes[0].json["body"]
     assert "### Triage\n" in comment["body"]
     assert "working" not in comment["body"]
+
+
+async def test_a_failed_post_is_retried_from_the_recorded_outcome_without_the_model(
+    rig: Rig,
+) -> None:
+    rig.fake.fail_next("POST", "/repos/octo/hello/issues/1/comments", 502, times=4)
+    rig.open_issue("Crash.")
+    await rig.worker.run_until_idle()
+    assert rig.own(1) == []
+    (run,) = rig.store.runs_for_delivery("guid-1")
+    assert run.status == "publishing"
+    assert run.outcome is not None and run.outcome["status"] == "succeeded"
+    model_calls = len(rig.llm.bodies)
+    trigger = Trigger(
+        workflow="triage",
+        repo_full_name="octo/hello",
+        installation_id=42,
+        target_kind="issue",
+        number=1,
+        actor="reporter",
+        delivery_id="guid-1",
+    )
+    await rig.executor(trigger, run)  # what the retried job does
+    (body,) = rig.own(1)
+    assert "crashes at start-up when `config.yml` is missing" in body
+    assert len(rig.llm.bodies) == model_calls
+    after = rig.store.get_run(run.id)
+    assert after is not None and after.status == "succeeded"

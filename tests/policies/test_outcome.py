@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import BaseModel
 
@@ -15,6 +17,7 @@ from policies.outcome import (
     fingerprint,
     outcome_from_run,
 )
+from policies.outcome_json import outcome_from_json, outcome_to_json
 
 USAGE = UsageSummary(input_tokens=10, output_tokens=5, total_tokens=15, cost=0.01, wall_seconds=2.5)
 DONE = RunFacts(run_id="wf_0123456789ab", workflow="triage", status="completed", usage=USAGE)
@@ -211,3 +214,33 @@ def test_pydantic_model_results_are_accepted() -> None:
 )
 def test_check_conclusion(status: str, conclusion: str) -> None:
     assert check_conclusion(status) == conclusion  # type: ignore[arg-type]
+
+
+def test_outcome_json_round_trip() -> None:
+    result = {
+        "summary": "s",
+        "assumptions": ["a"],
+        "blocked": BLOCKED,
+        "findings": [{"path": "a.py", "line": 2, "title": "t", "body": "b"}],
+        "branches": ["bot/x"],
+    }
+    out = outcome_from_run(result, DONE, app_slug="app")
+    assert outcome_from_json(outcome_to_json(out)) == out
+    assert outcome_from_json(json.loads(json.dumps(outcome_to_json(out)))) == out
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param({}, id="empty"),
+        pytest.param(
+            {"status": "weird", "summary": "", "run_id": "x", "workflow": "w"}, id="status"
+        ),
+        pytest.param(
+            {"status": "failed", "summary": 3, "run_id": "x", "workflow": "w"}, id="summary"
+        ),
+    ],
+)
+def test_outcome_from_json_rejects_other_shapes(data: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="not a stored outcome"):
+        outcome_from_json(data)

@@ -1,0 +1,109 @@
+"""Model-free replies: `help`, `status`, `stop`, and help for an unknown command."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+
+from bot.engine.artifacts import RunNotFound
+from bot.engine.sanitize import strip_terminal
+from bot.github.render import RunRow, render_help, render_status, render_stop
+from bot.log import get_logger
+from policies.commands import render_help as help_text
+
+if TYPE_CHECKING:
+    from bot.engine.engine import Engine
+    from bot.github.publish import Publisher
+    from bot.store import Store
+
+log = get_logger(__name__)
+
+
+def target_name(kind: str, number: int) -> str:
+    return f"{'PR' if kind == 'pull_request' else 'issue'} #{number}"
+
+
+def runs_for_target(
+    store: Store, repo: str, kind: str, number: int, *, exclude: str = ""
+) -> list[RunRow]:
+    """The newest 20 runs on one issue or PR, newest first (blocking: run it in a thread)."""
+    rows = (
+        store.conn()
+        .execute(
+            "SELECT id, workflow, status, created_at FROM runs"
+            " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
+            " ORDER BY created_at DESC LIMIT 20",
+            (repo, kind, number, exclude),
+        )
+        .fetchall()
+    )
+    return [
+        RunRow(
+            run_id=str(rid),
+            workflow=str(workflow),
+            status=str(status),
+            created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(created))),
+        )
+        for rid, workflow, status, created in rows
+    ]
+
+
+async def stop_runs(engine: Engine, rows: list[RunRow]) -> list[str]:
+    """Stop those of `rows` that run in this process's engine; the ids stopped."""
+    stopped: list[str] = []
+    for row in rows:
+        if row.status not in ("running", "queued"):
+            continue
+        try:
+            await engine.stop(row.run_id)
+        except RunNotFound:
+            continue  # not running in this process
+        stopped.append(row.run_id)
+        log.info("run stopped on request", extra={"stopped_run": row.run_id})
+    return stopped
+
+
+async def answer_command(
+    publisher: Publisher,
+    *,
+    command: str,
+    run_id: str,
+    repo: str,
+    kind: str,
+    number: int,
+    store: Store,
+    engine: Engine,
+    app_slug: str,
+) -> None:
+    """Reply to `help`, `status` or `stop` on the command's issue or PR."""
+    target = target_name(kind, number)
+    if command == "help":
+        body = render_help(run_id, help_text(app_slug))
+    else:
+        rows = await anyio.to_thread.run_sync(
+            lambda: runs_for_target(store, repo, kind, number, exclude=run_id)
+        )
+        if command == "status":
+            body = render_status(run_id, rows, target=target)
+        else:
+            body = render_stop(run_id, await stop_runs(engine, rows), target=target)
+    await publisher.reply(body)
+
+
+def unknown_command_note(detail: str) -> str:
+    """The line above the help text: which word was not understood, or the policy's sentence."""
+    word = strip_terminal(detail).replace("`", "'").strip()[:80]
+    if not word:
+        return "I did not get that."
+    if " " in word:  # a sentence from the policy, e.g. "ask needs a question"
+        return word[0].upper() + word[1:] + "."
+    return f"`{word}` is not a command I know."
+
+
+async def answer_unknown(publisher: Publisher, *, run_id: str, detail: str, app_slug: str) -> None:
+    """Reply to an unknown command with the help text, saying what was not understood."""
+    note = unknown_command_note(detail)
+    await publisher.reply(render_help(run_id, help_text(app_slug), note=note))

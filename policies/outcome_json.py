@@ -1,0 +1,139 @@
+"""An Outcome as plain JSON and back, for the run record (so a retry can republish it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policies.outcome import (
+    Blocked,
+    Finding,
+    Outcome,
+    OutcomeStatus,
+    UsageSummary,
+    describe_validation_error,
+)
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, object]:
+    """The outcome as plain JSON (stored on the run record; read back by `outcome_from_json`)."""
+    usage = outcome.usage
+    data: dict[str, object] = {
+        "status": outcome.status,
+        "summary": outcome.summary,
+        "run_id": outcome.run_id,
+        "workflow": outcome.workflow,
+        "assumptions": list(outcome.assumptions),
+        "usage": {
+            "input": usage.input_tokens,
+            "output": usage.output_tokens,
+            "total": usage.total_tokens,
+            "cost": usage.cost,
+            "wall_seconds": round(usage.wall_seconds, 3),
+            "agents_ok": usage.agents_ok,
+            "agents_failed": usage.agents_failed,
+        },
+        "error": outcome.error,
+        "branches": list(outcome.branches),
+        "findings": [
+            {
+                "path": f.path,
+                "line": f.line,
+                "severity": f.severity,
+                "title": f.title,
+                "body": f.body,
+                "fingerprint": f.fingerprint,
+            }
+            for f in outcome.findings
+        ],
+    }
+    if outcome.blocked is not None:
+        b = outcome.blocked
+        data["blocked"] = {
+            "decision": b.decision,
+            "why": b.why,
+            "options": list(b.options),
+            "default": b.default,
+            "risk": b.risk,
+            "answer": b.answer,
+        }
+    return data
+
+
+class _StoredUsage(BaseModel):
+    input: int = 0
+    output: int = 0
+    total: int = 0
+    cost: float | None = None
+    wall_seconds: float = 0.0
+    agents_ok: int = 0
+    agents_failed: int = 0
+
+
+class _StoredBlocked(BaseModel):
+    decision: str
+    why: str = ""
+    options: list[str] = Field(default_factory=list)
+    default: str = ""
+    risk: str = ""
+    answer: str = ""
+
+
+class _StoredFinding(BaseModel):
+    path: str = ""
+    line: int | None = None
+    severity: str = "medium"
+    title: str
+    body: str = ""
+    fingerprint: str = ""
+
+
+class _StoredOutcome(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    status: OutcomeStatus
+    summary: str
+    run_id: str
+    workflow: str
+    assumptions: list[str] = Field(default_factory=list)
+    usage: _StoredUsage = Field(default_factory=_StoredUsage)
+    error: str | None = None
+    branches: list[str] = Field(default_factory=list)
+    findings: list[_StoredFinding] = Field(default_factory=list)
+    blocked: _StoredBlocked | None = None
+
+
+def outcome_from_json(data: Mapping[str, object]) -> Outcome:
+    """Read back `outcome_to_json`; raises ValueError when `data` is not such an object."""
+    try:
+        stored = _StoredOutcome.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ValueError(f"not a stored outcome: {describe_validation_error(exc)}") from None
+    u = stored.usage
+    b = stored.blocked
+    return Outcome(
+        status=stored.status,
+        summary=stored.summary,
+        run_id=stored.run_id,
+        workflow=stored.workflow,
+        assumptions=tuple(stored.assumptions),
+        usage=UsageSummary(
+            input_tokens=u.input,
+            output_tokens=u.output,
+            total_tokens=u.total,
+            cost=u.cost,
+            wall_seconds=u.wall_seconds,
+            agents_ok=u.agents_ok,
+            agents_failed=u.agents_failed,
+        ),
+        blocked=None
+        if b is None
+        else Blocked(b.decision, b.why, tuple(b.options), b.default, b.risk, b.answer),
+        findings=tuple(
+            Finding(f.path, f.line, f.severity, f.title, f.body, f.fingerprint)
+            for f in stored.findings
+        ),
+        branches=tuple(stored.branches),
+        error=stored.error,
+    )

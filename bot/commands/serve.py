@@ -126,6 +126,7 @@ def run_serve(args: argparse.Namespace) -> int:
         access_log=False,
         log_config=None,
         server_header=False,
+        proxy_headers=False,  # nothing reads the client address
     )
     log.info(
         "serving",

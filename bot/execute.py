@@ -8,13 +8,15 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
    engine in webhook mode, maps its return value onto an Outcome and publishes it
    (`bot.github.publish`), editing the progress comment as the run goes;
-4. records the outcome on the run.
+4. records the outcome on the run ("publishing") before posting it, and its final status after.
 
 A run that fails for any reason (context, checkout, model, engine) still ends with a published
 `failed` outcome that says what failed, redacted. The one exception is GitHub's rate limit
 beyond the client's cap (`RateLimited`): the executor lets it propagate so the worker re-queues
 the job, and posts nothing. Calling the executor again for the same run (a retried job) edits
-the same comment; a run already finished is not run again.
+the same comment; a run already finished is not run again; a run whose outcome was recorded but
+not posted (GitHub down at the end) posts the recorded outcome without running the workflow again.
+`answer_skip` answers an unknown command from someone with write access with the help text.
 """
 
 from __future__ import annotations

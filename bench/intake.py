@@ -241,6 +241,9 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
             log_file.close()
+            slow_commits = sum(
+                1 for line in (work / "serve.log").read_text().splitlines() if "slow commit" in line
+            )
 
     ok = True
     lines = [
@@ -259,6 +262,7 @@ def main() -> int:
             f"{r.concurrency:>5} {r.rate:>13.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.max_ms:>8.2f} "
             f"{r.accepted:>8} {r.stored:>8} {r.cpu_us:>7.0f}  {'ok' if good else 'MISMATCH'}"
         )
+    lines.append(f"commits slower than 100 ms: {slow_commits}")
     if args.json:
         print(json.dumps([{**r.__dict__, "rate": r.rate} for r in results]))
     else:

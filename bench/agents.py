@@ -7,10 +7,13 @@ answers from memory), the last with text. The exact request bodies of that run a
 then replayed with a bare httpx streaming POST (the HTTP round trip alone) and, for
 comparison, through the `openai` SDK. Overhead per turn = (runtime - raw) / N.
 
+Tools: a read-only agent's tools on a generated commit of --files files, read straight from
+the object database (one `git cat-file --batch` kept open per agent).
+
 Sandbox: `true` through bubblewrap (the same command line `run_command` uses) against `true`
 started directly, both via anyio subprocesses.
 
-    .venv/bin/python bench/agents.py [--turns 50] [--repeats 5] [--commands 30]
+    .venv/bin/python bench/agents.py [--turns 50] [--repeats 7] [--commands 30] [--files 20000]
 """
 
 from __future__ import annotations
@@ -201,11 +204,63 @@ async def bench_sandbox(count: int) -> dict[str, float]:
     }
 
 
+def make_repo(root: Path, files: int) -> str:
+    """A repository with `files` small Python files in one commit (via fast-import)."""
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root)}
+    subprocess.run(["git", "init", "-q", "--bare", str(root)], check=True, env=env)
+    stream = ["commit refs/heads/main", "committer b <b@example.com> 0 +0000", "data 4", "init"]
+    for i in range(files):
+        body = f"def f{i}(x):\n    return x + {i}\n"
+        stream += [f"M 100644 inline pkg/m{i // 100}/f{i}.py", f"data {len(body)}", body]
+    subprocess.run(
+        ["git", "--git-dir", str(root), "fast-import", "--quiet"],
+        input="\n".join(stream).encode() + b"\n",
+        check=True,
+        env=env,
+    )
+    out = subprocess.run(["git", "--git-dir", str(root), "rev-parse", "main"], capture_output=True)
+    return out.stdout.decode().strip()
+
+
+async def bench_tools(files: int) -> dict[str, float]:
+    """Read-only tools on a commit read straight from the object database."""
+    from bot.agents.tools import Toolbox
+
+    with tempfile.TemporaryDirectory(prefix="bench-tools-") as tmp:
+        git_dir = Path(tmp) / "repo.git"
+        sha = make_repo(git_dir, files)
+        box = Toolbox(Workspace(git_dir=git_dir, commit=sha), EXPLORER.tools)
+        try:
+            start = time.perf_counter()
+            listing = (await box.call("list_files", {})).splitlines()
+            first_list = time.perf_counter() - start
+            start = time.perf_counter()
+            await box.call("read_file", {"path": listing[0]})
+            first_read = time.perf_counter() - start
+            paths = listing[1:1001]
+            start = time.perf_counter()
+            for path in paths:
+                await box.call("read_file", {"path": path})
+            per_read = (time.perf_counter() - start) / len(paths)
+            start = time.perf_counter()
+            await box.call("grep", {"pattern": "return x \\+ 4242$"})
+            grep = time.perf_counter() - start
+        finally:
+            await box.aclose()
+    return {
+        "list_ms": first_list * 1000,
+        "first_read_ms": first_read * 1000,
+        "read_ms": per_read * 1000,
+        "grep_ms": grep * 1000,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--commands", type=int, default=30)
+    parser.add_argument("--files", type=int, default=20000)
     args = parser.parse_args()
     print(f"# {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
     turns = anyio.run(bench_turns, args.turns, args.repeats)
@@ -217,6 +272,14 @@ def main() -> int:
         f"  runtime overhead        {turns['overhead_ms']:7.2f} ms/turn wall (target < 2 ms)\n"
         f"  runtime overhead        {turns['overhead_cpu_ms']:7.2f} ms/turn CPU\n"
         f"  openai SDK overhead     {turns['sdk_overhead_cpu_ms']:7.2f} ms/turn CPU"
+    )
+    tools = anyio.run(bench_tools, args.files)
+    print(
+        f"read-only tools on a {args.files}-file commit (object database, no checkout):\n"
+        f"  list_files (first call, ls-tree)  {tools['list_ms']:7.2f} ms\n"
+        f"  read_file, first (starts cat-file) {tools['first_read_ms']:7.2f} ms\n"
+        f"  read_file, next ones              {tools['read_ms']:7.3f} ms/file\n"
+        f"  grep over the commit              {tools['grep_ms']:7.2f} ms"
     )
     box = anyio.run(bench_sandbox, args.commands)
     print(

@@ -73,9 +73,12 @@ def rate_limit_wait(status: int, headers: Mapping[str, str], body: str, now: flo
             return 60.0
     if headers.get("x-ratelimit-remaining") == "0":
         try:
-            return max(0.0, float(headers.get("x-ratelimit-reset", "")) - now) + 1.0
+            reset = float(headers.get("x-ratelimit-reset", ""))
         except ValueError:
             return 60.0
+        if reset > 1e11:  # milliseconds, as some proxies and recordings give
+            reset /= 1000
+        return max(0.0, reset - now) + 1.0
     if status == 429 or "rate limit" in body.lower():
         return 60.0
     return None

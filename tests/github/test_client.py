@@ -510,17 +510,24 @@ async def test_answers_that_are_not_json_or_not_the_shape_are_clear_errors(
         pytest.param(403, {"retry-after": "0"}, "", 0.0, id="retry-after-zero"),
         pytest.param(
             403,
-            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1030"},
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000030"},
             "",
             31.0,
             id="primary-reset",
         ),
         pytest.param(
             403,
-            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "900"},
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1699999900"},
             "",
             1.0,
             id="reset-passed",
+        ),
+        pytest.param(
+            403,
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000030000"},
+            "",
+            31.0,
+            id="reset-in-milliseconds",
         ),
         pytest.param(429, {}, "", 60.0, id="429-bare"),
         pytest.param(
@@ -539,7 +546,7 @@ async def test_answers_that_are_not_json_or_not_the_shape_are_clear_errors(
 def test_rate_limit_wait(
     status: int, headers: dict[str, str], body: str, wait: float | None
 ) -> None:
-    assert rate_limit_wait(status, headers, body, now=1000.0) == wait
+    assert rate_limit_wait(status, headers, body, now=1_700_000_000.0) == wait
 
 
 async def test_concurrent_refusals_mint_one_new_token(fake: FakeGitHub) -> None:

@@ -1,18 +1,20 @@
 """A stateful fake of the GitHub REST API and git smart HTTP, for tests; a real HTTP server.
 
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", bare_git_dir, default_branch="main")
-    fake.add_installation(42, "octo", ["octo/hello"])
+    fake = make_fake_github(tmp_path)               # repo octo/hello (bare git), installation 42
     fake.add_issue("octo", "hello", title="Crash", body="...", user="alice")
-    app = GitHubApp(fake.app_id, fake.private_key_pem, transport=httpx.ASGITransport(fake.app),
-                    api_url="http://github.test")
-    with serve_fake_github(fake) as base_url: ...      # on 127.0.0.1, for git and subprocesses
+    pull = await fake.add_pull("octo", "hello", head="topic")   # shas, files, diff from git
+    app = GitHubApp(fake.app_id, fake.private_key_pem, api_url="http://github.test",
+                    transport=httpx.ASGITransport(fake.app))     # in-process
+    with serve_fake_github(fake) as base_url: ...   # on 127.0.0.1, for git and subprocesses
 
 It checks the App JWT (RS256 against its key pair; `iss`, `iat`, `exp` within 10 min) on
 `/app*` routes and its own expiring installation tokens on repository routes (a token
-narrowed to other repositories gets 404); git clones at `/{owner}/{repo}.git` need the
-token as HTTP Basic `x-access-token:<token>`. Every request is appended to `calls`;
-`fail_next(...)` injects 5xx and rate-limit answers.
+narrowed to other repositories gets 404; `revoke_tokens()` makes every token 401); git
+at `/{owner}/{repo}.git` needs the token as HTTP Basic `x-access-token:<token>` and
+serves clone, fetch and push through `git http-backend`. Every request is appended to
+`calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
+and malformed answers. Repositories for it are built with `init_bare_repo` and
+`commit_files` (from `tests.fakes.gitrepo`, re-exported here).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ class CheckResult:
 
     def line(self) -> str:
         label = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[self.status]
-        text = f"{label}  {self.name}: {self.detail}"
+        detail = "; ".join(part.strip() for part in self.detail.splitlines() if part.strip())
+        text = f"{label}  {self.name}: {detail}"
         return f"{text} -> {self.fix}" if self.fix and self.status != "ok" else text
 
 

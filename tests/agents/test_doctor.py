@@ -100,3 +100,15 @@ async def test_a_crashing_check_does_not_hide_the_others() -> None:
 def test_git_version_parse() -> None:
     assert doctor.git_version("git version 2.39.5") == (2, 39)
     assert doctor.git_version("nonsense") is None
+
+
+def test_doctor_with_unreadable_settings_still_checks_the_rest(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BOT_PORT", "not-a-port")
+    code = cli.main(["doctor", "--skip-model"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert lines[0].startswith("FAIL  settings: invalid BOT_* setting") and "port" in lines[0]
+    assert any(line.startswith("ok    git:") for line in lines)
+    assert any(line.startswith("ok    sandbox:") for line in lines)

@@ -159,8 +159,14 @@ def test_triage_and_ask_end_with_one_comment_each_and_nothing_else(bot: Bot) -> 
     assert "### Answer" in answer["body"]
     assert "`load_config()`" in answer["body"]
 
-    writes = mutations([c for c in fake.calls[start:] if c in fake.writes()])
-    assert writes == [
+    # Writes: one comment per run, the reaction, and nothing else. A run slower than the
+    # progress interval (a loaded machine) may also edit its own comment; those edits are
+    # PATCHes of the same two comments, so they are set aside before comparing.
+    calls = [c for c in fake.calls[start:] if c in fake.writes()]
+    own_ids = {str(triage["id"]), str(answer["id"])}
+    edits = [c for c in calls if c.method == "PATCH"]
+    assert all(c.path.rsplit("/", 1)[-1] in own_ids for c in edits)
+    assert mutations([c for c in calls if c.method != "PATCH"]) == [
         ("POST", "/repos/octo/hello/issues/{n}/comments"),
         ("POST", "/repos/octo/hello/issues/comments/{n}/reactions"),
         ("POST", "/repos/octo/hello/issues/{n}/comments"),

@@ -128,6 +128,8 @@ async def rig(tmp_path: Path, data_dir: Path) -> AsyncIterator[Rig]:
             store=store,
             app_slug=fake.slug,
             redactor=Redactor(["operator-secret-value"]),
+            # Long, so that a slow machine never adds a "working" edit to a fast run.
+            progress_interval=60.0,
         )
 
         async def permission(event: Event) -> str | None:

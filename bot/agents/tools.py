@@ -150,7 +150,7 @@ class Toolbox(WorktreeTools):
         keys) and whatever git ignores. Agents see only what git would commit."""
         if is_secret_name(path):
             raise ToolError(f"{path} looks like a secret (an env file or a key); it is not shown")
-        ignored = await run_git(["check-ignore", "-q", "--no-index", "--", path], cwd=tree)
+        ignored = await run_git(["check-ignore", "-q", "--", path], cwd=tree)
         if ignored.code == 0:
             raise ToolError(f"{path} is ignored by git; only the repository's files are shown")
 

@@ -298,7 +298,10 @@ async def test_object_reader_recovers_from_a_dead_cat_file(repo: tuple[Path, str
 
 @pytest.mark.anyio
 async def test_local_tree_hides_secrets_and_ignored_files(tmp_path: Path) -> None:
-    root, _ = make_repo(tmp_path / "repo", {**FILES, ".gitignore": "build/\n"})
+    root, _ = make_repo(tmp_path / "repo", {**FILES, ".gitignore": "build/\n*.log\n"})
+    (root / "keep.log").write_text("tracked\n")
+    git(root, "add", "-f", "keep.log")
+    git(root, "commit", "-q", "-m", "a tracked file that matches an ignore pattern")
     (root / ".env").write_text("BOT_LLM_API_KEY=sk-local-secret\n")
     (root / "deploy.pem").write_text("-----BEGIN PRIVATE KEY----- sk-local-secret\n")
     (root / "build").mkdir()
@@ -312,6 +315,7 @@ async def test_local_tree_hides_secrets_and_ignored_files(tmp_path: Path) -> Non
     with pytest.raises(ToolError, match="ignored by git"):
         await call(box, "read_file", path="build/out.txt")
     assert "untracked but visible" in await call(box, "read_file", path="notes.txt")
+    assert "tracked" in await call(box, "read_file", path="keep.log")  # tracked wins
     assert await call(box, "grep", pattern="sk-local-secret") == "no matches"
     listing = (await call(box, "list_files")).splitlines()
     assert "notes.txt" in listing

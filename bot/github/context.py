@@ -17,7 +17,9 @@ Sanitizing removes what a reader on GitHub would not see: HTML comments (where h
 instructions hide), `<script>`/`<style>` blocks, Markdown "comment" link definitions
 (`[//]: # (...)`), images (replaced by `[image]`), zero-width, bidirectional and other format
 characters, Unicode tag characters and variation-selector smuggling, and control characters.
-Diffs are code, so only the invisible characters are removed from them.
+HTML comments go even inside code blocks, where GitHub would show them: losing a visible
+comment costs less than passing a hidden one. Diffs are code, so only the invisible characters
+are removed from them.
 
 Each field is cut at its limit with a visible marker (4,000 characters for bodies and
 comments, more for the diff), and the whole context has a budget in tokens (characters / 4);
@@ -244,7 +246,7 @@ def issue_parts(
 ) -> list[Part]:
     """The issue (or PR conversation) title, labels, body and comments as parts."""
     kind = "pull request" if issue.is_pull_request else "issue"
-    labels = ", ".join(label.name for label in issue.labels) or "(none)"
+    labels = sanitize(", ".join(label.name for label in issue.labels)) or "(none)"
     author = _login(issue.user)
     head = f"Title: {sanitize(issue.title)}\nAuthor: {author or 'unknown'}\nLabels: {labels}"
     body = sanitize(issue.body) or "(no description)"

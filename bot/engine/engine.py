@@ -72,6 +72,7 @@ class Engine:
         self._active: dict[str, Run] = {}
         self._recent: dict[str, RunDetails] = {}
         self._stop_early: dict[str, str] = {}
+        self._preparing: dict[str, anyio.Event] = {}
         self._tg: TaskGroup | None = None
         self._own_tg: TaskGroup | None = None
 
@@ -152,6 +153,7 @@ class Engine:
             self.store.resolve(resume_from)  # a bad reference fails here, before the start
         placeholder = RunDetails(run_id=rid, name=meta.name, description=meta.description)
         self._recent[rid] = placeholder
+        prepared = self._preparing[rid] = anyio.Event()
 
         async def go() -> None:
             try:
@@ -163,6 +165,9 @@ class Engine:
                 placeholder.error = str(exc)
                 placeholder.finished_at = time.time()
                 return
+            finally:
+                self._preparing.pop(rid, None)
+                prepared.set()
             reason = self._stop_early.pop(rid, None)
             if reason is not None:
                 run.request_stop(reason)
@@ -284,8 +289,7 @@ class Engine:
     async def stop(self, run_id: str, reason: str = STOPPED) -> RunDetails:
         """Stop a running run (exact id or unique suffix): its agents are cancelled, it
         settles (bounded) and ends aborted. Raises RunNotFound if no such run is running."""
-        starting = [r for r, d in self._recent.items() if not d.finished and r not in self._active]
-        rid = self.store.resolve(run_id, sorted([*self._active, *starting]))
+        rid = self.store.resolve(run_id, sorted([*self._active, *self._preparing]))
         if rid not in self._active:  # still resolving its repository: stop it at once
             self._stop_early[rid] = reason
             return await self.wait(rid)
@@ -298,12 +302,12 @@ class Engine:
         """Wait for a run (exact id or unique suffix) to finish; its final details."""
         candidates = sorted(set(self.store.run_ids()) | set(self._recent))
         rid = self.store.resolve(run_id, candidates)
-        while rid in self._active or (rid in self._recent and not self._recent[rid].finished):
-            run = self._active.get(rid)
-            if run is not None:
-                await run.finished.wait()
-            else:
-                await anyio.sleep(0.01)  # still preparing (resolving the repository)
+        preparing = self._preparing.get(rid)
+        if preparing is not None:  # still resolving its repository
+            await preparing.wait()
+        run = self._active.get(rid)
+        if run is not None:
+            await run.finished.wait()
         return self.status(rid)
 
     def recover_stale(self) -> list[str]:

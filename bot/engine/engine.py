@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -164,6 +165,8 @@ class Engine:
                 placeholder.status = "failed"
                 placeholder.error = str(exc)
                 placeholder.finished_at = time.time()
+                with contextlib.suppress(OSError):
+                    self.store.write_details(placeholder)
                 return
             finally:
                 self._preparing.pop(rid, None)

@@ -273,6 +273,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runs_in_background_child(pid: int, run_id: str) -> bool:
+    """True when `pid` is the detached `bot workflow run ... --foreground-of RUN_ID` child
+    (never signal a server process, or a process that merely reused the pid)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"--foreground-of" in argv and run_id.encode() in argv
+
+
 def cmd_stop(args: argparse.Namespace, *, wait_seconds: float = 15.0) -> int:
     try:
         settings = _settings()
@@ -290,6 +300,13 @@ def cmd_stop(args: argparse.Namespace, *, wait_seconds: float = 15.0) -> int:
     try:
         if pid is None or pid <= 0:
             raise ProcessLookupError
+        os.kill(pid, 0)
+        if not _runs_in_background_child(pid, run_id):
+            return _fail(
+                f"run {run_id} belongs to process {pid}, which is not a `bot workflow run` "
+                "child; stop it where it runs (for a GitHub run: comment `@<app> stop`)",
+                1,
+            )
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         Engine(_NoModelRunner(), data_dir=settings.data_dir).recover_stale()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from bot.cli import main
 from bot.engine.artifacts import RunStore
+from bot.engine.details import RunDetails
 from tests.engine.scripted import make_repo
 
 DEMO = """
@@ -113,3 +115,13 @@ def test_background_run_can_be_stopped(env: Path, capsys: pytest.CaptureFixture[
     final = store.read_details(run_id)
     assert final.status == "aborted" and final.error == "Stopped by user"
     assert (env / "runs" / run_id / "report.md").is_file()
+
+
+def test_stop_never_signals_a_process_that_is_not_the_runs_child(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run recorded as running in this very process (as a server's run would be).
+    RunStore(env).write_details(RunDetails(run_id="wf_0000000000aa", name="x", pid=os.getpid()))
+    assert main(["workflow", "stop", "wf_0000000000aa"]) == 1
+    assert "is not a `bot workflow run` child" in capsys.readouterr().err
+    assert RunStore(env).read_details("wf_0000000000aa").status == "running"

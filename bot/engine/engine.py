@@ -31,6 +31,8 @@ log = get_logger("bot.engine")
 MAX_CONCURRENCY = 64
 MAX_CALLS = 1024
 RECENT_RUNS = 20
+# Runs executing in this process, whichever Engine runs them: never "stale".
+_RUNNING_HERE: set[str] = set()
 
 
 class Engine:
@@ -250,6 +252,7 @@ class Engine:
         rid = run.details.run_id
         self._active[rid] = run
         self._recent[rid] = run.details
+        _RUNNING_HERE.add(rid)
         try:
             with bound(run_id=rid):
                 log.info("workflow started", extra={"workflow": run.details.name})
@@ -258,6 +261,7 @@ class Engine:
                 return details
         finally:
             self._active.pop(rid, None)
+            _RUNNING_HERE.discard(rid)
             self._trim_recent()
 
     def _trim_recent(self) -> None:
@@ -317,7 +321,7 @@ class Engine:
         """Mark persisted runs still "running" but run by no live process as aborted."""
         recovered: list[str] = []
         for rid in self.store.run_ids():
-            if rid in self._active:
+            if rid in self._active or rid in _RUNNING_HERE or rid in self._preparing:
                 continue
             try:
                 details = self.store.read_details(rid)

@@ -143,3 +143,15 @@ async def test_stop_right_after_start_aborts_before_any_agent(data_dir: Path) ->
         details = await engine.stop(rid)
     assert details.status == "aborted" and details.error == "Stopped by user"
     assert runner.calls == []
+
+
+@pytest.mark.anyio
+async def test_recovery_leaves_runs_of_another_engine_in_this_process_alone(
+    data_dir: Path,
+) -> None:
+    runner = ScriptedRunner(default=Script(latency=30))
+    async with Engine(runner, data_dir=data_dir) as first:
+        rid = first.start(META, fan_out, None, interaction=POLICY, repo=None)
+        await runner.started.wait()
+        assert Engine(ScriptedRunner(), data_dir=data_dir).recover_stale() == []
+        assert (await first.stop(rid)).error == "Stopped by user"

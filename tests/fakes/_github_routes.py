@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,34 @@ from tests.fakes._github_state import (
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
+
+
+_RULES: list[tuple[str, str, tuple[str, ...]]] = [
+    # (methods, path regex, permissions any of which suffices)
+    ("GET", r"/git-upload-pack$|/info/refs$", ("contents",)),
+    ("POST", r"/git-upload-pack$", ("contents",)),
+    ("POST", r"/git-receive-pack$", ("contents",)),
+    ("*", r"/check-runs(/|$)", ("checks",)),
+    ("*", r"/pulls(/|$)", ("pull_requests",)),
+    ("*", r"/issues/", ("issues", "pull_requests")),
+    ("*", r"/contents/", ("contents",)),
+]
+
+
+def required_permissions(method: str, path: str) -> list[tuple[str, str]]:
+    """The (permission, level) pairs of which a narrowed token needs one, per GitHub's docs."""
+    write = method in ("POST", "PATCH", "PUT", "DELETE") and not path.endswith("git-upload-pack")
+    for methods, pattern, names in _RULES:
+        if methods in ("*", method) and re.search(pattern, path):
+            level = "write" if write or path.endswith("git-receive-pack") else "read"
+            return [(name, level) for name in names]
+    return [("metadata", "read")]
+
+
+def _grants(name: str, held: str | None, level: str) -> bool:
+    if name == "metadata" and level == "read":
+        return True  # every installation token can read metadata
+    return held == "write" or (held == "read" and level == "read")
 
 
 def build_routes(fake: FakeGitHub) -> list[Route]:
@@ -111,6 +140,10 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         ctx.token = token
         if full is not None:
             ctx.repo = fake.token_repo(token, full)
+        if token.permissions:
+            needed = required_permissions(ctx.request.method, ctx.request.url.path)
+            if not any(_grants(n, token.permissions.get(n), level) for n, level in needed):
+                raise FakeError(403, "Resource not accessible by integration")
 
     def repo_json(request: Request, fr: FakeRepo) -> dict[str, Any]:
         api = f"https://api.github.com/repos/{fr.full_name}"

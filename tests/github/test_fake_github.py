@@ -244,3 +244,27 @@ async def test_git_smart_http_needs_the_token(
     assert run_git(f"--git-dir={bare}", "rev-parse", "--verify", "refs/heads/bot/fix-1") == 0
     git_calls = fake.calls_to("*", "/octo/hello.git/*")
     assert {c.status for c in git_calls} >= {200, 401}
+
+
+async def test_a_token_narrowed_by_permission_is_held_to_it(
+    fake: FakeGitHub, http: httpx.AsyncClient
+) -> None:
+    response = await http.post(
+        "/app/installations/42/access_tokens",
+        json={"repositories": ["hello"], "permissions": {"issues": "write", "checks": "read"}},
+        headers={"Authorization": f"Bearer {app_jwt(fake)}"},
+    )
+    headers = {"Authorization": f"token {response.json()['token']}"}
+    fake.add_issue("octo", "hello", title="t")
+    assert (await http.get("/repos/octo/hello", headers=headers)).status_code == 200
+    comment = await http.post(
+        "/repos/octo/hello/issues/1/comments", json={"body": "hi"}, headers=headers
+    )
+    assert comment.status_code == 201
+    check = await http.post(
+        "/repos/octo/hello/check-runs", json={"name": "c", "head_sha": "a" * 40}, headers=headers
+    )
+    assert check.status_code == 403
+    assert check.json()["message"] == "Resource not accessible by integration"
+    contents = await http.get("/repos/octo/hello/contents/README.md", headers=headers)
+    assert contents.status_code == 403

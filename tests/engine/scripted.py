@@ -58,6 +58,12 @@ class ScriptedRunner:
             await self._moved.wait()
             self._moved = anyio.Event()
 
+    async def wait_for_call(self, label: str) -> None:
+        """Return once a call with this label has started."""
+        while not any(c.label == label for c in self.calls):
+            await self._moved.wait()
+            self._moved = anyio.Event()
+
     def pick(self, call: AgentInvocation) -> Script:
         if self.rule is not None:
             found = self.rule(call)

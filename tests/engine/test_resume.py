@@ -167,3 +167,24 @@ def test_journal_is_capped_oldest_first(monkeypatch: pytest.MonkeyPatch, tmp_pat
     path.write_text('{"version": 99, "entries": []}')
     with pytest.raises(journal_module.JournalError, match="unknown format"):
         journal_module.Journal.resuming(path)
+
+
+@pytest.mark.anyio
+async def test_resuming_a_stopped_run_replays_what_finished(data_dir: Path) -> None:
+    runner = ScriptedRunner(by_label={"slow": Script(latency=30)})
+
+    async def steps(wf: Workflow, args: Any) -> Any:
+        done = [await wf.agent(f"step {i}", agent_type="explorer", label=f"s{i}") for i in range(2)]
+        slow = await wf.agent("the long one", agent_type="explorer", label="slow")
+        return [r.ok for r in [*done, slow]]
+
+    async with Engine(runner, data_dir=data_dir) as engine:
+        rid = engine.start(META, steps, None, interaction=POLICY, repo=None)
+        await runner.wait_for_call("slow")
+        stopped = await engine.stop(rid)
+    assert stopped.status == "aborted"
+    runner.by_label = {}
+    engine = Engine(runner, data_dir=data_dir)
+    resumed = await engine.run(META, steps, None, interaction=POLICY, repo=None, resume_from=rid)
+    assert resumed.result == [True, True, True]
+    assert [a.replayed for a in resumed.agents] == [True, True, False]

@@ -109,6 +109,10 @@ class Workflow:
     ) -> list[Any]:
         """Run zero-argument thunks concurrently; a barrier. Results in order; a thunk that
         raises settles to None. Concurrency = min(requested, configured), at least 1."""
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int)
+        ):
+            raise TypeError(f"parallel(concurrency=) takes an int, not {concurrency!r}")
         items = list(thunks)
         results: list[Any] = [None] * len(items)
         cap = self._run.concurrency

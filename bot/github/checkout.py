@@ -18,7 +18,7 @@ set `http.extraHeader: Authorization: Basic <base64(x-access-token:TOKEN)>` for 
 one git process. It is never in a URL, argv, the mirror's config, FETCH_HEAD or a
 log; git's error text is scrubbed of it before it is raised. git runs with a
 minimal environment (no GIT_TRACE*, no user or system config, no credential
-helpers, no prompts), hooks disabled (`core.hooksPath=/dev/null`, also written into
+helpers, no prompts, no redirects), hooks disabled (`core.hooksPath=/dev/null`, also written into
 the mirror's config so worktrees made from it run none), submodules never
 fetched, and only the `https` transport allowed (`http` too when `allow_http` is
 set, for a local test server).
@@ -299,6 +299,7 @@ class Mirrors:
             ("credential.helper", ""),
             ("protocol.allow", "never"),
             ("protocol.https.allow", "always"),
+            ("http.followRedirects", "false"),  # the header must never follow to another host
             ("submodule.recurse", "false"),
             ("fetch.recurseSubmodules", "false"),
         ]

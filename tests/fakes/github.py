@@ -35,6 +35,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp
 
 from tests.fakes._github_pulls import build_pull
 from tests.fakes._github_routes import build_routes
@@ -62,6 +63,7 @@ __all__ = [
     "init_bare_repo",
     "make_fake_github",
     "new_private_key_pem",
+    "serve_app",
     "serve_fake_github",
 ]
 
@@ -418,22 +420,29 @@ def make_fake_github(
 
 
 @contextmanager
-def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
-    """Serve the fake on 127.0.0.1 on a free port in a background thread; yields its base URL."""
+def serve_app(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve an ASGI app on `host` on a free port in a background thread; yields its base URL."""
     config = uvicorn.Config(
-        fake.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", loop="asyncio"
+        app, host=host, port=0, log_level="warning", lifespan="off", loop="asyncio"
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="fake-github", daemon=True)
+    thread = threading.Thread(target=server.run, name="fake-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the fake GitHub server did not start")
+            raise RuntimeError("the test server did not start")
         time.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
+    """Serve the fake on 127.0.0.1 on a free port in a background thread; yields its base URL."""
+    with serve_app(fake.app) as base_url:
+        yield base_url

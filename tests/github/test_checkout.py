@@ -14,6 +14,10 @@ from unittest import mock
 import anyio
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
 
 from bot.github.checkout import LAST_USED, CheckoutError, Mirrors
 from bot.github.client import GitHubApp, InstallationClient, RetryPolicy
@@ -22,6 +26,7 @@ from tests.fakes.github import (
     commit_files,
     init_bare_repo,
     make_fake_github,
+    serve_app,
     serve_fake_github,
 )
 
@@ -355,3 +360,24 @@ async def test_a_commit_no_longer_on_its_branch_is_fetched_by_id(
     )
     assert rev(git_dir, f"{old_head}^{{commit}}") == old_head
     assert rev(git_dir, "refs/heads/topic") != old_head
+
+
+async def test_the_token_never_follows_a_redirect(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    seen: list[str | None] = []
+
+    async def redirect(request: Request) -> Response:
+        seen.append(request.headers.get("authorization"))
+        target = f"{base_url}{request.url.path}"
+        return RedirectResponse(f"{target}?{request.url.query}", status_code=302)
+
+    redirector = Starlette(routes=[Route("/{path:path}", redirect, methods=["GET", "POST"])])
+    with serve_app(redirector, host="127.0.0.2") as other_host:
+        mirrors = Mirrors(data_dir, web_url=other_host, allow_http=True)
+        with pytest.raises(CheckoutError):
+            await mirrors.ensure_commit(
+                client_for(fake), rev(fake.repos["octo/hello"].git_dir, "main"), branch="main"
+            )
+    assert seen and all(value and value.startswith("Basic ") for value in seen)
+    assert git_calls(fake) == []

@@ -133,9 +133,15 @@ def new_app_url(web_url: str, org: str | None, state: str) -> str:
 
 
 def _dotenv_value(value: str) -> str:
+    """A value as `bot.settings.read_dotenv` reads it back: bare, or in quotes it lacks."""
+    if "\n" in value or "\r" in value:
+        raise SetupError("a .env value cannot span lines")
     if value and all(c.isalnum() or c in "-_./:@+=," for c in value):
         return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    for quote in ('"', "'"):
+        if quote not in value:
+            return f"{quote}{value}{quote}"
+    raise SetupError("a .env value cannot hold both kinds of quotes")
 
 
 def merge_dotenv(path: Path, values: Mapping[str, str], *, remove: tuple[str, ...] = ()) -> None:

@@ -179,3 +179,24 @@ def test_missing_credentials_names_each_setting(tmp_path: Path) -> None:
 def test_setup_is_a_cli_command() -> None:
     args = build_parser().parse_args(["setup", "--webhook-url", "https://smee.io/x", "--org", "a"])
     assert args.command == "setup" and args.org == "a" and callable(args.func)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("/data dir/app.pem", id="space"),
+        pytest.param('it"s', id="double-quote"),
+        pytest.param("it's", id="single-quote"),
+        pytest.param("a#b", id="hash"),
+    ],
+)
+def test_dotenv_values_read_back_unchanged(tmp_path: Path, value: str) -> None:
+    env_path = tmp_path / ".env"
+    merge_dotenv(env_path, {"BOT_APP_SLUG": value})
+    assert load_settings(environ={}, dotenv=env_path).app_slug == value
+
+
+def test_dotenv_values_that_cannot_be_written_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SetupError):
+        merge_dotenv(tmp_path / ".env", {"BOT_APP_SLUG": "two\nlines"})
+    assert not (tmp_path / ".env").exists()

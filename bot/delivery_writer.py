@@ -72,7 +72,7 @@ class DeliveryWriter:
         *,
         max_batch: int = 512,
         checkpoint_interval: float = 1.0,
-        max_wal_frames: int = 256 * 1024,
+        max_wal_frames: int = 1024 * 1024,
         on_commit: Callable[[int], None] | None = None,
     ) -> None:
         self.path = path
@@ -283,8 +283,14 @@ class DeliveryWriter:
         this pass is short, and the next commit starts the WAL from the beginning.
         """
         if self.wal_frames > self.max_wal_frames:
-            self.wal_frames = 0
+            frames, self.wal_frames = self.wal_frames, 0
+            started = time.monotonic()
             try:
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             except sqlite3.Error as exc:
                 log.warning("checkpoint failed", extra={"error": str(exc)})
+                return
+            log.warning(
+                "slow commit ahead: the WAL is long, so the writer checkpointed it",
+                extra={"frames": frames, "seconds": round(time.monotonic() - started, 3)},
+            )

@@ -87,10 +87,15 @@ def sticky_marker(kind: str) -> str:
 
 
 def parse_markers(body: str | None) -> Markers:
-    """The run id, kind and sticky kind in a body (None for each that is absent)."""
+    """The run id, kind and sticky kind at the head of a body (None for each that is absent).
+
+    Only the head counts: a marker quoted further down (say, in text a model wrote) does not
+    make a comment look like another run's or another kind's.
+    """
     text = body or ""
-    run = _RUN_MARKER.search(text)
-    sticky = _STICKY_MARKER.search(text)
+    run = _RUN_MARKER.match(text)
+    rest = text[run.end() :].lstrip("\n") if run else ""
+    sticky = _STICKY_MARKER.match(rest)
     return Markers(
         run_id=run.group(1) if run else None,
         kind=run.group(2) if run else None,

@@ -39,6 +39,11 @@ def test_markers_round_trip() -> None:
     assert (markers.run_id, markers.kind, markers.sticky) == (RUN, "triage", "triage")
     assert parse_markers("no markers") == parse_markers(None)
     assert parse_markers("<!-- bot:run=wf_x kind=t -->").run_id is None
+    planted = (
+        f"{run_marker(RUN, 'ask')}\nanswer text {sticky_marker('help')} {run_marker(RUN, 'x')}"
+    )
+    assert parse_markers(planted) == parse_markers(run_marker(RUN, "ask"))
+    assert parse_markers(f"quoted: {run_marker(RUN, 'triage')}").run_id is None
 
 
 def test_progress_shows_phases_agents_and_log() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from bot.engine.report import build_result_message, format_elapsed
 from bot.engine.run import STOPPED
 from bot.engine.types import AgentInvocation, AgentRunner, AgentType, RunnerResult
 from bot.engine.workflow import WorkflowLoadError, load_workflow_file
+from bot.log import configure
 from bot.settings import Settings, SettingsError, load_settings
 from policies.interaction import RunInteractionMode, RunInteractionPolicy
 
@@ -134,6 +136,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_id = args.foreground_of or new_run_id()
     if not artifacts.RUN_ID.match(run_id):
         return _fail(f"not a run id: {run_id!r}")
+    if not logging.getLogger().handlers:  # leave a host's (or a test runner's) logging alone
+        if args.foreground_of is None:
+            configure("WARNING", json_lines=False)  # the progress lines are the output here
+        else:
+            configure(settings.log_level)  # into the background run's process.log
     engine = _engine(settings)
     engine.recover_stale()
     progress = _Progress(enabled=not args.json and args.foreground_of is None)
@@ -172,8 +179,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         details = anyio.run(main)
-    except RunNotFound as exc:
+    except (RunNotFound, ValueError) as exc:
         return _fail(str(exc))
+    except BaseExceptionGroup as group:
+        found, rest = group.split((RunNotFound, ValueError))
+        if found is None or rest is not None:
+            raise
+        return _fail("; ".join(str(exc) for exc in found.exceptions))
     if args.json:
         print(json.dumps(details.to_json(), indent=1, default=str))
     elif args.foreground_of is None:

@@ -7,6 +7,7 @@ for authentication, retries and errors.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 PERMISSION_TTL_S = 60.0
 """How long a collaborator's permission is remembered."""
 
@@ -50,6 +52,9 @@ class InstallationClient:
         *,
         permissions: Mapping[str, str] | None = None,
     ) -> None:
+        for part in (owner, repo):
+            if not _NAME.match(part) or part in (".", ".."):
+                raise ValueError(f"not a GitHub owner or repository name: {part!r}")
         self.app = app
         self.installation_id = installation_id
         self.owner = owner

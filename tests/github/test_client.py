@@ -558,3 +558,19 @@ async def test_concurrent_refusals_mint_one_new_token(fake: FakeGitHub) -> None:
             tg.start_soon(gh.get_issue, 1)
     assert len(fake.calls_to("POST", "/app/installations/42/access_tokens")) == 2
     assert len(fake.calls_to("GET", "/repos/octo/hello/issues/1")) == 10
+
+
+@pytest.mark.parametrize(
+    ("owner", "repo"),
+    [
+        pytest.param("..", "x", id="dot-dot"),
+        pytest.param("octo", "a/b", id="slash"),
+        pytest.param("octo", "", id="empty"),
+        pytest.param("o o", "x", id="space"),
+    ],
+)
+def test_odd_repository_names_are_refused_at_construction(
+    fake: FakeGitHub, owner: str, repo: str
+) -> None:
+    with pytest.raises(ValueError, match="not a GitHub owner or repository name"):
+        make_app(fake).installation(42, owner, repo)

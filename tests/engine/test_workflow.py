@@ -381,3 +381,24 @@ async def test_transcripts_are_bounded(data_dir: Path, monkeypatch: pytest.Monke
     assert all(len(json.dumps(e)) <= 8 * 1024 + 50 for e in kept)
     assert "truncated" in kept[90 - 60]
     assert saved["6"]["transcript"][0]["dropped"].startswith("the run's transcript budget")
+
+
+@pytest.mark.anyio
+async def test_on_update_reports_phase_agent_and_log_changes(data_dir: Path) -> None:
+    engine = Engine(ScriptedRunner(), data_dir=data_dir)
+    seen: list[tuple[str | None, tuple[str, ...], int, str]] = []
+
+    def on_update(d: RunDetails) -> None:
+        seen.append((d.current_phase, tuple(a.state for a in d.agents), len(d.logs), d.status))
+
+    async def wf(wf: Workflow, args: Any) -> Any:
+        wf.phase("One")
+        await wf.agent("x", label="x")
+        wf.log("after x")
+
+    details = await engine.run(META, wf, None, interaction=POLICY, repo=None, on_update=on_update)
+    assert ("One", (), 0, "running") in seen
+    assert ("One", ("running",), 0, "running") in seen
+    assert ("One", ("done",), 0, "running") in seen
+    assert ("One", ("done",), 1, "running") in seen
+    assert seen[-1] == ("One", ("done",), 1, "completed") and details.status == "completed"

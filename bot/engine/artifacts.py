@@ -47,14 +47,30 @@ def _json_default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON-serializable")
 
 
-def dumps(value: Any, *, pretty: bool = False) -> str:
-    """JSON text for artifacts; objects with `to_dict()`/`to_json()` are converted."""
+def _lenient_default(value: object) -> object:
+    try:
+        return _json_default(value)
+    except TypeError:
+        if isinstance(value, set | frozenset | tuple):
+            return list(value)
+        return repr(value)
+
+
+def dumps(value: Any, *, pretty: bool = False, strict: bool = True) -> str:
+    """JSON text; objects with `to_dict()`/`to_json()` are converted. Not `strict`: anything
+    else becomes a list (sets) or its repr, so an artifact write never fails on odd data."""
     indent = 1 if pretty else None  # compact JSON takes the C encoder: much faster
-    return json.dumps(value, ensure_ascii=False, indent=indent, default=_json_default)
+    default = _json_default if strict else _lenient_default
+    return json.dumps(value, ensure_ascii=False, indent=indent, default=default)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` as plain JSON data (lenient conversion, see `dumps`)."""
+    return json.loads(dumps(value, strict=False))
 
 
 def atomic_write_json(path: Path, value: Any, *, pretty: bool = False) -> None:
-    atomic_write_text(path, dumps(value, pretty=pretty))
+    atomic_write_text(path, dumps(value, pretty=pretty, strict=False))
 
 
 class RunStore:

@@ -134,7 +134,16 @@ class CallDispatch:
                 return self._reject(agent, str(exc))
             agent.ledger = "pending"
             agent.model, agent.effort = call.model, call.effort
-            return await self._dispatch(agent, call)
+            try:
+                return await self._dispatch(agent, call)
+            except Exception as exc:  # an engine bug must fail the call, never the workflow
+                log.exception("agent call failed inside the engine")
+                reason = f"engine error: {type(exc).__name__}: {exc}"
+                if agent.state not in ("done", "error"):
+                    agent.state, agent.ledger, agent.error = "error", "settled", reason
+                    agent.finished_at = time.time()
+                self.notify()
+                return AgentResult(ok=False, error=reason, label=agent.label)
 
     def _resolve(self, req: AgentRequest, index: int) -> ResolvedCall:
         if index > self.config.max_calls:
@@ -306,6 +315,9 @@ class CallDispatch:
             )
         except WorktreeError as exc:
             return None, str(exc)
+        except Exception as exc:
+            log.exception("worktree creation failed")
+            return None, f"cannot create worktree for agent {agent.index}: {exc}"
         agent.worktree_branch = wt.branch
         agent.worktree_path = str(wt.path)
         self.notify()
@@ -390,6 +402,11 @@ class CallDispatch:
             output = output[:OUTPUT_CAP] + "\n… (output truncated at 64 KiB)"
         error = outcome.error
         structured = outcome.structured
+        if structured is not None:
+            try:
+                artifacts.dumps(structured)
+            except (TypeError, ValueError):
+                structured = artifacts.json_safe(structured)  # e.g. a set: now a list
         if error is None and call.schema is not None:
             if structured is None:
                 error = "agent finished without a structured result"

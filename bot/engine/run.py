@@ -90,7 +90,7 @@ class Run(CallDispatch):
         self._dirty = False
         try:
             artifacts.RunStore(self.run_dir.parent.parent).write_details(self.details)
-        except OSError as exc:
+        except (OSError, TypeError, ValueError) as exc:
             log.warning("cannot write workflow.json: %s", exc)
 
     async def _flusher(self) -> None:
@@ -228,7 +228,7 @@ class Run(CallDispatch):
             artifacts.atomic_write_text(
                 self.run_dir / "report.md", build_result_message(self.details, self.run_dir) + "\n"
             )
-        except OSError as exc:
+        except (OSError, TypeError, ValueError) as exc:
             log.error("cannot write run artifacts: %s", exc)
         self._flush()
 

@@ -402,3 +402,29 @@ async def test_on_update_reports_phase_agent_and_log_changes(data_dir: Path) -> 
     assert ("One", ("done",), 0, "running") in seen
     assert ("One", ("done",), 1, "running") in seen
     assert seen[-1] == ("One", ("done",), 1, "completed") and details.status == "completed"
+
+
+class OddDataRunner:
+    """Returns structured values that are not JSON data (a set, an arbitrary object)."""
+
+    async def run(self, call: AgentInvocation) -> Any:
+        from bot.engine.types import RunnerResult
+
+        odd: Any = {1, 2} if call.label == "set" else object()
+        return RunnerResult(output="x", structured={"items": odd})
+
+
+@pytest.mark.anyio
+async def test_structured_values_are_made_json_safe(data_dir: Path) -> None:
+    engine = Engine(OddDataRunner(), data_dir=data_dir)
+    schema = {"type": "object", "properties": {"items": {"type": "array"}}}
+
+    async def wf(wf: Workflow, args: Any) -> Any:
+        as_list = await wf.agent("x", schema=schema, label="set")
+        odd = await wf.agent("y", schema=schema, label="object")
+        return [as_list.ok, as_list.structured, odd.ok, "schema" in (odd.error or "")]
+
+    details = await run(engine, wf)
+    assert details.status == "completed"
+    assert details.result == [True, {"items": [1, 2]}, False, True]
+    assert (data_dir / "runs" / details.run_id / "transcripts.json").is_file()

@@ -48,7 +48,7 @@ async def test_parallel_keeps_order_and_is_a_barrier(data_dir: Path) -> None:
 
 @pytest.mark.anyio
 async def test_pipeline_has_no_barrier_between_stages(data_dir: Path) -> None:
-    latency = {"s1:A": 0.01, "s2:A": 0.01, "s1:B": 0.3, "s2:B": 0.01}
+    latency = {"s1:A": 0.01, "s2:A": 0.01, "s1:B": 0.6, "s2:B": 0.01}
     runner = ScriptedRunner(rule=lambda c: Script(latency=latency[c.label], output=c.label))
     engine = Engine(runner, data_dir=data_dir)
 

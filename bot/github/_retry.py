@@ -4,12 +4,14 @@ What is retried, and how:
 
 * 5xx answers and connection failures (refused, reset, timeouts) are retried with
   exponential backoff: `backoff_s` * 1, 2, 4 ... plus up to 25 % jitter, for at
-  most `attempts` tries in all (default 4: waits of 0.5, 1 and 2 s). GETs and
-  PATCHes are idempotent. POSTs are retried too: the writes the bot makes are
-  comments, reactions, check runs and reviews, and the publisher finds an earlier
-  copy by its hidden marker before creating one, so a POST that reached GitHub but
-  whose answer was lost costs at most one duplicate that the next update absorbs.
-  When the tries run out the caller gets `RetryableError`, so the job is re-queued.
+  most `attempts` tries in all (default 4: waits of 0.5, 1 and 2 s). GETs, PATCHes,
+  PUTs and reactions are idempotent and simply sent again. A POST that creates
+  something (a comment, a check run, a review) may have been applied although its
+  answer was a 502 or was lost, so `InstallationClient` sends those with
+  `attempts=1` and, after each failure, looks for what it was creating (the same
+  body from the App, the same check run `external_id`) before sending again: a
+  retried create never duplicates. When the tries run out the caller gets
+  `RetryableError`, so the job is re-queued.
 * Rate limits (403 or 429): `retry-after` (seconds) is honoured; otherwise, with
   `x-ratelimit-remaining: 0`, the client waits until `x-ratelimit-reset` (epoch
   seconds); a 429 or a "secondary rate limit" 403 without either waits 60 s, as
@@ -165,9 +167,16 @@ class Sender:
         params: Mapping[str, str | int] | None = None,
         accept: str = "application/vnd.github+json",
         installation_id: int | None = None,
+        attempts: int | None = None,
     ) -> httpx.Response:
-        """One request, retried per the policy; a 2xx/3xx answer or a GitHubError."""
+        """One request, retried per the policy; a 2xx/3xx answer or a GitHubError.
+
+        `attempts=1` turns off the retries of 5xx answers and connection failures (rate
+        limits are still waited for: GitHub applied nothing) for a write the caller
+        makes idempotent itself.
+        """
         method = method.upper()
+        tries = attempts or self.policy.attempts
         if method in MUTATING and installation_id is not None:
             spacer = self._spacers.setdefault(installation_id, _Spacer())
             async with spacer.lock:
@@ -176,11 +185,11 @@ class Sender:
                     await self._sleep(wait)
                 try:
                     return await self._with_retries(
-                        method, path, authorization, json, params, accept
+                        method, path, authorization, json, params, accept, tries
                     )
                 finally:
                     spacer.last_done = time.monotonic()
-        return await self._with_retries(method, path, authorization, json, params, accept)
+        return await self._with_retries(method, path, authorization, json, params, accept, tries)
 
     async def _with_retries(
         self,
@@ -190,6 +199,7 @@ class Sender:
         json: Any,
         params: Mapping[str, str | int] | None,
         accept: str,
+        attempts: int,
     ) -> httpx.Response:
         headers = {
             "Authorization": authorization,
@@ -215,9 +225,9 @@ class Sender:
                 response = exc.response.raw_response
             except RequestError as exc:
                 failures += 1
-                if failures >= self.policy.attempts:
+                if failures >= attempts:
                     raise RetryableError(0, f"{method} {path}: {type(exc.exc).__name__}") from None
-                await self._backoff(method, path, 0, failures)
+                await self.backoff(method, path, 0, failures)
                 continue
             status = response.status_code
             wait = rate_limit_wait(status, response.headers, response.text, self._clock())
@@ -233,12 +243,13 @@ class Sender:
                 continue
             if status >= 500:
                 failures += 1
-                if failures < self.policy.attempts:
-                    await self._backoff(method, path, status, failures)
+                if failures < attempts:
+                    await self.backoff(method, path, status, failures)
                     continue
             raise error_for(response)
 
-    async def _backoff(self, method: str, path: str, status: int, failures: int) -> None:
+    async def backoff(self, method: str, path: str, status: int, failures: int) -> None:
+        """Sleep before try number `failures + 1`: `backoff_s` * 2^(failures-1), plus jitter."""
         delay = self.policy.backoff_s * 2 ** (failures - 1)
         delay += random.uniform(0, delay / 4)
         log.warning(

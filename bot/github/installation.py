@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel
 
 from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
-from bot.github.errors import AuthError, GitHubError, NotFound
+from bot.github.errors import AuthError, GitHubError, NotFound, RateLimited, RetryableError
 from bot.github.models import (
     PERMISSIONS,
     CheckRun,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from bot.github.client import GitHubApp
 
 log = get_logger(__name__)
+M = TypeVar("M", bound=BaseModel)
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 PERMISSION_TTL_S = 60.0
@@ -80,6 +82,7 @@ class InstallationClient:
         json: Any = None,
         params: Mapping[str, str | int] | None = None,
         accept: str = "application/vnd.github+json",
+        attempts: int | None = None,
     ) -> httpx.Response:
         """Any REST call with this installation's token; a 401 refreshes the token once."""
         for attempt in (1, 2):
@@ -93,6 +96,7 @@ class InstallationClient:
                     params=params,
                     accept=accept,
                     installation_id=self.installation_id,
+                    attempts=attempts,
                 )
             except AuthError:
                 if attempt == 2:
@@ -132,6 +136,31 @@ class InstallationClient:
                 "list truncated", extra={"path": self._repo_path(suffix), "pages": MAX_PAGES}
             )
         return items
+
+    async def _create(
+        self,
+        model: type[M],
+        suffix: str,
+        payload: Mapping[str, Any],
+        find: Callable[[], Awaitable[M | None]],
+    ) -> M:
+        """POST a create, never twice: after a 5xx or a lost answer, `find` what it made."""
+        path = self._repo_path(suffix)
+        attempts = self.app.sender.policy.attempts
+        for failures in range(1, attempts + 1):
+            try:
+                return model_of(model, await self.request("POST", path, json=payload, attempts=1))
+            except RateLimited:
+                raise
+            except RetryableError as exc:
+                existing = await find()
+                if existing is not None:
+                    log.info("create was applied despite the error", extra={"path": path})
+                    return existing
+                if failures == attempts:
+                    raise
+                await self.app.sender.backoff("POST", path, exc.status, failures)
+        raise AssertionError("unreachable")
 
     # -- repository ------------------------------------------------------------------------
 
@@ -204,10 +233,16 @@ class InstallationClient:
         return model_of(IssueComment, await self._get_json(f"/issues/comments/{comment_id}"))
 
     async def create_issue_comment(self, number: int, body: str) -> IssueComment:
-        response = await self.request(
-            "POST", self._repo_path(f"/issues/{number}/comments"), json={"body": body}
-        )
-        return model_of(IssueComment, response)
+        """Post a comment; a retried post finds the first one instead of posting twice."""
+
+        async def find() -> IssueComment | None:
+            for comment in reversed(await self.list_issue_comments(number)):
+                mine = comment.user is not None and comment.user.is_bot
+                if mine and _same_text(comment.body, body):
+                    return comment
+            return None
+
+        return await self._create(IssueComment, f"/issues/{number}/comments", {"body": body}, find)
 
     async def update_issue_comment(self, comment_id: int, body: str) -> IssueComment:
         response = await self.request(
@@ -262,10 +297,15 @@ class InstallationClient:
             payload["commit_id"] = commit_id
         if comments:
             payload["comments"] = [dict(c) for c in comments]
-        response = await self.request(
-            "POST", self._repo_path(f"/pulls/{number}/reviews"), json=payload
-        )
-        return model_of(Review, response)
+
+        async def find() -> Review | None:
+            for review in reversed(await self.list_reviews(number)):
+                mine = review.user is not None and review.user.is_bot
+                if mine and _same_text(review.body, body):
+                    return review
+            return None
+
+        return await self._create(Review, f"/pulls/{number}/reviews", payload, find)
 
     async def create_pull(
         self, *, head: str, base: str, title: str, body: str, draft: bool = False
@@ -315,8 +355,13 @@ class InstallationClient:
                 payload[field] = value
         if output is not None:
             payload["output"] = dict(output)
-        response = await self.request("POST", self._repo_path("/check-runs"), json=payload)
-        return model_of(CheckRun, response)
+
+        async def find() -> CheckRun | None:
+            if external_id is None:
+                return None
+            return await self.find_check_run(head_sha, external_id)
+
+        return await self._create(CheckRun, "/check-runs", payload, find)
 
     async def update_check_run(self, check_run_id: int, **fields: Any) -> CheckRun:
         """PATCH a check run: `status`, `conclusion`, `output={title, summary, text}`, ..."""
@@ -350,3 +395,10 @@ def _parse_permission(data: object) -> Permission | None:
         if isinstance(value, str) and value in PERMISSIONS:
             return cast(Permission, value)
     return None
+
+
+def _same_text(posted: str | None, sent: str) -> bool:
+    """GitHub stores line ends as given but may trim trailing whitespace."""
+    if posted is None:
+        return False
+    return posted.replace("\r\n", "\n").rstrip() == sent.replace("\r\n", "\n").rstrip()

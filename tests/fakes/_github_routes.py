@@ -21,6 +21,7 @@ from tests.fakes._github_state import (
     Call,
     FakeError,
     FakeRepo,
+    Fault,
     clone_url,
     iso,
     parse_json,
@@ -59,6 +60,12 @@ def _grants(name: str, held: str | None, level: str) -> bool:
     return held == "write" or (held == "read" and level == "read")
 
 
+def fault_response(fault: Fault) -> Response:
+    if fault.raw is not None:
+        return Response(fault.raw, fault.status, headers=fault.headers)
+    return JSONResponse(fault.body, fault.status, headers=fault.headers)
+
+
 def build_routes(fake: FakeGitHub) -> list[Route]:
     def wrap(auth: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -84,11 +91,9 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             )
             fake.calls.append(call)
             fault = fake.take_fault(request.method, request.url.path)
-            if fault is not None:
+            if fault is not None and not fault.after_apply:
                 call.status = fault.status
-                if fault.raw is not None:
-                    return Response(fault.raw, fault.status, headers=fault.headers)
-                return JSONResponse(fault.body, fault.status, headers=fault.headers)
+                return fault_response(fault)
             try:
                 if payload is None and auth != "git" and body:
                     parse_json(body)  # raises the 400
@@ -102,6 +107,8 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                     exc.status,
                     headers=extra,
                 )
+            if fault is not None:  # applied, but the answer is lost in a fault
+                response = fault_response(fault)
             call.status = response.status_code
             return response
 

@@ -93,6 +93,7 @@ class Fault:
     headers: dict[str, str]
     body: Any
     raw: bytes | None = None
+    after_apply: bool = False
 
 
 @dataclass

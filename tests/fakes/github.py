@@ -225,17 +225,29 @@ class FakeGitHub:
         message: str | None = None,
         json_body: Any = None,
         raw_body: bytes | None = None,
+        after_apply: bool = False,
     ) -> None:
         """Answer the next `times` matching requests with `status` (glob on the path; "*" method).
 
         The body is GitHub's error shape with `message`, or `json_body`, or the bytes
-        `raw_body` as they are (for example a proxy's HTML page).
+        `raw_body` as they are (for example a proxy's HTML page). With `after_apply` the
+        request takes effect first and only its answer is replaced (a write that happened
+        although the caller saw a 502).
         """
         body = json_body
         if body is None:
             body = {"message": message or f"injected {status}", "documentation_url": DOCS}
         self._faults.append(
-            Fault(method.upper(), path_pattern, status, times, dict(headers or {}), body, raw_body)
+            Fault(
+                method.upper(),
+                path_pattern,
+                status,
+                times,
+                dict(headers or {}),
+                body,
+                raw_body,
+                after_apply,
+            )
         )
 
     def revoke_tokens(self) -> None:

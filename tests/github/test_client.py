@@ -574,3 +574,50 @@ def test_odd_repository_names_are_refused_at_construction(
 ) -> None:
     with pytest.raises(ValueError, match="not a GitHub owner or repository name"):
         make_app(fake).installation(42, owner, repo)
+
+
+async def test_a_comment_applied_behind_a_502_is_not_posted_again(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    await gh.token()
+    fake.fail_next("POST", "/repos/octo/hello/issues/1/comments", 502, times=2, after_apply=True)
+    comment = await gh.create_issue_comment(1, "once <!-- bot:run=wf_1 kind=triage -->")
+    assert [c["body"] for c in fake.comments_on("octo", "hello", 1)] == [comment.body]
+    assert len(fake.calls_to("POST", "/repos/octo/hello/issues/1/comments")) == 1
+
+
+async def test_a_comment_that_was_not_applied_is_posted_on_the_next_try(
+    fake: FakeGitHub,
+) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    fake.add_comment("octo", "hello", 1, "same text", user="alice")  # not the App's
+    fake.fail_next("POST", "/repos/octo/hello/issues/1/comments", 502, times=2)
+    comment = await gh.create_issue_comment(1, "same text")
+    assert comment.user is not None and comment.user.is_bot
+    posts = fake.calls_to("POST", "/repos/octo/hello/issues/1/comments")
+    assert [c.status for c in posts] == [502, 502, 201]
+    assert len(fake.comments_on("octo", "hello", 1)) == 2
+
+
+async def test_check_runs_and_reviews_are_not_duplicated_by_lost_answers(
+    fake: FakeGitHub,
+) -> None:
+    bare = fake.repos["octo/hello"].git_dir
+    commit_files(bare, "topic", {"README.md": "hi\nmore\n"}, "More", base="main")
+    pull = await fake.add_pull("octo", "hello", head="topic")
+    gh = make_app(fake).installation(42, "octo", "hello")
+    await gh.token()
+    fake.fail_next("POST", "/repos/octo/hello/check-runs", 504, after_apply=True)
+    run = await gh.create_check_run(name="review", head_sha=pull["head"]["sha"], external_id="wf_9")
+    assert list(fake.check_runs) == [run.id]
+    fake.fail_next("POST", "/repos/octo/hello/pulls/*/reviews", 502, after_apply=True)
+    review = await gh.create_review(pull["number"], body="Summary <!-- bot:run=wf_9 -->")
+    assert [r["id"] for r in fake.repos["octo/hello"].reviews[pull["number"]]] == [review.id]
+
+
+async def test_persistent_failures_of_a_create_still_give_up(fake: FakeGitHub) -> None:
+    gh = make_app(fake).installation(42, "octo", "hello")
+    fake.fail_next("POST", "/repos/octo/hello/issues/1/comments", 503, times=10)
+    with pytest.raises(RetryableError):
+        await gh.create_issue_comment(1, "never")
+    assert len(fake.calls_to("POST", "/repos/octo/hello/issues/1/comments")) == 4
+    assert fake.comments_on("octo", "hello", 1) == []

@@ -3,7 +3,7 @@
     mirrors = Mirrors(settings.data_dir, web_url=settings.github_web_url)
     git_dir = await mirrors.ensure_commit(gh, head_sha, pull_number=7)   # gh: InstallationClient
     # read-only agents read `head_sha` from `git_dir`; writing agents get worktrees from it
-    removed = await mirrors.sweep()
+    removed = await mirrors.sweep()            # or: task_group.start_soon(mirrors.sweep_forever)
 
 One bare mirror per repository at `<data_dir>/repos/<owner>/<repo>.git`, fetched
 from `<web_url>/<owner>/<repo>.git` as given now (so a changed BOT_GITHUB_WEB_URL
@@ -245,6 +245,21 @@ class Mirrors:
                     continue
                 removed.extend(await self._sweep_worktrees(git_dir, now))
         return removed
+
+    async def sweep_forever(self, every_s: float = 6 * 3600) -> None:
+        """`sweep()` now and every `every_s` seconds; start it in the worker's task group.
+
+        A failed sweep is logged and tried again at the next interval, never raised.
+        """
+        while True:
+            try:
+                removed = await self.sweep()
+            except Exception as exc:  # a broken mirror must not stop the worker
+                log.warning("mirror sweep failed", extra={"error": str(exc)})
+            else:
+                if removed:
+                    log.info("mirrors swept", extra={"removed": len(removed)})
+            await anyio.sleep(every_s)
 
     # -- internals -------------------------------------------------------------------------
 

@@ -381,3 +381,24 @@ async def test_the_token_never_follows_a_redirect(
             )
     assert seen and all(value and value.startswith("Basic ") for value in seen)
     assert git_calls(fake) == []
+
+
+async def test_sweep_forever_keeps_sweeping(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True, mirror_max_age_days=1)
+    git_dir = await mirrors.ensure_commit(
+        client_for(fake), rev(fake.repos["octo/hello"].git_dir, "main"), branch="main"
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(mirrors.sweep_forever, 0.01)
+        await anyio.sleep(0.05)
+        assert git_dir.exists()  # in use: kept
+        old = time.time() - 3 * 86400
+        os.utime(git_dir / LAST_USED, (old, old))
+        for _ in range(1000):  # up to ~10 s
+            if not git_dir.exists():
+                break
+            await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert not git_dir.exists()

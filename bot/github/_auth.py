@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -80,5 +81,12 @@ class CachedToken:
         return f"CachedToken(token=***, expires_at={self.expires_at})"
 
 
-TokenKey = tuple[int, str]
-"""(installation id, repository name or "" for an unnarrowed token)."""
+TokenKey = tuple[int, str, str]
+"""(installation id, repository name or "", permissions as `name=level,...` or "")."""
+
+
+def token_key(
+    installation_id: int, repo: str | None, permissions: Mapping[str, str] | None
+) -> TokenKey:
+    perms = ",".join(f"{k}={v}" for k, v in sorted((permissions or {}).items()))
+    return (installation_id, repo or "", perms)

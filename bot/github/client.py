@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 
-from bot.github._auth import AppJwt, CachedToken, TokenKey, parse_github_time
+from bot.github._auth import AppJwt, CachedToken, TokenKey, parse_github_time, token_key
 from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
 from bot.github._retry import RetryPolicy, Sender
 from bot.github.errors import (
@@ -65,6 +65,9 @@ __all__ = [
 ]
 
 log = get_logger(__name__)
+
+PERMISSION_CACHE_SIZE = 4096
+"""Past this many remembered permissions, expired ones are dropped."""
 
 
 class GitHubApp:
@@ -186,7 +189,7 @@ class GitHubApp:
         permissions: Mapping[str, str] | None = None,
     ) -> str:
         """A token for one installation, narrowed to `repo` when given; cached until near expiry."""
-        key: TokenKey = (installation_id, repo or "")
+        key = token_key(installation_id, repo, permissions)
         cached = self._tokens.get(key)
         if cached is not None and cached.fresh(self._clock()):
             return cached.token
@@ -212,11 +215,16 @@ class GitHubApp:
             return issued.token
 
     def forget_token(
-        self, installation_id: int, repo: str | None = None, *, refused: str | None = None
+        self,
+        installation_id: int,
+        repo: str | None = None,
+        permissions: Mapping[str, str] | None = None,
+        *,
+        refused: str | None = None,
     ) -> None:
         """Drop a cached token after GitHub refused it (only that token, when `refused` is given:
         a concurrent request may already have cached its replacement)."""
-        key = (installation_id, repo or "")
+        key = token_key(installation_id, repo, permissions)
         cached = self._tokens.get(key)
         if cached is not None and (refused is None or cached.token == refused):
             del self._tokens[key]
@@ -241,4 +249,9 @@ class GitHubApp:
         return None
 
     def remember_permission(self, key: tuple[int, str, str], value: Permission) -> None:
-        self._permissions[key] = (self._clock(), value)
+        now = self._clock()
+        if len(self._permissions) >= PERMISSION_CACHE_SIZE:
+            self._permissions = {
+                k: hit for k, hit in self._permissions.items() if now - hit[0] < PERMISSION_TTL_S
+            }
+        self._permissions[key] = (now, value)

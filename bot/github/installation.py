@@ -105,7 +105,9 @@ class InstallationClient:
                     "installation token refused, requesting a new one",
                     extra={"installation_id": self.installation_id, "repo": self.full_name},
                 )
-                self.app.forget_token(self.installation_id, self.repo, refused=token)
+                self.app.forget_token(
+                    self.installation_id, self.repo, self._permissions, refused=token
+                )
         raise AssertionError("unreachable")
 
     def _repo_path(self, suffix: str = "") -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from bot.github._retry import rate_limit_wait
 from bot.github.client import (
+    PERMISSION_CACHE_SIZE,
     AuthError,
     GitHubApp,
     GitHubError,
@@ -621,3 +622,36 @@ async def test_persistent_failures_of_a_create_still_give_up(fake: FakeGitHub) -
         await gh.create_issue_comment(1, "never")
     assert len(fake.calls_to("POST", "/repos/octo/hello/issues/1/comments")) == 4
     assert fake.comments_on("octo", "hello", 1) == []
+
+
+async def test_tokens_with_different_permissions_are_kept_apart(fake: FakeGitHub) -> None:
+    app = make_app(fake)
+    reader = app.installation(42, "octo", "hello", permissions={"issues": "read"})
+    writer = app.installation(42, "octo", "hello", permissions={"issues": "write"})
+    assert await reader.token() != await writer.token()
+    assert await app.installation(42, "octo", "hello", permissions={"issues": "read"}).token() == (
+        await reader.token()
+    )
+    with pytest.raises(GitHubError) as refused:
+        await reader.create_issue_comment(1, "not allowed")
+    assert refused.value.status == 403
+    assert (await writer.create_issue_comment(1, "allowed")).body == "allowed"
+    assert len(fake.calls_to("POST", "/app/installations/42/access_tokens")) == 2
+
+
+async def test_the_permission_cache_forgets_expired_entries(fake: FakeGitHub) -> None:
+    now = [1_800_000_000.0]
+    app = GitHubApp(
+        fake.app_id,
+        fake.private_key_pem,
+        api_url=API,
+        transport=httpx.ASGITransport(fake.app),
+        clock=lambda: now[0],
+    )
+    for i in range(PERMISSION_CACHE_SIZE):
+        app.remember_permission((42, "octo/hello", f"user{i}"), "read")
+    now[0] += 120
+    app.remember_permission((42, "octo/hello", "late"), "write")
+    assert app.cached_permission((42, "octo/hello", "late")) == "write"
+    assert app.cached_permission((42, "octo/hello", "user0")) is None
+    assert len(app._permissions) == 1

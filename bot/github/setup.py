@@ -305,6 +305,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default=Path("app.yml") if Path("app.yml").is_file() else MANIFEST_PATH,
         help="the App manifest (default: ./app.yml)",
     )
+    parser.add_argument(
+        "--code",
+        help="finish with the `code` from GitHub's redirect URL (when the browser ran elsewhere)",
+    )
     parser.add_argument("--no-browser", action="store_true", help="print the URL only")
     parser.set_defaults(func=run_setup)
 
@@ -318,6 +322,23 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _exchange_only(code: str, settings: Settings, env_file: Path, webhook_url: str) -> int:
+    """`--code`: finish a registration whose redirect reached another machine."""
+
+    async def exchange() -> Registered:
+        return await exchange_code(
+            code, api_url=settings.github_api_url, env_path=env_file, data_dir=settings.data_dir
+        )
+
+    try:
+        done = anyio.run(exchange)
+    except SetupError as exc:
+        print(f"bot setup: {exc}", file=sys.stderr)
+        return 1
+    print(next_steps(done, webhook_url))
+    return 0
+
+
 def run_setup(args: argparse.Namespace) -> int:
     configure()
     try:
@@ -327,6 +348,8 @@ def run_setup(args: argparse.Namespace) -> int:
     except (SetupError, SettingsError) as exc:
         print(f"bot setup: {exc}", file=sys.stderr)
         return 2
+    if args.code:
+        return _exchange_only(args.code, settings, args.env_file, webhook_url)
     if not _port_free(args.port):
         print(
             f"bot setup: port {args.port} on 127.0.0.1 is in use; pick another with --port",

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from bot.cli import build_parser
+from bot.cli import main as cli_main
 from bot.github.client import GitHubApp
 from bot.github.setup import (
     SetupError,
@@ -26,7 +27,7 @@ from bot.github.setup import (
     setup_app,
 )
 from bot.settings import Settings, load_settings
-from tests.fakes.github import FakeGitHub
+from tests.fakes.github import FakeGitHub, serve_fake_github
 
 pytestmark = pytest.mark.anyio
 API = "http://github.test"
@@ -200,3 +201,22 @@ def test_dotenv_values_that_cannot_be_written_are_refused(tmp_path: Path) -> Non
     with pytest.raises(SetupError):
         merge_dotenv(tmp_path / ".env", {"BOT_APP_SLUG": "two\nlines"})
     assert not (tmp_path / ".env").exists()
+
+
+def test_setup_with_a_code_finishes_without_the_local_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeGitHub()
+    fake.register_manifest_code("handcopied")
+    env_path = tmp_path / ".env"
+    monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path / "data"))
+    with serve_fake_github(fake) as base_url:
+        monkeypatch.setenv("BOT_GITHUB_API_URL", base_url)
+        argv = ["setup", "--webhook-url", "https://smee.io/x", "--code", "handcopied"]
+        code = cli_main([*argv, "--env-file", str(env_path)])
+        again = cli_main([*argv, "--env-file", str(env_path)])
+    out = capsys.readouterr()
+    assert code == 0 and "bot serve" in out.out
+    assert again == 1 and "start `bot setup` again" in out.err
+    assert f"BOT_APP_ID={fake.app_id}" in env_path.read_text()
+    assert fake.private_key_pem not in out.out + out.err

@@ -166,5 +166,6 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         config_loader=config_loader,
         permission_lookup=permission_lookup,
         executor=executor,
+        skip_handler=executor.answer_skip,
         app_slug=slug,
     )

@@ -52,6 +52,15 @@ class Executor(Protocol):
     async def __call__(self, trigger: Trigger, run: RunRecord) -> None: ...
 
 
+class SkipHandler(Protocol):
+    """Answers a skip that deserves a reply (an unknown command from a writer gets help).
+
+    Called after the skip is recorded; it must be idempotent, as a retried job calls it again.
+    """
+
+    async def __call__(self, event: Event, skip: Skip) -> object: ...
+
+
 async def default_config(event: Event) -> RepoConfig:
     """No repository access: every setting at its default."""
     return parse_repo_config(None)
@@ -69,6 +78,7 @@ class WorkerHooks:
     config_loader: ConfigLoader = field(default=default_config)
     permission_lookup: PermissionLookup = field(default=unknown_permission)
     executor: Executor | None = None
+    skip_handler: SkipHandler | None = None
     app_slug: str | None = None
     """Overrides the slug from settings, e.g. once learned from `GET /app`."""
 
@@ -222,20 +232,24 @@ class Worker:
         )
 
     async def _process(self, delivery: DeliveryRecord) -> None:
-        decision = await self._decide(delivery)
-        if decision is None:
+        decided = await self._decide(delivery)
+        if decided is None:
             return
+        event, decision = decided
         if isinstance(decision, Skip):
             await self._record(delivery.guid, "skip", reason=decision.message)
             log.info("skipped", extra={"decision": "skip", "reason": decision.message})
+            if self.hooks.skip_handler is not None:
+                await self.hooks.skip_handler(event, decision)
             return
         await self._start_run(delivery, decision)
 
-    async def _decide(self, delivery: DeliveryRecord) -> Decision | None:
+    async def _decide(self, delivery: DeliveryRecord) -> tuple[Event, Decision] | None:
         """The decision for a delivery, or None when its payload is unusable (then recorded)."""
 
         if delivery.event == "ping":
-            return Skip(SkipReason.UNSUPPORTED_EVENT, "ping: GitHub checking the webhook")
+            ping = Event(name="ping", delivery_id=delivery.guid)
+            return ping, Skip(SkipReason.UNSUPPORTED_EVENT, "ping: GitHub checking the webhook")
         try:
             payload = json.loads(delivery.body)
         except (ValueError, RecursionError) as exc:
@@ -263,7 +277,7 @@ class Worker:
             permission: str | None = None
             if needs_permission(event, config, self.app_slug, config_error=config_error):
                 permission = await self.hooks.permission_lookup(event)
-            return decide(
+            return event, decide(
                 event,
                 config,
                 app_slug=self.app_slug,

@@ -137,7 +137,12 @@ async def rig(tmp_path: Path, data_dir: Path) -> AsyncIterator[Rig]:
             client = github.installation(event.installation_id, "octo", "hello")
             return await client.get_collaborator_permission(event.sender_login)
 
-        hooks = WorkerHooks(permission_lookup=permission, executor=executor, app_slug=fake.slug)
+        hooks = WorkerHooks(
+            permission_lookup=permission,
+            executor=executor,
+            skip_handler=executor.answer_skip,
+            app_slug=fake.slug,
+        )
         worker = Worker(store, SqliteJobQueue(store), hooks, app_slug=fake.slug)
         try:
             yield Rig(fake, llm, store, worker, executor)
@@ -318,6 +323,18 @@ async def test_unknown_command_gets_a_help_reply_once(rig: Rig) -> None:
     assert await rig.executor.answer_skip(event, other) is False
     # One reply; the 👀 is sent again by the retry (GitHub keeps one reaction per user and kind).
     assert [p.rsplit("/", 1)[-1] for _, p in rig.writes()] == ["reactions", "comments", "reactions"]
+
+
+async def test_worker_answers_a_writers_unknown_command_and_not_a_readers(rig: Rig) -> None:
+    issue = rig.fake.add_issue("octo", "hello", title="Q", body="q")
+    rig.command(issue["number"], "@repo-agent frobnicate", user="reader")
+    assert await rig.worker.run_until_idle() == 1
+    assert rig.own(issue["number"]) == []
+    rig.command(issue["number"], "@repo-agent frobnicate", user="maint")
+    assert await rig.worker.run_until_idle() == 1
+    (reply,) = rig.own(issue["number"])
+    assert "`frobnicate` is not a command I know." in reply
+    assert rig.store.get_delivery("guid-2").decision == "skip"
 
 
 async def test_stop_command_stops_the_running_run_and_says_which(rig: Rig) -> None:

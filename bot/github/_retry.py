@@ -18,6 +18,9 @@ What is retried, and how:
   GitHub's documentation asks. A wait longer than `max_sleep_s` (default 60 s) is
   not slept inside the run: `RateLimited(retry_at)` is raised at once so the job
   can be scheduled for later. At most `rate_limit_waits` waits per request.
+* A quota seen to be spent (`x-ratelimit-remaining: 0` on any answer) is remembered
+  per installation (and for the App's JWT): later requests wait for its reset, or
+  raise `RateLimited` at once when that is beyond the cap, without being sent.
 * Writes (POST, PATCH, PUT, DELETE) made with one installation's token are
   serialised and spaced at least `mutation_interval_s` apart (default 1 s), as
   GitHub's secondary-rate-limit guidance asks: a per-installation lock plus the
@@ -153,6 +156,7 @@ class Sender:
             user_agent=USER_AGENT,
         )
         self._spacers: dict[int, _Spacer] = {}
+        self._exhausted: dict[int, float] = {}  # installation id (-1: the App) -> reset time
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -177,6 +181,7 @@ class Sender:
         """
         method = method.upper()
         tries = attempts or self.policy.attempts
+        await self._respect_exhausted_quota(installation_id, method, path)
         if method in MUTATING and installation_id is not None:
             spacer = self._spacers.setdefault(installation_id, _Spacer())
             async with spacer.lock:
@@ -185,11 +190,13 @@ class Sender:
                     await self._sleep(wait)
                 try:
                     return await self._with_retries(
-                        method, path, authorization, json, params, accept, tries
+                        method, path, authorization, json, params, accept, tries, installation_id
                     )
                 finally:
                     spacer.last_done = time.monotonic()
-        return await self._with_retries(method, path, authorization, json, params, accept, tries)
+        return await self._with_retries(
+            method, path, authorization, json, params, accept, tries, installation_id
+        )
 
     async def _with_retries(
         self,
@@ -200,6 +207,7 @@ class Sender:
         params: Mapping[str, str | int] | None,
         accept: str,
         attempts: int,
+        installation_id: int | None,
     ) -> httpx.Response:
         headers = {
             "Authorization": authorization,
@@ -220,9 +228,11 @@ class Sender:
                     json=json,
                     params=dict(params) if params else None,
                 )
+                self._note_quota(installation_id, answer.raw_response)
                 return answer.raw_response
             except RequestFailed as exc:
                 response = exc.response.raw_response
+                self._note_quota(installation_id, response)
             except RequestError as exc:
                 failures += 1
                 if failures >= attempts:
@@ -247,6 +257,37 @@ class Sender:
                     await self.backoff(method, path, status, failures)
                     continue
             raise error_for(response)
+
+    def _note_quota(self, installation_id: int | None, response: httpx.Response) -> None:
+        """Remember when a quota (per installation, or the App's) ran out, and until when."""
+        key = -1 if installation_id is None else installation_id
+        if response.headers.get("x-ratelimit-remaining") != "0":
+            self._exhausted.pop(key, None)
+            return
+        wait = rate_limit_wait(429, response.headers, "", self._clock())
+        if wait is not None and wait > 1.0:  # 1 s is the margin added to every reset
+            self._exhausted[key] = self._clock() + wait
+
+    async def _respect_exhausted_quota(
+        self, installation_id: int | None, method: str, path: str
+    ) -> None:
+        """Do not send while a known quota is spent (GitHub may ban clients that keep trying)."""
+        key = -1 if installation_id is None else installation_id
+        until = self._exhausted.get(key)
+        if until is None:
+            return
+        wait = until - self._clock()
+        if wait <= 0:
+            self._exhausted.pop(key, None)
+            return
+        if wait > self.policy.max_sleep_s:
+            raise RateLimited(until, f"{method} {path}: quota spent")
+        log.warning(
+            "github quota spent, waiting for the reset",
+            extra={"method": method, "path": path, "wait_s": round(wait, 1)},
+        )
+        await self._sleep(wait)
+        self._exhausted.pop(key, None)
 
     async def backoff(self, method: str, path: str, status: int, failures: int) -> None:
         """Sleep before try number `failures + 1`: `backoff_s` * 2^(failures-1), plus jitter."""

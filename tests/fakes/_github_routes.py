@@ -109,6 +109,8 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                 )
             if fault is not None:  # applied, but the answer is lost in a fault
                 response = fault_response(fault)
+            for name, value in fake.response_headers.items():
+                response.headers.setdefault(name, value)
             call.status = response.status_code
             return response
 

@@ -87,6 +87,7 @@ class FakeGitHub:
         self.webhook_secret = webhook_secret
         self.token_ttl_s = token_ttl_s
         self.max_per_page = 100
+        self.response_headers: dict[str, str] = {}  # added to every answer (e.g. x-ratelimit-*)
         self.calls: list[Call] = []
         self.repos: dict[str, FakeRepo] = {}
         self.installations: dict[int, Installation] = {}

@@ -655,3 +655,33 @@ async def test_the_permission_cache_forgets_expired_entries(fake: FakeGitHub) ->
     assert app.cached_permission((42, "octo/hello", "late")) == "write"
     assert app.cached_permission((42, "octo/hello", "user0")) is None
     assert len(app._permissions) == 1
+
+
+async def test_a_spent_quota_is_not_hit_again_before_its_reset(fake: FakeGitHub) -> None:
+    sleeps = Sleeps()
+    app = make_app(fake, sleeps)
+    gh = app.installation(42, "octo", "hello")
+    await gh.token()
+    reset = int(time.time()) + 3600
+    fake.response_headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}
+    assert (await gh.get_issue(1)).number == 1  # the last request the quota allowed
+    fake.response_headers = {}
+    before = len(fake.calls)
+    with pytest.raises(RateLimited) as caught:
+        await gh.get_repo()
+    assert reset <= caught.value.retry_at <= reset + 2
+    assert len(fake.calls) == before  # nothing was sent
+    assert (await app.get_app()).slug == "repo-agent"  # the App's own quota is separate
+
+
+async def test_a_quota_reset_within_the_cap_is_waited_for(fake: FakeGitHub) -> None:
+    sleeps = Sleeps()
+    gh = make_app(fake, sleeps).installation(42, "octo", "hello")
+    await gh.token()
+    reset = int(time.time()) + 10
+    fake.response_headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}
+    await gh.get_issue(1)
+    fake.response_headers = {"x-ratelimit-remaining": "4999"}
+    await gh.get_issue(1)
+    await gh.get_issue(1)
+    assert len(sleeps.requested) == 1 and 8 <= sleeps.requested[0] <= 12

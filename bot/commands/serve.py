@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import signal
 import sys
 from typing import Any
@@ -11,12 +10,14 @@ from typing import Any
 import anyio
 import uvicorn
 
+from bot.github.setup import missing_credentials
 from bot.log import configure, get_logger
 from bot.queue.sqlite import SqliteJobQueue
+from bot.redact import install as install_redactor
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store import Store, StoreError
 from bot.web import WEBHOOK_PATH, create_app
-from bot.wiring import build_worker_hooks
+from bot.wiring import build_worker_hooks, has_credentials
 from bot.worker import DEFAULT_APP_SLUG, Worker
 
 log = get_logger("bot.serve")
@@ -40,20 +41,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     worker.set_defaults(func=run_worker)
 
 
-def missing_credentials(settings: Settings) -> list[str]:
-    """The GitHub App settings that are not set."""
-    try:
-        check = importlib.import_module("bot.github.setup").missing_credentials
-    except (ImportError, AttributeError):
-        missing = []
-        if settings.app_id is None:
-            missing.append("BOT_APP_ID")
-        if settings.private_key is None and settings.private_key_path is None:
-            missing.append("BOT_PRIVATE_KEY or BOT_PRIVATE_KEY_PATH")
-        return missing
-    return list(check(settings))
-
-
 def _prepare() -> tuple[Settings, Store] | None:
     try:
         settings = load_settings()
@@ -62,6 +49,7 @@ def _prepare() -> tuple[Settings, Store] | None:
         log.error(str(exc))
         return None
     configure(settings.log_level)
+    install_redactor(settings)  # before anything is logged that could carry a secret
     if settings.uses_postgres:
         log.error(
             "BOT_DATABASE_URL selects Postgres, which this version cannot use yet; "
@@ -76,7 +64,7 @@ def _prepare() -> tuple[Settings, Store] | None:
             ", ".join(missing),
             extra={"missing": missing},
         )
-    if settings.app_slug is None:
+    if settings.app_slug is None and not has_credentials(settings):
         log.warning(f"BOT_APP_SLUG is not set; answering to @{DEFAULT_APP_SLUG}")
     try:
         store = Store.open(settings.sqlite_path)

@@ -90,6 +90,7 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         )
 
     from bot.agents.runtime import build_runner
+    from bot.agents.types import resolve_agent_types
     from bot.engine.engine import Engine
     from bot.execute import RunExecutor
     from bot.github.checkout import Mirrors
@@ -103,6 +104,7 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
     engine = Engine(
         build_runner(settings),
         data_dir=settings.data_dir,
+        agent_types=resolve_agent_types(settings.agent_types, None),
         role_models=settings.role_models,
         default_model=settings.model,
     )

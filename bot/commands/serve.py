@@ -59,8 +59,8 @@ def _prepare() -> tuple[Settings, Store] | None:
     missing = missing_credentials(settings)
     if missing:
         log.warning(
-            "GitHub App credentials missing (%s): deliveries are received and decided, but "
-            "nothing is read from or posted to GitHub; run `bot setup` to register the app",
+            "settings missing (%s): until they are set, nothing is read from or posted to "
+            "GitHub; run `bot setup` to register the app and write them to .env",
             ", ".join(missing),
             extra={"missing": missing},
         )
@@ -74,8 +74,13 @@ def _prepare() -> tuple[Settings, Store] | None:
     return settings, store
 
 
-def build_worker(settings: Settings, store: Store) -> Worker:
-    hooks = build_worker_hooks(settings, store)
+def build_worker(settings: Settings, store: Store) -> Worker | None:
+    """The worker pool, or None (logged) when the operator's settings cannot make one."""
+    try:
+        hooks = build_worker_hooks(settings, store)
+    except ValueError as exc:  # settings that cannot work: a bad key, an invalid agent type
+        log.error(str(exc))
+        return None
     return Worker(
         store,
         SqliteJobQueue(store),
@@ -100,7 +105,12 @@ def run_serve(args: argparse.Namespace) -> int:
             log.warning(
                 "no webhook secret: deliveries are refused (503) until BOT_WEBHOOK_SECRET is set"
             )
-    worker = None if args.no_worker else build_worker(settings, store)
+    worker = None
+    if not args.no_worker:
+        worker = build_worker(settings, store)
+        if worker is None:
+            store.close()
+            return 1
     app = create_app(settings, store, worker=worker)
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
@@ -146,6 +156,9 @@ def run_worker(args: argparse.Namespace) -> int:
         return 1
     settings, store = prepared
     worker = build_worker(settings, store)
+    if worker is None:
+        store.close()
+        return 1
 
     async def main() -> None:
         async with anyio.create_task_group() as tasks:

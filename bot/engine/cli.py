@@ -32,26 +32,21 @@ NO_MODEL = "no model configured (set BOT_MODEL and BOT_LLM_BASE_URL)"
 
 
 class _NoModelRunner:
-    """Fails every agent with the fix, when the agent runtime is not available."""
+    """For engines that only read or stop runs: any agent they were asked to run would fail."""
 
     async def run(self, call: AgentInvocation) -> RunnerResult:
         return RunnerResult(error=NO_MODEL)
 
 
 def build_runner(settings: Settings) -> AgentRunner:
-    """The real runner from bot.agents.runtime, or one that explains what is missing."""
-    try:
-        from bot.agents.runtime import build_runner as real
-    except ImportError:
-        return _NoModelRunner()
+    from bot.agents.runtime import build_runner as real
+
     return real(settings)
 
 
-def _agent_types(settings: Settings) -> dict[str, AgentType] | None:
-    try:
-        from bot.agents.types import resolve_agent_types
-    except ImportError:
-        return None
+def _agent_types(settings: Settings) -> dict[str, AgentType]:
+    from bot.agents.types import resolve_agent_types
+
     return resolve_agent_types(settings.agent_types, None)
 
 

@@ -13,7 +13,6 @@ from typing import Any, overload
 import anyio
 from anyio.abc import TaskGroup
 
-from bot.agents.types import builtin_agent_types
 from bot.engine import artifacts
 from bot.engine.artifacts import RunNotFound, RunStore, new_run_id
 from bot.engine.details import RunDetails
@@ -61,10 +60,16 @@ class Engine:
             raise ValueError(f"max_calls must be between 1 and {MAX_CALLS}")
         if settle_seconds < 0:
             raise ValueError("settle_seconds must not be negative")
+        if agent_types is None:
+            # Imported here: the presets' module imports the engine's types, so a module-level
+            # import would make the two packages import each other.
+            from bot.agents.types import builtin_agent_types
+
+            agent_types = builtin_agent_types()
         self.store = RunStore(Path(data_dir))
         self.config = RunConfig(
             runner=runner,
-            agent_types=dict(builtin_agent_types() if agent_types is None else agent_types),
+            agent_types=dict(agent_types),
             role_models=dict(role_models or {}),
             default_model=default_model,
             default_effort=default_effort,

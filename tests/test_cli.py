@@ -29,3 +29,13 @@ def test_each_subcommand_has_help(name: str) -> None:
     with pytest.raises(SystemExit) as done:
         parser.parse_args([name, "--help"])
     assert done.value.code == 0
+
+
+@pytest.mark.parametrize(
+    "module", ["bot.agents.types", "bot.engine.types", "bot.worker", "bot.github.client"]
+)
+def test_module_imports_first_in_a_fresh_process(module: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr

@@ -23,7 +23,7 @@ from policies.triggers import decide, needs_permission
 
 log = get_logger(__name__)
 
-DEFAULT_APP_SLUG = "repo-agent-bot"
+DEFAULT_APP_SLUG = "repo-agent"
 
 
 class ConfigLoader(Protocol):

@@ -60,7 +60,7 @@ def test_replay_issue_opened_triggers_triage_in_webhook_mode(
         "mode": "webhook",
     }
     assert "reason" in result
-    assert "BOT_APP_SLUG is not set" in err and "repo-agent-bot" in err
+    assert "BOT_APP_SLUG is not set" in err and "repo-agent" in err
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_replay_issue_opened_triggers_triage_in_webhook_mode(
 def test_replay_command_depends_on_permission(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, permission: str | None, decision: str
 ) -> None:
-    path = comment(tmp_path, "@repo-agent-bot fix the typo")
+    path = comment(tmp_path, "@repo-agent fix the typo")
     extra = [] if permission is None else ["--permission", permission]
     code, result, _ = replay(capsys, str(path), "--event", "issue_comment", *extra)
     assert code == 0
@@ -91,7 +91,7 @@ def test_replay_uses_the_slug_from_settings(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BOT_APP_SLUG", "other-bot")
-    path = comment(tmp_path, "@repo-agent-bot review")
+    path = comment(tmp_path, "@repo-agent review")
     code, result, err = replay(
         capsys, str(path), "--event", "issue_comment", "--permission", "write"
     )

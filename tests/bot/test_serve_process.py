@@ -84,7 +84,7 @@ class Server:
 def start(data_dir: Path, *args: str, secret: str | None = SECRET) -> Server:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOT_")}
-    env.update({"BOT_DATA_DIR": str(data_dir), "BOT_APP_SLUG": "repo-agent-bot"})
+    env.update({"BOT_DATA_DIR": str(data_dir), "BOT_APP_SLUG": "repo-agent"})
     if secret is not None:
         env["BOT_WEBHOOK_SECRET"] = secret
     log_path = data_dir.parent / f"serve-{port}.log"

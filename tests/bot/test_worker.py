@@ -24,7 +24,7 @@ from tests.conftest import SHARED
 pytestmark = pytest.mark.anyio
 
 PAYLOADS = SHARED / "github-payloads"
-SLUG = "repo-agent-bot"
+SLUG = "repo-agent"
 
 
 class FakeClock:

@@ -154,6 +154,8 @@ class Sender:
             http_cache=False,
             timeout=policy.timeout_s,
             user_agent=USER_AGENT,
+            # Proxy settings from the environment apply to the network, not to a given transport.
+            trust_env=transport is None,
         )
         self._spacers: dict[int, _Spacer] = {}
         self._exhausted: dict[int, float] = {}  # installation id (-1: the App) -> reset time

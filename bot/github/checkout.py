@@ -17,7 +17,7 @@ The token reaches git only through the environment: `GIT_CONFIG_COUNT`/`KEY`/`VA
 set `http.extraHeader: Authorization: Basic <base64(x-access-token:TOKEN)>` for the
 one git process. It is never in a URL, argv, the mirror's config, FETCH_HEAD or a
 log; git's error text is scrubbed of it before it is raised. git runs with a
-minimal environment (no GIT_TRACE*, no user or system config, no credential
+minimal environment (proxy settings only: no GIT_TRACE*, no user or system config, no credential
 helpers, no prompts, no redirects), hooks disabled (`core.hooksPath=/dev/null`, also written into
 the mirror's config so worktrees made from it run none), submodules never
 fetched, and only the `https` transport allowed (`http` too when `allow_http` is
@@ -52,6 +52,16 @@ log = get_logger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+_PROXY_VARIABLES = (
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "all_proxy",
+)
 LAST_USED = "bot-last-used"
 WORKTREES = "bot-worktrees"
 DEFAULT_HEAD = "refs/remotes/origin/HEAD"
@@ -309,6 +319,9 @@ class Mirrors:
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": "/dev/null",
         }
+        for name in _PROXY_VARIABLES:  # a deployment behind a proxy still reaches GitHub
+            if name in os.environ:
+                env[name] = os.environ[name]
         config = [
             ("core.hooksPath", "/dev/null"),
             ("credential.helper", ""),

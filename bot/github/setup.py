@@ -201,7 +201,11 @@ async def exchange_code(
     if not code or not all(c.isalnum() or c in "-_" for c in code):
         raise SetupError("GitHub sent no usable code; start `bot setup` again")
     async with httpx.AsyncClient(
-        base_url=api_url, transport=transport, timeout=30, headers={"Accept": "application/json"}
+        base_url=api_url,
+        transport=transport,
+        timeout=30,
+        headers={"Accept": "application/json"},
+        trust_env=transport is None,
     ) as client:
         try:
             response = await client.post(f"/app-manifests/{code}/conversions")

@@ -44,7 +44,9 @@ def fake(tmp_path: Path) -> FakeGitHub:
 @pytest.fixture
 async def http(fake: FakeGitHub) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(fake.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gh.test") as client:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://gh.test", trust_env=False
+    ) as client:
         yield client
 
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import stat
+import threading
+import time
 from html import unescape
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -61,7 +65,9 @@ async def test_the_callback_exchanges_the_code_and_writes_credentials(tmp_path: 
         return next_steps(done, "https://smee.io/abc")
 
     page = setup_app(manifest=manifest, target=target, state="st4te", on_code=on_code)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(page), base_url="http://t") as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(page), base_url="http://t", trust_env=False
+    ) as c:
         start = await c.get("/")
         forged = await c.get("/callback", params={"code": "code123", "state": "guess"})
         done = await c.get("/callback", params={"code": "code123", "state": "st4te"})
@@ -210,6 +216,7 @@ def test_setup_with_a_code_finishes_without_the_local_page(
     fake.register_manifest_code("handcopied")
     env_path = tmp_path / ".env"
     monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with serve_fake_github(fake) as base_url:
         monkeypatch.setenv("BOT_GITHUB_API_URL", base_url)
         argv = ["setup", "--webhook-url", "https://smee.io/x", "--code", "handcopied"]
@@ -220,3 +227,45 @@ def test_setup_with_a_code_finishes_without_the_local_page(
     assert again == 1 and "start `bot setup` again" in out.err
     assert f"BOT_APP_ID={fake.app_id}" in env_path.read_text()
     assert fake.private_key_pem not in out.out + out.err
+
+
+def test_the_whole_local_flow_through_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeGitHub()
+    fake.register_manifest_code("from-github")
+    env_path = tmp_path / ".env"
+    monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = ["setup", "--webhook-url", "https://smee.io/x", "--no-browser", "--port", str(port)]
+    result: list[int] = []
+    with serve_fake_github(fake) as base_url:
+        monkeypatch.setenv("BOT_GITHUB_API_URL", base_url)
+        thread = threading.Thread(
+            target=lambda: result.append(cli_main([*argv, "--env-file", str(env_path)]))
+        )
+        thread.start()
+        local = f"http://127.0.0.1:{port}"
+        page = None
+        for _ in range(500):
+            try:
+                page = httpx.get(f"{local}/", timeout=5, trust_env=False)
+                break
+            except httpx.ConnectError:
+                time.sleep(0.01)
+        assert page is not None and page.status_code == 200
+        action = re.search(r'action="([^"]+)"', page.text)
+        assert action is not None
+        state = parse_qs(urlsplit(unescape(action.group(1))).query)["state"][0]
+        done = httpx.get(
+            f"{local}/callback",
+            params={"code": "from-github", "state": state},
+            trust_env=False,
+        )
+        thread.join(timeout=20)
+    assert done.status_code == 200 and result == [0]
+    assert f"BOT_APP_SLUG={fake.slug}" in env_path.read_text()
+    assert "Install it on your repositories" in capsys.readouterr().out

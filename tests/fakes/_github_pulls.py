@@ -15,6 +15,33 @@ if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
 
 
+STATUSES = ("queued", "in_progress", "completed", "waiting", "requested", "pending")
+CONCLUSIONS = (
+    "action_required",
+    "cancelled",
+    "failure",
+    "neutral",
+    "success",
+    "skipped",
+    "stale",
+    "timed_out",
+)
+
+
+def check_run_fields(data: dict[str, Any]) -> None:
+    """GitHub's checks on a check run's fields: known values, texts within 65535 characters."""
+    if data.get("status", "queued") not in STATUSES:
+        raise FakeError(422, "Validation Failed: status is not included in the list")
+    if data.get("conclusion") not in (None, *CONCLUSIONS):
+        raise FakeError(422, "Validation Failed: conclusion is not included in the list")
+    if data.get("status") == "completed" and not data.get("conclusion"):
+        raise FakeError(422, "Validation Failed: conclusion is required when completed")
+    for key in ("title", "summary", "text"):
+        value = (data.get("output") or {}).get(key)
+        if isinstance(value, str) and len(value) > 65535:
+            raise FakeError(422, f"Validation Failed: output.{key} is too long (maximum 65535)")
+
+
 def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]:
     """(method, path, auth, handler) for the pull request endpoints under repository path `r`."""
 
@@ -137,6 +164,7 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         name = body_field(ctx, "name")
         head_sha = body_field(ctx, "head_sha")
         data = ctx.json
+        check_run_fields(data)
         cid = fake._id()
         run = {
             "id": cid,
@@ -163,6 +191,7 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
             raise FakeError(404, "Not Found")
         run = fake.check_runs[cid]
         data = ctx.json if isinstance(ctx.json, dict) else {}
+        check_run_fields(data)
         for key in ("name", "status", "conclusion", "external_id", "details_url"):
             if key in data:
                 run[key] = data[key]

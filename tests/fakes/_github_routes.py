@@ -371,6 +371,8 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
     async def update_comment(ctx: Ctx) -> Response:
         comment = comment_of(ctx)
         body = body_field(ctx, "body")
+        if not isinstance(body, str) or not body:
+            raise FakeError(422, "Validation Failed: body cannot be blank")
         if len(body) > 65536:
             raise FakeError(
                 422, "Validation Failed: body is too long (maximum is 65536 characters)"

@@ -270,3 +270,37 @@ async def test_a_token_narrowed_by_permission_is_held_to_it(
     assert check.json()["message"] == "Resource not accessible by integration"
     contents = await http.get("/repos/octo/hello/contents/README.md", headers=headers)
     assert contents.status_code == 403
+
+
+async def test_check_run_and_comment_fields_are_validated(
+    fake: FakeGitHub, http: httpx.AsyncClient
+) -> None:
+    headers = {"Authorization": f"token {await token_for(http, fake, ['hello'])}"}
+    fake.add_issue("octo", "hello", title="t")
+    sha = "a" * 40
+    bad = [
+        {"name": "c", "head_sha": sha, "status": "done"},
+        {"name": "c", "head_sha": sha, "status": "completed"},
+        {"name": "c", "head_sha": sha, "conclusion": "great"},
+        {"name": "c", "head_sha": sha, "output": {"title": "t", "summary": "x" * 65536}},
+    ]
+    for body in bad:
+        answer = await http.post("/repos/octo/hello/check-runs", json=body, headers=headers)
+        assert answer.status_code == 422, body
+    good = await http.post(
+        "/repos/octo/hello/check-runs", json={"name": "c", "head_sha": sha}, headers=headers
+    )
+    assert good.status_code == 201 and good.json()["status"] == "queued"
+    comment = await http.post(
+        "/repos/octo/hello/issues/1/comments", json={"body": "x"}, headers=headers
+    )
+    edit = await http.patch(
+        f"/repos/octo/hello/issues/comments/{comment.json()['id']}",
+        json={"body": 5},
+        headers=headers,
+    )
+    assert edit.status_code == 422
+    long = await http.post(
+        "/repos/octo/hello/issues/1/comments", json={"body": "x" * 65537}, headers=headers
+    )
+    assert long.status_code == 422

@@ -10,8 +10,9 @@ What is retried, and how:
   answer was a 502 or was lost, so `InstallationClient` sends those with
   `attempts=1` and, after each failure, looks for what it was creating (the same
   body from the App, the same check run `external_id`) before sending again: a
-  retried create never duplicates. When the tries run out the caller gets
-  `RetryableError`, so the job is re-queued.
+  retried create never duplicates (`create_pull` needs no search: GitHub refuses a
+  second pull from the same branch with a 422). When the tries run out the caller
+  gets `RetryableError`, so the job is re-queued.
 * Rate limits (403 or 429): `retry-after` (seconds) is honoured; otherwise, with
   `x-ratelimit-remaining: 0`, the client waits until `x-ratelimit-reset` (epoch
   seconds); a 429 or a "secondary rate limit" 403 without either waits 60 s, as
@@ -25,7 +26,8 @@ What is retried, and how:
   serialised and spaced at least `mutation_interval_s` apart (default 1 s), as
   GitHub's secondary-rate-limit guidance asks: a per-installation lock plus the
   time the previous write finished; the next write is sent no sooner than that
-  plus the interval. Reads are neither serialised nor spaced.
+  plus the interval. Reads are neither serialised nor spaced. The spacing, like the
+  quota memory, is kept per process.
 
 Every request carries `X-Bot-Delivery: <delivery id>` when a delivery is bound in
 the log context, so GitHub-side traces can be tied back to the webhook. Tokens and

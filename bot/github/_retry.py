@@ -10,9 +10,9 @@ What is retried, and how:
   answer was a 502 or was lost, so `InstallationClient` sends those with
   `attempts=1` and, after each failure, looks for what it was creating (the same
   body from the App, the same check run `external_id`) before sending again: a
-  retried create never duplicates (`create_pull` needs no search: GitHub refuses a
-  second pull from the same branch with a 422). When the tries run out the caller
-  gets `RetryableError`, so the job is re-queued.
+  retried create never duplicates (for a pull request: an open one from the same
+  branch). When the tries run out the caller gets `RetryableError`, so the job is
+  re-queued.
 * Rate limits (403 or 429): `retry-after` (seconds) is honoured; otherwise, with
   `x-ratelimit-remaining: 0`, the client waits until `x-ratelimit-reset` (epoch
   seconds); a 429 or a "secondary rate limit" 403 without either waits 60 s, as

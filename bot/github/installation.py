@@ -314,8 +314,13 @@ class InstallationClient:
     ) -> PullRequest:
         """Open a pull request from branch `head` (in this repository) into `base`."""
         payload = {"head": head, "base": base, "title": title, "body": body, "draft": draft}
-        response = await self.request("POST", self._repo_path("/pulls"), json=payload)
-        return model_of(PullRequest, response)
+
+        async def find() -> PullRequest | None:
+            query = {"head": f"{self.owner}:{head}", "state": "open"}
+            found = models_of(PullRequest, await self._paginate("/pulls", query))
+            return found[0] if found else None
+
+        return await self._create(PullRequest, "/pulls", payload, find)
 
     async def list_reviews(self, number: int) -> list[Review]:
         return models_of(Review, await self._paginate(f"/pulls/{number}/reviews"))

@@ -145,6 +145,16 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         )
         return ok(pull, 201)
 
+    async def list_pulls(ctx: Ctx) -> Response:
+        state = ctx.request.query_params.get("state", "open")
+        head = ctx.request.query_params.get("head")
+        pulls = [
+            pull
+            for _, pull in sorted(ctx.fr.pulls.items(), reverse=True)
+            if state in ("all", pull["state"]) and (head is None or pull["head"]["label"] == head)
+        ]
+        return fake.page(ctx.request, pulls)
+
     async def list_reviews(ctx: Ctx) -> Response:
         pull_of(ctx)
         return fake.page(ctx.request, ctx.fr.reviews.get(ctx.number(), []))
@@ -221,6 +231,7 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
 
     return [
         ("POST", r + "/pulls", "token", open_pull),
+        ("GET", r + "/pulls", "token", list_pulls),
         ("GET", r + "/pulls/{number:int}", "token", get_pull),
         ("GET", r + "/pulls/{number:int}/files", "token", pull_files),
         ("GET", r + "/pulls/{number:int}/comments", "token", review_comments),

@@ -311,3 +311,17 @@ async def test_a_quota_reset_within_the_cap_is_waited_for(fake: FakeGitHub) -> N
     await gh.get_issue(1)
     await gh.get_issue(1)
     assert len(sleeps.requested) == 1 and 8 <= sleeps.requested[0] <= 12
+
+
+async def test_a_pull_request_opened_behind_a_502_is_not_opened_again(
+    fake: FakeGitHub,
+) -> None:
+    bare = fake.repos["octo/hello"].git_dir
+    commit_files(bare, "bot/fix-2", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    gh = make_app(fake).installation(42, "octo", "hello")
+    await gh.token()
+    fake.fail_next("POST", "/repos/octo/hello/pulls", 502, after_apply=True)
+    pull = await gh.create_pull(head="bot/fix-2", base="main", title="Fix", body="Why.")
+    assert pull.head.ref == "bot/fix-2"
+    assert len(fake.repos["octo/hello"].pulls) == 1
+    assert len(fake.calls_to("POST", "/repos/octo/hello/pulls")) == 1

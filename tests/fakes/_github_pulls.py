@@ -285,6 +285,7 @@ async def build_pull(
     url = f"https://api.github.com/repos/{fr.full_name}/issues/{n}"
     issue["pull_request"] = {"url": url.replace("/issues/", "/pulls/"), "merged_at": None}
     head_full = head_repo or fr.full_name
+    api = f"https://api.github.com/repos/{fr.full_name}"
     pull = {
         **{k: issue[k] for k in ("id", "number", "state", "title", "body", "user")},
         **{k: issue[k] for k in ("created_at", "updated_at", "author_association")},
@@ -313,6 +314,40 @@ async def build_pull(
         "commits": 1,
         "comments": 0,
         "review_comments": 0,
+        "node_id": f"PR_{issue['id']}",
+        "labels": issue["labels"],
+        "locked": False,
+        "active_lock_reason": None,
+        "assignee": None,
+        "assignees": [],
+        "requested_reviewers": [],
+        "requested_teams": [],
+        "milestone": None,
+        "closed_at": None,
+        "merged_at": None,
+        "merged_by": None,
+        "merge_commit_sha": None,
+        "mergeable_state": "clean",
+        "rebaseable": True,
+        "maintainer_can_modify": False,
+        "auto_merge": None,
+        "diff_url": f"https://github.com/{fr.full_name}/pull/{n}.diff",
+        "patch_url": f"https://github.com/{fr.full_name}/pull/{n}.patch",
+        "issue_url": url,
+        "commits_url": f"{api}/pulls/{n}/commits",
+        "review_comments_url": f"{api}/pulls/{n}/comments",
+        "review_comment_url": f"{api}/pulls/comments{{/number}}",
+        "comments_url": f"{api}/issues/{n}/comments",
+        "statuses_url": f"{api}/statuses/{head_sha}",
+        "_links": {
+            "self": {"href": f"{api}/pulls/{n}"},
+            "html": {"href": f"https://github.com/{fr.full_name}/pull/{n}"},
+            "issue": {"href": url},
+            "comments": {"href": f"{api}/issues/{n}/comments"},
+            "review_comments": {"href": f"{api}/pulls/{n}/comments"},
+            "commits": {"href": f"{api}/pulls/{n}/commits"},
+            "statuses": {"href": f"{api}/statuses/{head_sha}"},
+        },
     }
     fr.pulls[n] = pull
     return pull

@@ -37,9 +37,70 @@ def user_json(login: str, kind: str | None = None) -> dict[str, Any]:
         "gravatar_id": "",
         "url": f"https://api.github.com/users/{login}",
         "html_url": f"https://github.com/{login}",
+        **{
+            f"{name}_url": f"https://api.github.com/users/{login}/{path}"
+            for name, path in _USER_LINKS.items()
+        },
         "type": kind,
         "site_admin": False,
     }
+
+
+_USER_LINKS = {
+    "followers": "followers",
+    "following": "following{/other_user}",
+    "gists": "gists{/gist_id}",
+    "starred": "starred{/owner}{/repo}",
+    "subscriptions": "subscriptions",
+    "organizations": "orgs",
+    "repos": "repos",
+    "events": "events{/privacy}",
+    "received_events": "received_events",
+}
+_REPO_LINKS = {
+    "forks": "forks",
+    "keys": "keys{/key_id}",
+    "collaborators": "collaborators{/collaborator}",
+    "teams": "teams",
+    "hooks": "hooks",
+    "issue_events": "issues/events{/number}",
+    "events": "events",
+    "assignees": "assignees{/user}",
+    "branches": "branches{/branch}",
+    "tags": "tags",
+    "blobs": "git/blobs{/sha}",
+    "git_tags": "git/tags{/sha}",
+    "git_refs": "git/refs{/sha}",
+    "trees": "git/trees{/sha}",
+    "statuses": "statuses/{sha}",
+    "languages": "languages",
+    "stargazers": "stargazers",
+    "contributors": "contributors",
+    "subscribers": "subscribers",
+    "subscription": "subscription",
+    "commits": "commits{/sha}",
+    "git_commits": "git/commits{/sha}",
+    "comments": "comments{/number}",
+    "issue_comment": "issues/comments{/number}",
+    "contents": "contents/{+path}",
+    "compare": "compare/{base}...{head}",
+    "merges": "merges",
+    "archive": "{archive_format}{/ref}",
+    "downloads": "downloads",
+    "issues": "issues{/number}",
+    "pulls": "pulls{/number}",
+    "milestones": "milestones{/number}",
+    "notifications": "notifications{?since,all,participating}",
+    "labels": "labels{/name}",
+    "releases": "releases{/id}",
+    "deployments": "deployments",
+}
+
+
+def repo_links(full_name: str) -> dict[str, str]:
+    """The `*_url` templates GitHub puts on a repository object."""
+    api = f"https://api.github.com/repos/{full_name}"
+    return {f"{name}_url": f"{api}/{path}" for name, path in _REPO_LINKS.items()}
 
 
 def new_private_key_pem() -> str:

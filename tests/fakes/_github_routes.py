@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
 from tests.fakes._github_git import git, http_backend
+from tests.fakes._github_json import installation_json, repo_json
 from tests.fakes._github_pulls import pull_routes
 from tests.fakes._github_state import (
     DOCS,
@@ -22,10 +23,8 @@ from tests.fakes._github_state import (
     FakeError,
     FakeRepo,
     Fault,
-    clone_url,
     iso,
     parse_json,
-    repo_links,
     user_json,
 )
 
@@ -155,71 +154,6 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             if not any(_grants(n, token.permissions.get(n), level) for n, level in needed):
                 raise FakeError(403, "Resource not accessible by integration")
 
-    def repo_json(request: Request, fr: FakeRepo) -> dict[str, Any]:
-        api = f"https://api.github.com/repos/{fr.full_name}"
-        return {
-            "id": fr.id,
-            "node_id": f"R_{fr.id}",
-            "name": fr.name,
-            "full_name": fr.full_name,
-            "private": fr.private,
-            "owner": user_json(fr.owner),
-            "html_url": f"https://github.com/{fr.full_name}",
-            "description": None,
-            "fork": False,
-            "url": api,
-            "clone_url": clone_url(request, fr.full_name),
-            "git_url": f"git://github.com/{fr.full_name}.git",
-            "ssh_url": f"git@github.com:{fr.full_name}.git",
-            "svn_url": f"https://github.com/{fr.full_name}",
-            "mirror_url": None,
-            "homepage": None,
-            **repo_links(fr.full_name),
-            "default_branch": fr.default_branch,
-            "visibility": "private" if fr.private else "public",
-            "archived": False,
-            "disabled": False,
-            "has_issues": True,
-            "has_projects": False,
-            "has_downloads": True,
-            "has_wiki": False,
-            "has_pages": False,
-            "is_template": False,
-            "allow_forking": True,
-            "web_commit_signoff_required": False,
-            "size": 0,
-            "language": None,
-            "license": None,
-            "forks": 0,
-            "forks_count": 0,
-            "stargazers_count": 0,
-            "watchers": 0,
-            "watchers_count": 0,
-            "open_issues": sum(1 for i in fr.issues.values() if i["state"] == "open"),
-            "open_issues_count": sum(1 for i in fr.issues.values() if i["state"] == "open"),
-            "topics": [],
-            "created_at": "2024-01-01T00:00:00Z",
-            "updated_at": iso(),
-            "pushed_at": iso(),
-        }
-
-    def installation_json(inst_id: int) -> dict[str, Any]:
-        inst = fake.installations[inst_id]
-        return {
-            "id": inst.id,
-            "account": user_json(inst.account, "Organization"),
-            "repository_selection": "selected",
-            "access_tokens_url": f"https://api.github.com/app/installations/{inst.id}/access_tokens",
-            "app_id": fake.app_id,
-            "app_slug": fake.slug,
-            "target_type": "Organization",
-            "permissions": {"contents": "write", "issues": "write", "metadata": "read"},
-            "events": ["issues", "issue_comment", "pull_request"],
-            "created_at": "2024-01-01T00:00:00Z",
-            "updated_at": "2024-01-01T00:00:00Z",
-            "suspended_at": None,
-        }
-
     def issue_of(ctx: Ctx) -> dict[str, Any]:
         issue = ctx.fr.issues.get(ctx.number())
         if issue is None:
@@ -253,7 +187,9 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         )
 
     async def list_installations(ctx: Ctx) -> Response:
-        return fake.page(ctx.request, [installation_json(i) for i in sorted(fake.installations)])
+        return fake.page(
+            ctx.request, [installation_json(fake, i) for i in sorted(fake.installations)]
+        )
 
     async def create_token(ctx: Ctx) -> Response:
         body = ctx.json if isinstance(ctx.json, dict) else {}
@@ -276,7 +212,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         full = f"{ctx.param('owner')}/{ctx.param('repo')}"
         for inst in fake.installations.values():
             if full in inst.repos:
-                return ok(installation_json(inst.id))
+                return ok(installation_json(fake, inst.id))
         raise FakeError(404, "Not Found")
 
     async def manifest_conversion(ctx: Ctx) -> Response:

@@ -37,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
+from tests.fakes._github_json import issue_json
 from tests.fakes._github_pulls import build_pull
 from tests.fakes._github_routes import build_routes
 from tests.fakes._github_state import (
@@ -147,37 +148,17 @@ class FakeGitHub:
         fr = self.repos[f"{owner}/{repo}"]
         number = number or fr.next_number
         fr.next_number = max(fr.next_number, number + 1)
-        now = iso()
-        issue = {
-            "id": self._id(),
-            "node_id": f"I_{number}",
-            "url": f"https://api.github.com/repos/{fr.full_name}/issues/{number}",
-            "html_url": f"https://github.com/{fr.full_name}/issues/{number}",
-            "number": number,
-            "state": state,
-            "title": title,
-            "body": body,
-            "user": user_json(user),
-            "labels": [{"id": self._id(), "name": n, "color": "ededed"} for n in labels or []],
-            "assignee": None,
-            "assignees": [],
-            "milestone": None,
-            "comments": 0,
-            "locked": False,
-            "active_lock_reason": None,
-            "author_association": self._association(fr, user),
-            "repository_url": f"https://api.github.com/repos/{fr.full_name}",
-            "labels_url": f"https://api.github.com/repos/{fr.full_name}/issues/{number}/labels{{/name}}",
-            "comments_url": f"https://api.github.com/repos/{fr.full_name}/issues/{number}/comments",
-            "events_url": f"https://api.github.com/repos/{fr.full_name}/issues/{number}/events",
-            "timeline_url": f"https://api.github.com/repos/{fr.full_name}/issues/{number}/timeline",
-            "reactions": {"total_count": 0, "+1": 0, "-1": 0, "eyes": 0},
-            "performed_via_github_app": None,
-            "state_reason": None,
-            "created_at": now,
-            "updated_at": now,
-            "closed_at": None,
-        }
+        issue = issue_json(
+            fr,
+            self._id(),
+            number,
+            title=title,
+            body=body,
+            user=user,
+            labels=[{"id": self._id(), "name": n, "color": "ededed"} for n in labels or []],
+            state=state,
+            association=self._association(fr, user),
+        )
         fr.issues[number] = issue
         return issue
 

@@ -4,7 +4,8 @@ What is retried, and how:
 
 * 5xx answers and connection failures (refused, reset, timeouts) are retried with
   exponential backoff: `backoff_s` * 1, 2, 4 ... plus up to 25 % jitter, for at
-  most `attempts` tries in all (default 4: waits of 0.5, 1 and 2 s). GETs, PATCHes,
+  most `attempts` tries in all (default 4: waits of 0.5, 1 and 2 s; longer when a
+  5xx carries its own `retry-after`, and no retry when that is beyond the cap). GETs, PATCHes,
   PUTs and reactions are idempotent and simply sent again. A POST that creates
   something (a comment, a check run, a review) may have been applied although its
   answer was a 502 or was lost, so `InstallationClient` sends those with
@@ -109,6 +110,13 @@ def error_for(response: httpx.Response) -> GitHubError:
     if status >= 500:
         return RetryableError(status, message, docs)
     return GitHubError(status, message, docs)
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 class _SharedTransport(httpx.AsyncBaseTransport):
@@ -257,8 +265,9 @@ class Sender:
                 continue
             if status >= 500:
                 failures += 1
-                if failures < attempts:
-                    await self.backoff(method, path, status, failures)
+                asked = _seconds(response.headers.get("retry-after"))
+                if failures < attempts and (asked is None or asked <= self.policy.max_sleep_s):
+                    await self.backoff(method, path, status, failures, at_least=asked or 0.0)
                     continue
             raise error_for(response)
 
@@ -293,10 +302,13 @@ class Sender:
         await self._sleep(wait)
         self._exhausted.pop(key, None)
 
-    async def backoff(self, method: str, path: str, status: int, failures: int) -> None:
-        """Sleep before try number `failures + 1`: `backoff_s` * 2^(failures-1), plus jitter."""
+    async def backoff(
+        self, method: str, path: str, status: int, failures: int, *, at_least: float = 0.0
+    ) -> None:
+        """Sleep before try number `failures + 1`: `backoff_s` * 2^(failures-1), plus jitter,
+        and no less than `at_least` (a 503's own `retry-after`)."""
         delay = self.policy.backoff_s * 2 ** (failures - 1)
-        delay += random.uniform(0, delay / 4)
+        delay = max(delay + random.uniform(0, delay / 4), at_least)
         log.warning(
             "github request failed, retrying",
             extra={"method": method, "path": path, "status": status, "attempt": failures},

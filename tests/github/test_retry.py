@@ -325,3 +325,16 @@ async def test_a_pull_request_opened_behind_a_502_is_not_opened_again(
     assert pull.head.ref == "bot/fix-2"
     assert len(fake.repos["octo/hello"].pulls) == 1
     assert len(fake.calls_to("POST", "/repos/octo/hello/pulls")) == 1
+
+
+async def test_a_503_with_retry_after_waits_as_asked(fake: FakeGitHub) -> None:
+    sleeps = Sleeps()
+    gh = make_app(fake, sleeps).installation(42, "octo", "hello")
+    await gh.token()
+    fake.fail_next("GET", "/repos/octo/hello/issues/1", 503, headers={"retry-after": "7"})
+    assert (await gh.get_issue(1)).number == 1
+    assert sleeps.requested == [7.0]
+    fake.fail_next("GET", "/repos/octo/hello/issues/1", 503, headers={"retry-after": "7200"})
+    with pytest.raises(RetryableError):
+        await gh.get_issue(1)
+    assert sleeps.requested == [7.0]

@@ -4,9 +4,9 @@ What is retried, and how:
 
 * 5xx answers and connection failures (refused, reset, timeouts) are retried with
   exponential backoff: `backoff_s` * 1, 2, 4 ... plus up to 25 % jitter, for at
-  most `attempts` tries in all (default 4: waits of 0.5, 1 and 2 s; longer when a
-  5xx carries its own `retry-after`, and no retry when that is beyond the cap). GETs, PATCHes,
-  PUTs and reactions are idempotent and simply sent again. A POST that creates
+  most `attempts` tries in all (default 4: waits of 0.5, 1 and 2 s; longer when
+  a 5xx carries its own `retry-after`, and no retry when that is beyond the
+  cap). GETs, PATCHes, PUTs and reactions are idempotent and simply sent again. A POST that creates
   something (a comment, a check run, a review) may have been applied although its
   answer was a 502 or was lost, so `InstallationClient` sends those with
   `attempts=1` and, after each failure, looks for what it was creating (the same

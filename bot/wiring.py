@@ -169,5 +169,6 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         permission_lookup=permission_lookup,
         executor=executor,
         skip_handler=executor.answer_skip,
+        background=(mirrors.sweep_forever,),
         app_slug=slug,
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -79,6 +80,8 @@ class WorkerHooks:
     permission_lookup: PermissionLookup = field(default=unknown_permission)
     executor: Executor | None = None
     skip_handler: SkipHandler | None = None
+    background: tuple[Callable[[], Coroutine[Any, Any, object]], ...] = ()
+    """Housekeeping that runs beside the pool for its lifetime (e.g. the mirror sweep)."""
     app_slug: str | None = None
     """Overrides the slug from settings, e.g. once learned from `GET /app`."""
 
@@ -129,6 +132,8 @@ class Worker:
         async with anyio.create_task_group() as tasks:
             for n in range(self.concurrency):
                 tasks.start_soon(self._loop, f"{self.worker_id}/{n}")
+            for job in self.hooks.background:
+                tasks.start_soon(job)
             task_status.started()
 
     async def run_until_idle(self, worker_id: str = "once") -> int:

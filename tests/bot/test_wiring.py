@@ -69,6 +69,8 @@ async def test_config_follows_extends_and_local_values_win(
     store = Store.open(data_dir / "bot.sqlite3")
     hooks = build_worker_hooks(settings_for(gh, url, data_dir), store)
     assert isinstance(hooks.executor, RunExecutor)
+    assert hooks.skip_handler == hooks.executor.answer_skip
+    assert [job.__name__ for job in hooks.background] == ["sweep_forever"]
     assert (await hooks.config_loader(event())).triage.enabled is True  # no file: defaults
     write_config(gh, "shared", "slash_commands: true\ntriage:\n  enabled: false\n")
     write_config(gh, "hello", "_extends: shared\ntriage:\n  enabled: true\n")

@@ -275,6 +275,25 @@ async def test_pool_handles_jobs_as_they_arrive(env: Env) -> None:
     assert {env.decision(f"g-{n}")[0] for n in range(6)} == {"trigger"}
 
 
+async def test_pool_runs_background_housekeeping_until_it_stops(env: Env) -> None:
+    started, stopped = anyio.Event(), anyio.Event()
+
+    async def housekeeping() -> None:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+
+    worker = env.worker(WorkerHooks(background=(housekeeping,)), poll_interval=0.05)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(worker.run)
+        with anyio.fail_after(5):
+            await started.wait()
+        tasks.cancel_scope.cancel()
+    assert stopped.is_set()
+
+
 async def test_default_wiring_needs_no_github(env: Env) -> None:
     hooks = build_worker_hooks(Settings(app_slug="my-app"), env.store)
     assert hooks.executor is None and hooks.app_slug == "my-app"

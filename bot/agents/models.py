@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
-import sniffio
 
 from bot.engine.types import Usage
 
@@ -176,11 +175,9 @@ class ClientHolder:
 
 def _loop_id() -> int | None:
     try:
-        if sniffio.current_async_library() == "asyncio":
-            return id(asyncio.get_running_loop())
-    except (sniffio.AsyncLibraryNotFoundError, RuntimeError):
+        return id(asyncio.get_running_loop())
+    except RuntimeError:  # no asyncio loop running in this thread
         return None
-    return None
 
 
 def price_of(usage: Usage, price: Mapping[str, float] | None) -> float | None:

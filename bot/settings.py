@@ -56,6 +56,7 @@ class Settings(BaseModel):
     workers: int = Field(default=2, ge=1, le=64)
     log_level: str = "INFO"
     insecure_no_signature: bool = False
+    github_write_interval: float = Field(default=1.0, ge=0, le=60)
     # Agent runtime (bot/agents): provider, streaming, limits, per-role models, types, prices.
     llm_provider: str = "openai"
     llm_stream: bool = True

@@ -98,9 +98,7 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
     from bot.github.errors import GitHubError, RetryableError
 
     slug = _learn_slug(settings)
-    pem = settings.private_key_pem()
-    assert settings.app_id is not None and pem is not None
-    github = GitHubApp(settings.app_id, pem, api_url=settings.github_api_url, app_slug=slug)
+    github = GitHubApp.from_settings(settings, app_slug=slug)
     engine = Engine(
         build_runner(settings),
         data_dir=settings.data_dir,

@@ -115,13 +115,9 @@ class GitHubApp:
                 "GitHub App credentials are missing (BOT_APP_ID and BOT_PRIVATE_KEY_PATH); "
                 "run `bot setup` to create the App"
             )
-        return cls(
-            settings.app_id,
-            pem,
-            api_url=settings.github_api_url,
-            app_slug=settings.app_slug,
-            **kwargs,
-        )
+        kwargs.setdefault("app_slug", settings.app_slug)
+        kwargs.setdefault("policy", RetryPolicy(mutation_interval_s=settings.github_write_interval))
+        return cls(settings.app_id, pem, api_url=settings.github_api_url, **kwargs)
 
     async def __aenter__(self) -> GitHubApp:
         return self

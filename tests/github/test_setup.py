@@ -108,6 +108,9 @@ async def test_the_callback_exchanges_the_code_and_writes_credentials(tmp_path: 
         transport=httpx.ASGITransport(fake.app),
     )
     assert (await app.get_app()).id == fake.app_id
+    assert app.sender.policy.mutation_interval_s == 1.0  # GitHub's guidance, by default
+    paced = GitHubApp.from_settings(settings.model_copy(update={"github_write_interval": 0.25}))
+    assert paced.sender.policy.mutation_interval_s == 0.25
 
 
 async def test_a_second_registration_keeps_the_old_key(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from bot.engine.sanitize import strip_terminal
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import Publisher
-from bot.github.render import Progress
+from bot.github.render import Progress, defuse_mentions
 from bot.log import bound, get_logger
 from bot.progress import Tracker, usage_of
 from bot.redact import redact
@@ -64,6 +64,11 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 PUBLISHING = "publishing"  # the outcome is recorded and being posted
+
+
+def clean_model_text(text: str) -> str:
+    """What every model-written string goes through before it is shown on GitHub."""
+    return defuse_mentions(strip_terminal(text))
 
 
 def describe_error(exc: BaseException) -> str:
@@ -259,7 +264,7 @@ class RunExecutor:
                 facts,
                 app_slug=self.app_slug,
                 args=trigger.args,
-                clean=strip_terminal,
+                clean=clean_model_text,
             )
         except RateLimited:
             log.warning("rate limited beyond the cap; the job goes back to the queue")

@@ -103,6 +103,16 @@ def parse_markers(body: str | None) -> Markers:
     )
 
 
+# `@name` or `@org/team` where GitHub would link it: not inside a word, an e-mail address or a
+# path. A zero-width space after the `@` keeps the text readable and notifies nobody.
+_MENTION = re.compile(r"(?<![\w@./`-])@(?=[A-Za-z0-9])")
+
+
+def defuse_mentions(text: str) -> str:
+    """Stop model-written text from pinging people or teams (prompt-injected spam)."""
+    return _MENTION.sub("@\u200b", text)
+
+
 def title_of(kind: str) -> str:
     return _TITLES.get(kind, kind.capitalize())
 

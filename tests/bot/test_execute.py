@@ -195,6 +195,15 @@ async def test_hidden_instructions_never_reach_the_model_and_tokens_are_redacted
     assert "[redacted github token]" in rig.own(1)[0]
 
 
+async def test_model_written_mentions_notify_nobody(rig: Rig) -> None:
+    rig.llm.respond_with(ModelScript(echo="cc @octocat and @acme/security, mail a@b.io"))
+    rig.open_issue("The app crashes at start-up.")
+    await rig.worker.run_until_idle()
+    (body,) = rig.own(1)
+    assert "cc @\u200boctocat and @\u200bacme/security, mail a@b.io" in body
+    assert "@octocat" not in body
+
+
 async def test_ask_command_reacts_and_answers_once(rig: Rig) -> None:
     issue = rig.fake.add_issue("octo", "hello", title="Config", body="Where is it read?")
     command = rig.command(

@@ -9,6 +9,7 @@ from bot.github.render import (
     AgentLine,
     Progress,
     RunRow,
+    defuse_mentions,
     parse_markers,
     render_check_output,
     render_help,
@@ -31,6 +32,22 @@ USAGE = UsageSummary(
     agents_ok=2,
     agents_failed=1,
 )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("ping @octocat now", "ping @\u200boctocat now", id="user"),
+        pytest.param("@acme/security", "@\u200bacme/security", id="team-at-start"),
+        pytest.param("(@a) and\n@b", "(@\u200ba) and\n@\u200bb", id="punctuation-newline"),
+        pytest.param("mail a@b.io", "mail a@b.io", id="email"),
+        pytest.param("`@decorator`", "`@decorator`", id="code-span-start"),
+        pytest.param("see src/@types/x", "see src/@types/x", id="path"),
+        pytest.param("@ alone, @@x", "@ alone, @@x", id="not-a-name"),
+    ],
+)
+def test_defuse_mentions(text: str, expected: str) -> None:
+    assert defuse_mentions(text) == expected
 
 
 def test_markers_round_trip() -> None:

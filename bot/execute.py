@@ -296,7 +296,12 @@ class RunExecutor:
         await self._record(run_id, outcome.status, outcome)
 
     async def _pump(self, publisher: Publisher, tracker: Tracker) -> None:
-        """Edit the progress comment while the run goes, at most once per interval."""
+        """Edit the progress comment while the run goes, at most once per interval.
+
+        A progress edit may fail; the final one matters. Past GitHub's rate limit the pump
+        stops editing but lets the run finish: its outcome is recorded before it is posted,
+        so a job re-queued by the final post's `RateLimited` posts it without the model.
+        """
         tick = min(0.5, self.progress_interval)
         while True:
             await anyio.sleep(tick)
@@ -308,8 +313,9 @@ class RunExecutor:
                 if await publisher.progress(progress):
                     tracker.published = version
             except RateLimited:
-                raise
-            except Exception as exc:  # a progress edit may fail; the final one matters
+                log.warning("rate limited; no more progress edits in this run")
+                return
+            except Exception as exc:
                 log.warning("progress edit failed", extra={"error": self.redactor(str(exc))})
 
     async def _workspace(

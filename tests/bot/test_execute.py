@@ -446,3 +446,29 @@ async def test_a_failed_post_is_retried_from_the_recorded_outcome_without_the_mo
     assert len(rig.llm.bodies) == model_calls
     after = rig.store.get_run(run.id)
     assert after is not None and after.status == "succeeded"
+
+
+async def test_a_rate_limited_progress_edit_lets_the_run_finish_and_records_it(rig: Rig) -> None:
+    script = ModelScript()
+    rig.llm.respond_with(lambda body: dataclasses.replace(script(body), delay=0.6))
+    rig.executor.progress_interval = 0.2
+    reset = str(int(time.time()) + 3600)
+    # Only the progress edit can be the first POST of a comment: the run posts nothing else
+    # before its model calls, and the pump writes while the model is slow to answer.
+    rig.fake.fail_next(
+        "POST",
+        "/repos/octo/hello/issues/1/comments",
+        403,
+        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset},
+        message="API rate limit exceeded",
+    )
+    rig.open_issue("Crash.")
+    await rig.worker.run_until_idle()
+    # The quota is spent until the reset, so nothing is posted; but the run went to its end
+    # and its outcome waits to be posted by the re-queued job, without the model.
+    assert rig.own(1) == []
+    (run,) = rig.store.runs_for_delivery("guid-1")
+    assert run.status == "publishing"
+    assert run.outcome is not None and run.outcome["status"] == "succeeded"
+    (job,) = SqliteJobQueue(rig.store).jobs_for_delivery("guid-1")
+    assert job.status.value == "queued"

@@ -14,6 +14,7 @@ import anyio.abc
 import anyio.to_thread
 
 from bot.events import parse_event
+from bot.github.errors import RateLimited
 from bot.log import bound, get_logger
 from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
 from bot.store import DeliveryRecord, RunRecord, Store
@@ -223,7 +224,11 @@ class Worker:
             exc_info=error,
             extra={"attempt": job.attempts, "max_attempts": job.max_attempts},
         )
-        after = await self.queue.fail(job.id, worker_id, f"{type(error).__name__}: {error}")
+        # GitHub's rate limit says when to come back; an earlier try would only fail again.
+        not_before = error.retry_at if isinstance(error, RateLimited) else None
+        after = await self.queue.fail(
+            job.id, worker_id, f"{type(error).__name__}: {error}", not_before=not_before
+        )
         if after.status is JobStatus.DEAD:
             reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"
             await self._record(delivery.guid, "error", reason=reason)

@@ -69,9 +69,18 @@ class JobQueue(Protocol):
         """Mark the job done; raises LeaseLost when `worker_id` no longer holds it."""
         ...
 
-    async def fail(self, job_id: int, worker_id: str, error: str, *, retry: bool = True) -> Job:
-        """Record a failed attempt: back to queued after a backoff, or dead when attempts are
-        spent or `retry` is False. Raises LeaseLost when `worker_id` no longer holds it."""
+    async def fail(
+        self,
+        job_id: int,
+        worker_id: str,
+        error: str,
+        *,
+        retry: bool = True,
+        not_before: float | None = None,
+    ) -> Job:
+        """Record a failed attempt: back to queued after a backoff (or at `not_before`, when
+        that is later: a rate limit's reset), or dead when attempts are spent or `retry` is
+        False. Raises LeaseLost when `worker_id` no longer holds it."""
         ...
 
     async def get(self, job_id: int) -> Job | None: ...

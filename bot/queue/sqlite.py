@@ -109,8 +109,16 @@ class SqliteJobQueue:
     async def complete(self, job_id: int, worker_id: str) -> None:
         await self._call(self._complete, job_id, worker_id)
 
-    async def fail(self, job_id: int, worker_id: str, error: str, *, retry: bool = True) -> Job:
-        return await self._call(self._fail, job_id, worker_id, error, retry)
+    async def fail(
+        self,
+        job_id: int,
+        worker_id: str,
+        error: str,
+        *,
+        retry: bool = True,
+        not_before: float | None = None,
+    ) -> Job:
+        return await self._call(self._fail, job_id, worker_id, error, retry, not_before)
 
     async def get(self, job_id: int) -> Job | None:
         return await self._call(self.get_sync, job_id)
@@ -179,19 +187,22 @@ class SqliteJobQueue:
                 (self.clock(), job_id),
             )
 
-    def _fail(self, job_id: int, worker_id: str, error: str, retry: bool) -> Job:
+    def _fail(
+        self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
+    ) -> Job:
         conn = self.store.conn()
         now = self.clock()
         with transaction(conn):
             job = self._held(conn, job_id, worker_id)
             dead = not retry or job.attempts >= job.max_attempts
+            run_after = max(now + backoff_seconds(job.attempts), not_before or 0.0)
             row = conn.execute(
                 f"UPDATE jobs SET status = ?, run_after = ?, lease_owner = NULL,"
                 f" lease_until = NULL, last_error = ?, updated_at = ? WHERE id = ?"
                 f" RETURNING {_COLUMNS}",
                 (
                     JobStatus.DEAD if dead else JobStatus.QUEUED,
-                    now if dead else now + backoff_seconds(job.attempts),
+                    now if dead else run_after,
                     error[:2000],
                     now,
                     job_id,

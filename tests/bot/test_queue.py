@@ -139,6 +139,24 @@ async def test_failed_job_is_retried_after_backoff(backend: Backend) -> None:
     assert again is not None and again.attempts == 2
 
 
+async def test_a_failed_job_waits_until_not_before_when_that_is_later(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w1", 30)
+    assert job is not None
+    reset = backend.clock.now + 3600
+    after = await q.fail(job.id, "w1", "RateLimited: quota spent", not_before=reset)
+    assert after.status is JobStatus.QUEUED and after.run_after == reset
+    backend.clock.advance(backoff_seconds(1))
+    assert await q.claim("w1", 30) is None
+    backend.clock.advance(3600)
+    again = await q.claim("w1", 30)
+    assert again is not None and again.attempts == 2
+    # An earlier `not_before` does not shorten the backoff.
+    after = await q.fail(again.id, "w1", "boom", not_before=backend.clock.now)
+    assert after.run_after == backend.clock.now + backoff_seconds(2)
+
+
 async def test_job_dies_after_max_attempts(backend: Backend) -> None:
     q = backend.queue
     await q.enqueue("d-1", max_attempts=2)

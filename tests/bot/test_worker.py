@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from bot import log as bot_log
+from bot.github.errors import RateLimited
 from bot.queue.base import JobStatus
 from bot.queue.sqlite import SqliteJobQueue, insert_job
 from bot.settings import Settings
@@ -201,6 +202,28 @@ async def test_transient_failures_retry_then_end_as_a_recorded_error(env: Env) -
     assert decision == "error"
     assert reason is not None and "ConnectionError: GitHub is down" in reason
     assert env.queue.counts_sync()[JobStatus.DEAD] == 1
+
+
+async def test_a_rate_limited_job_comes_back_after_the_reset(env: Env) -> None:
+    reset = env.clock.now + 3600
+    calls = 0
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RateLimited(reset, "GET /repos/x/y: quota spent")
+
+    worker = env.worker(WorkerHooks(executor=executor))
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    await worker.run_until_idle()
+    (job,) = env.queue.jobs_for_delivery("g-1")
+    assert job.status is JobStatus.QUEUED and job.run_after == reset
+    env.clock.now = reset - 1
+    assert await worker.run_until_idle() == 0
+    env.clock.now = reset
+    assert await worker.run_until_idle() == 1
+    assert calls == 2 and env.queue.counts_sync()[JobStatus.DONE] == 1
 
 
 async def test_job_of_a_crashed_worker_is_handled_after_its_lease(env: Env) -> None:

@@ -296,13 +296,23 @@ def pull_parts(
         f"- {sanitize(f.filename, markup=False)} ({f.status}, +{f.additions} -{f.deletions})"
         for f in files
     ]
-    parts = [Part("changed files", truncate("\n".join(lines), FILES_LIMIT), True, priority=1)]
+    # File names and the head label are the PR author's words as much as the diff is.
+    author_trusted = trust.of(pull.user, pull.author_association)
+    parts = [
+        Part(
+            "changed files",
+            truncate("\n".join(lines), FILES_LIMIT),
+            author_trusted,
+            _login(pull.user),
+            priority=1,
+        )
+    ]
     if diff:
         parts.append(
             Part(
                 "diff",
                 truncate(sanitize(diff, markup=False), DIFF_LIMIT),
-                trust.of(pull.user, pull.author_association),
+                author_trusted,
                 _login(pull.user),
                 priority=40,
             )

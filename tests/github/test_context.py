@@ -220,6 +220,8 @@ def test_pull_parts_list_files_diff_and_review_comments() -> None:
     assert [p.name for p in parts] == ["changed files", "diff", "review comment 9 on src/a.py:4"]
     assert "Base: main @ " + "a" * 40 in parts[0].text
     assert "- src/a.py (modified, +5 -1)" in parts[0].text
+    # The file names come from the PR's author, as the diff does.
+    assert parts[0].trusted is False
     assert parts[1].trusted is False
     assert parts[2].trusted is True
 

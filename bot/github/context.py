@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from bot.github.models import Issue, IssueComment, PullRequest, ReviewComment
 from bot.github.render import parse_markers
+from policies.triggers import WRITE_PERMISSIONS
 
 if TYPE_CHECKING:
     from bot.github.client import InstallationClient
     from policies.event import Trigger
 
 TRUSTED_ASSOCIATIONS: frozenset[str] = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
-WRITE_PERMISSIONS: frozenset[str] = frozenset({"admin", "maintain", "write"})
 FIELD_LIMIT = 4_000
 DIFF_LIMIT = 40_000
 FILES_LIMIT = 8_000

@@ -109,9 +109,12 @@ class AgentRuntime:
                 await other.aclose()
 
     def chat_for(self, call: AgentInvocation) -> ChatModel | str:
-        """The ChatModel for the call's provider (explicit, then the agent type's, then the
-        default), or the error saying that provider is not configured."""
-        provider = call.provider or call.agent_type.provider
+        """The ChatModel for the call's provider, or the error saying it is not configured.
+
+        A call that names its model keeps its own provider (None: the default one), as the
+        engine resolved them together; the agent type's provider goes with the type's model.
+        """
+        provider = call.provider if call.model is not None else call.agent_type.provider
         if provider is None:
             return self.model
         chat = self.providers.get(provider.lower())

@@ -520,3 +520,26 @@ async def test_an_unreadable_reply_is_a_clear_error_not_a_crash() -> None:
         "the model's reply could not be read (ValueError: invalid literal for int() with "
         "base 10: 'many') (after 3 attempts)"
     )
+
+
+@pytest.mark.anyio
+async def test_an_explicit_model_is_not_sent_to_the_agent_types_provider(fake: FakeLLM) -> None:
+    # The engine resolves model and provider together: an explicit model without a provider
+    # means the default provider, even when the agent type pins another one with its model.
+    other = FakeLLM([text("from the type's provider")])
+    fake.push(text("from the default"))
+    pinned = replace(REVIEWER, model="type-model", provider="local")
+    async with fake.client() as first, other.client() as second:
+        default = OpenAIChatModel(fake.base_url, http_client=first)
+        alt = OpenAIChatModel(other.base_url, http_client=second)
+        runtime = AgentRuntime(
+            default,
+            default_model="m",
+            sandbox=SandboxStatus(False, "off"),
+            limits=FAST,
+            providers={"openai": default, "local": alt},
+        )
+        explicit = await runtime.run(invocation(agent_type=pinned, model="explicit"))
+        typed = await runtime.run(invocation(agent_type=pinned))
+    assert explicit.output == "from the default" and fake.bodies[0]["model"] == "explicit"
+    assert typed.output == "from the type's provider" and other.bodies[0]["model"] == "type-model"

@@ -7,7 +7,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 
@@ -15,7 +15,7 @@ _EMPTY: Mapping[str, object] = MappingProxyType({})
 _FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "bot_log_fields", default=_EMPTY
 )
-_REDACTOR: list[object] = []  # set by bot.redact when secrets are known
+_REDACTOR: list[Callable[[str], str]] = []  # set by bot.redact when secrets are known
 
 
 @contextmanager
@@ -34,11 +34,23 @@ def current_fields() -> Mapping[str, object]:
 
 def _redact(text: str) -> str:
     for redactor in _REDACTOR:
-        text = redactor(text)  # type: ignore[operator]
+        text = redactor(text)
     return text
 
 
-def set_redactor(fn: object) -> None:
+def _redact_values(value: object) -> object:
+    """Strings inside `value` redacted before JSON encoding, which would escape a secret's
+    quotes, backslashes or newlines so that it no longer matches literally."""
+    if isinstance(value, str):
+        return _redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_values(v) for v in value]
+    return value
+
+
+def set_redactor(fn: Callable[[str], str]) -> None:
     """Install a str -> str function applied to every formatted line."""
     _REDACTOR.clear()
     _REDACTOR.append(fn)
@@ -71,6 +83,7 @@ class JsonFormatter(logging.Formatter):
         line.update(_extras(record))
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
+        line = {k: _redact_values(v) for k, v in line.items()}
         return _redact(json.dumps(line, default=str, ensure_ascii=False))
 
 

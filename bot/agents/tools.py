@@ -132,11 +132,14 @@ class Toolbox(WorktreeTools):
             return blob.data
         tree = self._tree
         assert tree is not None
-        if self.workspace.worktree is None:
+        if self.workspace.worktree is not None:
+            target = await self._materialized(path)
+        else:
             await self._check_local_visible(tree, path)
-        target = (
-            await self._materialized(path) if self.workspace.worktree else resolve_in(tree, path)
-        )
+            target = resolve_in(tree, path)
+            real = target.relative_to(tree.resolve()).as_posix()
+            if real != path:  # through a link: what it leads to must be visible too
+                await self._check_local_visible(tree, real)
         if target.is_dir():
             raise ToolError(f"{path} is a directory; use list_files")
         if not target.is_file():

@@ -315,6 +315,13 @@ async def test_local_tree_hides_secrets_and_ignored_files(tmp_path: Path) -> Non
     with pytest.raises(ToolError, match="ignored by git"):
         await call(box, "read_file", path="build/out.txt")
     assert "untracked but visible" in await call(box, "read_file", path="notes.txt")
+    # A link (committed or not) leading to a hidden file does not show it either.
+    os.symlink(".env", root / "env-link")
+    os.symlink("build/out.txt", root / "out-link")
+    with pytest.raises(ToolError, match="looks like a secret"):
+        await call(box, "read_file", path="env-link")
+    with pytest.raises(ToolError, match="ignored by git"):
+        await call(box, "read_file", path="out-link")
     assert "tracked" in await call(box, "read_file", path="keep.log")  # tracked wins
     assert await call(box, "grep", pattern="sk-local-secret") == "no matches"
     listing = (await call(box, "list_files")).splitlines()

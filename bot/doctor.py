@@ -1,7 +1,7 @@
 """`bot doctor`: check the settings, the model endpoint, the sandbox, the data dir and git.
 
-Each check is an async function `(DoctorContext) -> CheckResult`, listed in `CHECKS`; more
-(for example a GitHub App check doing a real `GET /app`) are added by appending to that list.
+Each check is an async function `(DoctorContext) -> CheckResult`, listed in `CHECKS`;
+`default_checks()` adds the GitHub App check (a real `GET /app`, bot/github/doctor_checks.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import anyio
 from bot.agents.models import ModelError
 from bot.agents.runtime import build_model
 from bot.agents.sandbox import probe_sandbox
+from bot.github.doctor_checks import make_github_check
 from bot.settings import Settings, SettingsError, load_settings
 
 Status = Literal["ok", "warn", "fail"]
@@ -201,15 +202,8 @@ CHECKS: list[Check] = [check_settings, check_model, check_sandbox, check_data_di
 
 
 def default_checks() -> list[Check]:
-    """CHECKS plus the GitHub App check (a real `GET /app`) where that module is present."""
-    checks = list(CHECKS)
-    try:
-        from bot.github.doctor_checks import make_github_check
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("bot.github.doctor_checks", "bot.github"):
-            raise
-        return checks
-    return [*checks, make_github_check()]
+    """CHECKS plus the GitHub App check (a real `GET /app`)."""
+    return [*CHECKS, make_github_check()]
 
 
 async def run_checks(ctx: DoctorContext, checks: list[Check] | None = None) -> list[CheckResult]:

@@ -31,13 +31,12 @@ import anyio
 import anyio.to_thread
 
 from bot.engine.details import RunDetails
-from bot.engine.sanitize import strip_terminal
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import Publisher
-from bot.github.render import Progress, defuse_mentions
+from bot.github.render import Progress
 from bot.log import bound, get_logger
-from bot.progress import Tracker, usage_of
+from bot.progress import Tracker, clean_model_text, usage_of
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
 from bot.workflows import MODEL_FREE, get_workflow
@@ -64,11 +63,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 PUBLISHING = "publishing"  # the outcome is recorded and being posted
-
-
-def clean_model_text(text: str) -> str:
-    """What every model-written string goes through before it is shown on GitHub."""
-    return defuse_mentions(strip_terminal(text))
 
 
 def describe_error(exc: BaseException) -> str:
@@ -256,7 +250,8 @@ class RunExecutor:
                 run_id=run.id,
                 workflow=trigger.workflow,
                 status=finished.status,
-                error=finished.error,
+                # An agent's error may quote what the model wrote.
+                error=None if finished.error is None else clean_model_text(finished.error),
                 usage=usage_of(finished, self.clock() - started),
             )
             outcome = outcome_from_run(

@@ -8,17 +8,22 @@ from dataclasses import dataclass, field
 
 from bot.engine.details import RunDetails
 from bot.engine.sanitize import strip_terminal
-from bot.github.render import AgentLine, Progress
+from bot.github.render import AgentLine, Progress, defuse_mentions
 from policies.outcome import UsageSummary
 
 _AGENT_STATES = {"pending": "pending", "running": "running", "done": "ok", "error": "failed"}
+
+
+def clean_model_text(text: str) -> str:
+    """What every model-written string goes through before it is shown on GitHub."""
+    return defuse_mentions(strip_terminal(text))
 
 
 def progress_of(details: RunDetails, workflow: str, elapsed: float) -> Progress:
     """The publisher's view of the engine's live run details."""
     agents = tuple(
         AgentLine(
-            label=strip_terminal(a.label),
+            label=clean_model_text(a.label),
             phase=a.phase,
             state="replayed" if a.replayed else _AGENT_STATES.get(a.state, a.state),
         )
@@ -30,7 +35,7 @@ def progress_of(details: RunDetails, workflow: str, elapsed: float) -> Progress:
         phases=tuple(p.get("title", "") for p in details.phases),
         current_phase=details.current_phase,
         agents=agents,
-        logs=tuple(strip_terminal(line) for line in details.logs[-10:]),
+        logs=tuple(clean_model_text(line) for line in details.logs[-10:]),
         tokens=int(details.usage.get("total") or 0),
         elapsed=elapsed,
     )

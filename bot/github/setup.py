@@ -216,7 +216,13 @@ async def exchange_code(
             f"GitHub refused the code ({response.status_code}); codes expire after an hour and "
             "work once: start `bot setup` again"
         )
-    app = ManifestConversion.model_validate(response.json())
+    try:
+        app = ManifestConversion.model_validate(response.json())
+    except ValueError:  # not JSON, or not the App: the text could hold a key, so it is not shown
+        raise SetupError(
+            f"GitHub's answer to the code is not a new App's credentials; "
+            f"check BOT_GITHUB_API_URL ({api_url}) and start `bot setup` again"
+        ) from None
     key_path = (data_dir / "app.pem").resolve()
     if key_path.exists():
         backup = key_path.with_name(f"app.pem.{time.strftime('%Y%m%d%H%M%S')}.bak")

@@ -136,6 +136,30 @@ async def test_a_second_registration_keeps_the_old_key(tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"raw_body": b"<html>a proxy's page</html>"},
+        {"json_body": {"id": 7, "slug": "x", "client_secret": "secret-that-must-not-show"}},
+    ],
+)
+async def test_an_answer_that_is_not_the_app_is_a_clear_error(
+    tmp_path: Path, answer: dict[str, object]
+) -> None:
+    fake = FakeGitHub()
+    fake.fail_next("POST", "/app-manifests/*/conversions", 201, **answer)  # type: ignore[arg-type]
+    with pytest.raises(SetupError, match="not a new App's credentials") as caught:
+        await exchange_code(
+            "c1",
+            api_url=API,
+            env_path=tmp_path / ".env",
+            data_dir=tmp_path,
+            transport=httpx.ASGITransport(fake.app),
+        )
+    assert "secret-that-must-not-show" not in str(caught.value)
+    assert not (tmp_path / ".env").exists() and not (tmp_path / "app.pem").exists()
+
+
 def test_merge_dotenv_updates_in_place_without_duplicates(tmp_path: Path) -> None:
     env_path = tmp_path / ".env"
     env_path.write_text("A=1\nBOT_APP_ID=5\n# BOT_APP_ID=commented\nBOT_APP_ID=6\n")

@@ -10,11 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from bot.agents.runtime import NoModelRunner, build_runner
+from bot.agents.types import resolve_agent_types
 from bot.engine import artifacts
 from bot.engine.artifacts import RunNotFound, RunStore, new_run_id
 from bot.engine.details import RunDetails
@@ -22,32 +25,11 @@ from bot.engine.engine import Engine
 from bot.engine.git import GitError, git_out
 from bot.engine.report import build_result_message, format_elapsed
 from bot.engine.run import STOPPED
-from bot.engine.types import AgentInvocation, AgentRunner, AgentType, RunnerResult
+from bot.engine.types import AgentType
 from bot.engine.workflow import WorkflowLoadError, load_workflow_file
 from bot.log import configure
 from bot.settings import Settings, SettingsError, load_settings
 from policies.interaction import RunInteractionMode, RunInteractionPolicy
-
-NO_MODEL = "no model configured (set BOT_MODEL and BOT_LLM_BASE_URL)"
-
-
-class _NoModelRunner:
-    """For engines that only read or stop runs: any agent they were asked to run would fail."""
-
-    async def run(self, call: AgentInvocation) -> RunnerResult:
-        return RunnerResult(error=NO_MODEL)
-
-
-def build_runner(settings: Settings) -> AgentRunner:
-    from bot.agents.runtime import build_runner as real
-
-    return real(settings)
-
-
-def _agent_types(settings: Settings) -> dict[str, AgentType]:
-    from bot.agents.types import resolve_agent_types
-
-    return resolve_agent_types(settings.agent_types, None)
 
 
 def register(subparsers: Any) -> None:
@@ -69,10 +51,6 @@ def register(subparsers: Any) -> None:
     stop = sub.add_parser("stop", help="stop a running workflow")
     stop.add_argument("run_id")
     stop.set_defaults(func=cmd_stop)
-
-
-def _settings() -> Settings:
-    return load_settings()
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -103,11 +81,11 @@ def _repo_paths(repo: Path | None) -> tuple[Path | None, Path | None]:
     return top, top
 
 
-def _engine(settings: Settings) -> Engine:
+def _engine(settings: Settings, agent_types: Mapping[str, AgentType]) -> Engine:
     return Engine(
         build_runner(settings),
         data_dir=settings.data_dir,
-        agent_types=_agent_types(settings),
+        agent_types=agent_types,
         role_models=settings.role_models,
         default_model=settings.model,
     )
@@ -115,9 +93,10 @@ def _engine(settings: Settings) -> Engine:
 
 def cmd_run(args: argparse.Namespace) -> int:
     try:
-        settings = _settings()
+        settings = load_settings()
         meta, fn = load_workflow_file(args.file)
         repo, local_root = _repo_paths(args.repo)
+        agent_types = resolve_agent_types(settings.agent_types, None)
     except (SettingsError, WorkflowLoadError, ValueError) as exc:
         return _fail(str(exc))
     store = RunStore(settings.data_dir)
@@ -136,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             configure("WARNING", json_lines=False)  # the progress lines are the output here
         else:
             configure(settings.log_level)  # into the background run's process.log
-    engine = _engine(settings)
+    engine = _engine(settings, agent_types)
     engine.recover_stale()
     progress = _Progress(enabled=not args.json and args.foreground_of is None)
     policy = RunInteractionPolicy(RunInteractionMode.AUTONOMOUS)
@@ -251,10 +230,10 @@ class _Progress:
 
 def cmd_status(args: argparse.Namespace) -> int:
     try:
-        settings = _settings()
+        settings = load_settings()
     except SettingsError as exc:
         return _fail(str(exc))
-    engine = Engine(_NoModelRunner(), data_dir=settings.data_dir)
+    engine = Engine(NoModelRunner(), data_dir=settings.data_dir)
     engine.recover_stale()
     try:
         if args.run_id is not None:
@@ -292,7 +271,7 @@ def _runs_in_background_child(pid: int, run_id: str) -> bool:
 
 def cmd_stop(args: argparse.Namespace, *, wait_seconds: float = 15.0) -> int:
     try:
-        settings = _settings()
+        settings = load_settings()
     except SettingsError as exc:
         return _fail(str(exc))
     store = RunStore(settings.data_dir)
@@ -316,7 +295,7 @@ def cmd_stop(args: argparse.Namespace, *, wait_seconds: float = 15.0) -> int:
             )
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        Engine(_NoModelRunner(), data_dir=settings.data_dir).recover_stale()
+        Engine(NoModelRunner(), data_dir=settings.data_dir).recover_stale()
         print(f"{run_id}: its process had ended; marked aborted")
         return 0
     except PermissionError:

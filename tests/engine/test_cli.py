@@ -98,6 +98,15 @@ def test_bad_inputs_get_clear_errors(env: Path, capsys: pytest.CaptureFixture[st
     assert "not a run id" in capsys.readouterr().err
 
 
+def test_bad_agent_types_setting_gets_a_clear_error(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BOT_AGENT_TYPES", '{"scout": {"instructions": "look", "tools": ["fly"]}}')
+    assert main(["workflow", "run", "demo.py"]) == 2
+    assert "agent type 'scout'" in capsys.readouterr().err
+    assert RunStore(env).run_ids() == []
+
+
 @pytest.mark.slow
 def test_background_run_can_be_stopped(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["workflow", "run", "slow.py", "--background"]) == 0

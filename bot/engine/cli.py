@@ -28,6 +28,7 @@ from bot.engine.run import STOPPED
 from bot.engine.types import AgentType
 from bot.engine.workflow import WorkflowLoadError, load_workflow_file
 from bot.log import configure
+from bot.redact import install as install_redactor
 from bot.settings import Settings, SettingsError, load_settings
 from policies.interaction import RunInteractionMode, RunInteractionPolicy
 
@@ -115,6 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             configure("WARNING", json_lines=False)  # the progress lines are the output here
         else:
             configure(settings.log_level)  # into the background run's process.log
+        install_redactor(settings)
     engine = _engine(settings, agent_types)
     engine.recover_stale()
     progress = _Progress(enabled=not args.json and args.foreground_of is None)

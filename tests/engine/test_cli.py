@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -96,6 +98,33 @@ def test_bad_inputs_get_clear_errors(env: Path, capsys: pytest.CaptureFixture[st
     assert "is not a git repository" in capsys.readouterr().err
     assert main(["workflow", "run", "demo.py", "--resume-from", "../../x"]) == 2
     assert "not a run id" in capsys.readouterr().err
+
+
+LEAKY = """
+import logging
+import os
+
+meta = {"name": "leaky"}
+
+
+async def workflow(wf, args):
+    logging.getLogger("bot.test").warning("secret is %s", os.environ["BOT_WEBHOOK_SECRET"])
+"""
+
+
+def test_configured_secrets_are_redacted_from_the_runs_log(env: Path, tmp_path: Path) -> None:
+    (tmp_path / "leaky.py").write_text(LEAKY)
+    environ = {**os.environ, "BOT_WEBHOOK_SECRET": "plain-webhook-secret-42"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "workflow", "run", "leaky.py"],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "secret is [redacted secret]" in done.stderr
+    assert "plain-webhook-secret-42" not in done.stderr
 
 
 def test_bad_agent_types_setting_gets_a_clear_error(

@@ -30,24 +30,14 @@ def runs_for_target(
     store: Store, repo: str, kind: str, number: int, *, exclude: str = ""
 ) -> list[RunRow]:
     """The newest 20 runs on one issue or PR, newest first (blocking: run it in a thread)."""
-    rows = (
-        store.conn()
-        .execute(
-            "SELECT id, workflow, status, created_at FROM runs"
-            " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
-            " ORDER BY created_at DESC LIMIT 20",
-            (repo, kind, number, exclude),
-        )
-        .fetchall()
-    )
     return [
         RunRow(
-            run_id=str(rid),
-            workflow=str(workflow),
-            status=str(status),
-            created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(created))),
+            run_id=run.id,
+            workflow=run.workflow,
+            status=run.status,
+            created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.created_at)),
         )
-        for rid, workflow, status, created in rows
+        for run in store.runs_on_target(repo, kind, number, exclude=exclude)
     ]
 
 

@@ -332,6 +332,18 @@ class Store:
         )
         return [_run(row) for row in rows]
 
+    def runs_on_target(
+        self, repo: str, target_kind: str, number: int, *, exclude: str = "", limit: int = 20
+    ) -> list[RunRecord]:
+        """The newest `limit` runs on one issue or pull request, newest first, but `exclude`."""
+        rows = self.conn().execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs"
+            " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
+            " ORDER BY created_at DESC LIMIT ?",
+            (repo, target_kind, number, exclude, limit),
+        )
+        return [_run(row) for row in rows]
+
     def update_run(
         self, run_id: str, *, status: str, outcome: dict[str, object] | None = None
     ) -> None:

@@ -109,6 +109,27 @@ def test_create_run_is_idempotent_per_delivery_and_workflow(data_dir: Path) -> N
     store.close()
 
 
+def test_runs_on_a_target_newest_first_without_the_excluded_one(data_dir: Path) -> None:
+    clock = iter(float(n) for n in range(100))
+    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: next(clock))
+    made = [
+        store.create_run(
+            delivery_id=f"g-{n}",
+            repo="octo/repo",
+            target_kind="issue",
+            number=7 if n != 2 else 8,
+            workflow="triage",
+            mode="webhook",
+        )
+        for n in range(5)
+    ]
+    found = store.runs_on_target("octo/repo", "issue", 7, exclude=made[4].id)
+    assert [r.id for r in found] == [made[3].id, made[1].id, made[0].id]
+    assert [r.id for r in store.runs_on_target("octo/repo", "issue", 7, limit=1)] == [made[4].id]
+    assert store.runs_on_target("octo/repo", "pull_request", 7) == []
+    store.close()
+
+
 def test_ping_reports_a_broken_database(data_dir: Path) -> None:
     path = data_dir / "bot.sqlite3"
     store = Store.open(path)

@@ -100,6 +100,8 @@ class Engine:
     ) -> bool | None:
         for run in list(self._active.values()):
             run.request_stop("Engine shut down")
+        for rid in self._preparing:
+            self._stop_early.setdefault(rid, "Engine shut down")
         tg, self._own_tg, self._tg = self._own_tg, None, None
         assert tg is not None
         return await tg.__aexit__(exc_type, exc, tb)
@@ -131,10 +133,19 @@ class Engine:
         `local_root` lets read-only agents read that work tree. `resume_from` (a run id or
         unique suffix) replays the journaled read-only calls of that run. Raises RunNotFound
         for a bad `resume_from` and ValueError for a bad `run_id`; never for workflow errors.
+        The run can be stopped from the moment this is called.
         """
-        run = await self._prepare(
-            meta, interaction, repo, base, local_root, run_id, resume_from, on_update
-        )
+        rid = self._register(meta, run_id)
+        run: Run | None = None
+        try:
+            run = await self._prepare(
+                meta, interaction, repo, base, local_root, rid, resume_from, on_update
+            )
+        except BaseException:
+            self._recent.pop(rid, None)
+            raise
+        finally:
+            self._prepared(rid, run)
         return await self._execute(run, fn, args)
 
     def start(
@@ -154,16 +165,13 @@ class Engine:
         """Start a run in the background and return its id at once."""
         if self._tg is None:
             raise RuntimeError("background runs need `async with Engine(...)` or engine.serve(tg)")
-        rid = run_id or new_run_id()
-        if not artifacts.RUN_ID.match(rid):
-            raise ValueError(f"run id must be wf_ + 12 hex, not {rid!r}")
         if resume_from is not None:
             self.store.resolve(resume_from)  # a bad reference fails here, before the start
-        placeholder = RunDetails(run_id=rid, name=meta.name, description=meta.description)
-        self._recent[rid] = placeholder
-        prepared = self._preparing[rid] = anyio.Event()
+        rid = self._register(meta, run_id)
+        placeholder = self._recent[rid]
 
         async def go() -> None:
+            run: Run | None = None
             try:
                 run = await self._prepare(
                     meta, interaction, repo, base, local_root, rid, resume_from, on_update
@@ -176,15 +184,28 @@ class Engine:
                     self.store.write_details(placeholder)
                 return
             finally:
-                self._preparing.pop(rid, None)
-                prepared.set()
-            reason = self._stop_early.pop(rid, None)
-            if reason is not None:
-                run.request_stop(reason)
+                self._prepared(rid, run)
             await self._execute(run, fn, args)
 
         self._tg.start_soon(go)
         return rid
+
+    def _register(self, meta: WorkflowMeta, run_id: str | None) -> str:
+        """A checked run id, known to status and stop (as preparing) from now on."""
+        rid = run_id or new_run_id()
+        if not artifacts.RUN_ID.match(rid):
+            raise ValueError(f"run id must be wf_ + 12 hex, not {rid!r}")
+        self._recent[rid] = RunDetails(run_id=rid, name=meta.name, description=meta.description)
+        self._preparing[rid] = anyio.Event()
+        return rid
+
+    def _prepared(self, rid: str, run: Run | None) -> None:
+        """Preparation is over (`run` is None when it failed): a stop requested during it
+        is passed on to the run, which `_execute` must register before the next await."""
+        self._preparing.pop(rid).set()
+        reason = self._stop_early.pop(rid, None)
+        if reason is not None and run is not None:
+            run.request_stop(reason)
 
     async def _prepare(
         self,
@@ -193,13 +214,11 @@ class Engine:
         repo: Path | None,
         base: str | None,
         local_root: Path | None,
-        run_id: str | None,
+        run_id: str,
         resume_from: str | None,
         on_update: Callable[[RunDetails], None] | None,
     ) -> Run:
-        rid = run_id or new_run_id()
-        if not artifacts.RUN_ID.match(rid):
-            raise ValueError(f"run id must be wf_ + 12 hex, not {rid!r}")
+        rid = run_id
         previous = None
         if resume_from is not None:
             others = [r for r in self.store.run_ids() if r != rid]

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from bot.engine import Engine, RunDetails, RunNotFound, WorkflowMeta, build_result_message
 from bot.engine.artifacts import RunStore
 from bot.engine.details import AgentDetails
 from bot.engine.workflow import Workflow
-from tests.engine.scripted import POLICY, Script, ScriptedRunner
+from tests.engine.scripted import POLICY, Script, ScriptedRunner, make_repo
 
 META = WorkflowMeta("life", phases=("Work",))
 
@@ -155,3 +156,42 @@ async def test_recovery_leaves_runs_of_another_engine_in_this_process_alone(
         await runner.started.wait()
         assert Engine(ScriptedRunner(), data_dir=data_dir).recover_stale() == []
         assert (await first.stop(rid)).error == "Stopped by user"
+
+
+@pytest.mark.anyio
+async def test_a_blocking_run_can_be_stopped_while_it_prepares(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # Preparing resolves the repository in worker threads; a stop in that window is kept.
+    repo = make_repo(tmp_path / "repo")
+    runner = ScriptedRunner(default=Script(latency=30))
+    engine = Engine(runner, data_dir=data_dir)
+    rid = "wf_00000000abcd"
+    results: list[RunDetails] = []
+
+    async def blocking() -> None:
+        results.append(
+            await engine.run(META, fan_out, None, interaction=POLICY, repo=repo, run_id=rid)
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(blocking)
+        await anyio.lowlevel.checkpoint()  # the run registered and awaits its first git call
+        assert engine.status(rid).status == "running"
+        stopped = await engine.stop(rid)
+    assert stopped.status == "aborted" and stopped.error == "Stopped by user"
+    assert results[0].status == "aborted" and runner.calls == []
+
+
+@pytest.mark.anyio
+async def test_leaving_the_engine_stops_runs_still_preparing(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    runner = ScriptedRunner(default=Script(latency=30))
+    with anyio.fail_after(20):  # without the stop, leaving would wait for 30 s agents
+        async with Engine(runner, data_dir=data_dir) as engine:
+            rid = engine.start(META, fan_out, None, interaction=POLICY, repo=repo)
+    saved = RunStore(data_dir).read_details(rid)
+    assert saved.status == "aborted" and saved.error == "Engine shut down"
+    assert runner.calls == []

@@ -73,8 +73,8 @@ def signature_matches(body: bytes, header: bytes | None, secrets: Sequence[bytes
 class WebhookReceiver:
     """A raw ASGI handler for POST /webhooks/github: verify, store, acknowledge.
 
-    The body is read with a hard cap and only parsed far enough to know it is a JSON object;
-    the worker parses it properly later.
+    The body is read with a hard cap and parsed only to check that it is a JSON object and to
+    read its `action`; the worker reads the payload's fields later, from the stored bytes.
     """
 
     def __init__(

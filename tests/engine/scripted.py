@@ -22,6 +22,7 @@ class Script:
     """What one call does."""
 
     latency: float = 0.0
+    hold: anyio.Event | None = None  # wait for this (after the latency), shielded if asked
     output: str | Callable[[AgentInvocation], str] = "done"
     structured: Any = None
     error: str | None = None
@@ -80,9 +81,11 @@ class ScriptedRunner:
         self._moved.set()
         script = self.pick(call)
         try:
-            if script.latency:
-                with anyio.CancelScope(shield=script.shielded):
+            with anyio.CancelScope(shield=script.shielded):
+                if script.latency:
                     await anyio.sleep(script.latency)
+                if script.hold is not None:
+                    await script.hold.wait()
             if script.action is not None:
                 script.action(call)
             if script.raises is not None:

@@ -54,7 +54,8 @@ async def test_stop_cancels_agents_in_flight_and_aborts(data_dir: Path) -> None:
 
 @pytest.mark.anyio
 async def test_settle_is_bounded_for_agents_that_ignore_cancellation(data_dir: Path) -> None:
-    runner = ScriptedRunner(default=Script(latency=1.5, shielded=True))
+    release = anyio.Event()
+    runner = ScriptedRunner(default=Script(hold=release, shielded=True))
     async with Engine(runner, data_dir=data_dir, settle_seconds=0.1) as engine:
         rid = engine.start(META, fan_out, None, interaction=POLICY, repo=None)
         await runner.started.wait()
@@ -65,6 +66,7 @@ async def test_settle_is_bounded_for_agents_that_ignore_cancellation(data_dir: P
         stuck = [a for a in details.agents if a.ledger == "uncertain"]
         assert stuck and all(a.error == "did not settle" for a in stuck)
         assert RunStore(data_dir).read_details(rid).status == "aborted"
+        release.set()
 
 
 @pytest.mark.anyio

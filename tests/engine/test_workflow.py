@@ -23,10 +23,14 @@ async def run(engine: Engine, fn: Any, args: Any = None) -> RunDetails:
 
 @pytest.mark.anyio
 async def test_parallel_keeps_order_and_is_a_barrier(data_dir: Path) -> None:
+    # p0 is held until p2 has ended, so it ends last without depending on timing.
+    p2_done = anyio.Event()
     runner = ScriptedRunner(
-        rule=lambda c: (
-            Script(latency=0.02 * (3 - c.index), output=c.label) if c.label != "after" else None
-        )
+        by_label={
+            "p0": Script(output="p0", hold=p2_done),
+            "p1": Script(output="p1", latency=0.01),
+            "p2": Script(output="p2", action=lambda c: p2_done.set()),
+        }
     )
     engine = Engine(runner, data_dir=data_dir)
 

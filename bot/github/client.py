@@ -173,11 +173,6 @@ class GitHubApp:
             url, params = nxt, None
         return items
 
-    async def get_repo_installation(self, owner: str, repo: str) -> Installation:
-        """`GET /repos/{owner}/{repo}/installation`; NotFound when the App is not installed there."""
-        response = await self._app_request("GET", f"/repos/{owner}/{repo}/installation")
-        return model_of(Installation, response)
-
     async def installation_token(
         self,
         installation_id: int,

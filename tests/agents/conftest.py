@@ -95,7 +95,9 @@ def invocation(
     )
 
 
-FAST = Limits(first_response_timeout=2.0, tool_timeout=5.0, backoff=0.0, max_turns=20)
+# No backoff between retries; the watchdog and tool limits stay generous, since no test using
+# these limits waits for them to fire (a loaded machine must not trip them).
+FAST = Limits(first_response_timeout=30.0, tool_timeout=60.0, backoff=0.0, max_turns=20)
 
 
 @pytest.fixture

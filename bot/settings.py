@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+LLM_PROVIDERS = ("openai", "anthropic")
+
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message says which and how to fix it."""
@@ -75,6 +77,14 @@ class Settings(BaseModel):
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("llm_provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        name = value.strip().lower()
+        if name not in LLM_PROVIDERS:
+            raise ValueError(f"BOT_LLM_PROVIDER must be one of {', '.join(LLM_PROVIDERS)}")
+        return name
 
     @field_validator("role_models", "agent_types", "model_prices", mode="before")
     @classmethod

@@ -1,0 +1,33 @@
+"""Deployment settings: BOT_* values over .env, with clear errors for bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.settings import SettingsError, load_settings
+
+
+def test_environment_wins_over_dotenv(tmp_path: Path) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text('BOT_MODEL="from-file"\nBOT_PORT=9000\n# comment\nOTHER=1\n')
+    settings = load_settings({"BOT_MODEL": "from-env"}, dotenv)
+    assert settings.model == "from-env" and settings.port == 9000
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        pytest.param("openai", "openai", id="openai"),
+        pytest.param(" Anthropic ", "anthropic", id="case-and-spaces"),
+    ],
+)
+def test_provider_is_normalized(raw: str, expected: str) -> None:
+    assert load_settings({"BOT_LLM_PROVIDER": raw}, None).llm_provider == expected
+
+
+def test_unknown_provider_is_refused_with_the_choices() -> None:
+    # Otherwise the runtime would find no model for it and blame BOT_MODEL instead.
+    with pytest.raises(SettingsError, match="BOT_LLM_PROVIDER must be one of openai, anthropic"):
+        load_settings({"BOT_LLM_PROVIDER": "openia"}, None)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bot.engine import Engine, RunDetails, WorkflowMeta, build_result_message
@@ -242,9 +243,19 @@ async def test_sixteen_concurrent_worktree_agents_all_succeed(
 ) -> None:
     repo = make_repo(tmp_path, bare=True)
     names = [f"committer-{i}" for i in range(16)]
-    runner = ScriptedRunner(rule=lambda c: Script(latency=0.05, action=commit_change))
+    # Every agent waits until two are in flight at once: that happens only if the engine lets
+    # worktree agents overlap (otherwise the fail_after below ends the test).
+    overlap = anyio.Event()
+
+    def rule(call: AgentInvocation) -> Script:
+        if runner.in_flight >= 2:
+            overlap.set()
+        return Script(hold=overlap, action=commit_change)
+
+    runner = ScriptedRunner(rule=rule)
     engine = Engine(runner, data_dir=data_dir, concurrency=16)
-    details = await engine.run(META, writers, names, interaction=POLICY, repo=repo)
+    with anyio.fail_after(120):
+        details = await engine.run(META, writers, names, interaction=POLICY, repo=repo)
     assert details.result == [True] * 16
     assert runner.max_in_flight > 1
     branches = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/bot/").split()

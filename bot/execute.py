@@ -33,7 +33,7 @@ import anyio.to_thread
 from bot.engine.details import RunDetails
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
-from bot.github.publish import Publisher
+from bot.github.publish import CommentKind, Publisher
 from bot.github.render import Progress
 from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
@@ -158,6 +158,7 @@ class RunExecutor:
             check_name=f"{self.app_slug}: {trigger.workflow}" if is_pull else None,
             head_sha=trigger.head_sha if is_pull else None,
             command_comment_id=trigger.comment_id,
+            command_comment_kind=_comment_kind(payload),
             known_comments=known,
             known_fresh_checks=first_attempt,
             redactor=self.redactor,
@@ -352,6 +353,7 @@ class RunExecutor:
             number=event.number,
             bot_login=self.bot_login,
             command_comment_id=event.comment_id,
+            command_comment_kind=event.comment_kind or "issue_comment",
             redactor=self.redactor,
         )
         with bound(run_id=run_id, repo=event.repo_full_name):
@@ -381,6 +383,14 @@ def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
     repo = payload.get("repository") if payload else None
     branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
     return branch if isinstance(branch, str) and branch else None
+
+
+def _comment_kind(payload: Mapping[str, Any] | None) -> CommentKind:
+    """Where the delivery's command was written, read from the payload's shape."""
+    comment = payload.get("comment") if payload else None
+    if isinstance(comment, Mapping):
+        return "review_comment" if "pull_request_review_id" in comment else "issue_comment"
+    return "review" if payload and isinstance(payload.get("review"), Mapping) else "issue_comment"
 
 
 def _titles(meta: Any) -> tuple[str, ...]:

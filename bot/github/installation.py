@@ -260,6 +260,14 @@ class InstallationClient:
             json={"content": content},
         )
 
+    async def add_review_comment_reaction(self, comment_id: int, content: str = "eyes") -> None:
+        """React to a pull request review comment (a comment on a line of the diff)."""
+        await self.request(
+            "POST",
+            self._repo_path(f"/pulls/comments/{comment_id}/reactions"),
+            json={"content": content},
+        )
+
     async def add_issue_reaction(self, number: int, content: str = "eyes") -> None:
         """React to the body of an issue or pull request."""
         await self.request(

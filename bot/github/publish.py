@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from bot.github.models import IssueComment
 from bot.github.render import (
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
     from bot.github.client import InstallationClient
 
 log = get_logger(__name__)
+
+CommentKind = Literal["issue_comment", "review_comment", "review"]
+"""Where a command was written: an issue or PR comment, a diff line's comment, a review."""
 
 STICKY_KINDS: frozenset[str] = frozenset({"triage", "review", "fix", "help", "status", "stop"})
 
@@ -91,6 +94,7 @@ class Publisher:
         check_name: str | None = None,
         head_sha: str | None = None,
         command_comment_id: int | None = None,
+        command_comment_kind: CommentKind = "issue_comment",
         known_comments: Sequence[IssueComment] | None = None,
         known_fresh_checks: bool = False,
         redactor: Callable[[str], str] = redact,
@@ -105,6 +109,7 @@ class Publisher:
         self.check_name = check_name
         self.head_sha = head_sha
         self.command_comment_id = command_comment_id
+        self.command_comment_kind = command_comment_kind
         self._known = list(known_comments) if known_comments is not None else None
         self._fresh_checks = known_fresh_checks
         self._redact = redactor
@@ -127,12 +132,20 @@ class Publisher:
         return is_sticky(self.kind)
 
     async def acknowledge(self) -> None:
-        """React 👀 on the command's comment; a failure here is logged, not fatal."""
-        if self.command_comment_id is None or self._acknowledged:
+        """React 👀 on the command's comment; a failure here is logged, not fatal.
+
+        Issue comments and review comments take reactions at different endpoints; a review's
+        own body takes none at all, so a command given there gets no reaction.
+        """
+        comment_id = self.command_comment_id
+        if comment_id is None or self._acknowledged or self.command_comment_kind == "review":
             return
         self._acknowledged = True
         try:
-            await self.client.add_reaction(self.command_comment_id, "eyes")
+            if self.command_comment_kind == "review_comment":
+                await self.client.add_review_comment_reaction(comment_id, "eyes")
+            else:
+                await self.client.add_reaction(comment_id, "eyes")
         except Exception as exc:  # the run matters more than the reaction
             log.warning("could not add the reaction", extra={"error": self._redact(str(exc))})
 

@@ -31,7 +31,13 @@ from bot.worker import Worker, WorkerHooks
 from policies.event import Event, Skip, SkipReason, Trigger
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github, serve_fake_github
 from tests.fakes.llm import FakeLLM, error, hang
-from tests.scripted import BLOCKED_VERDICT, ModelScript, comment_created, issues_opened
+from tests.scripted import (
+    BLOCKED_VERDICT,
+    ModelScript,
+    comment_created,
+    issues_opened,
+    repository_json,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -304,6 +310,37 @@ async def test_ask_on_a_pull_request_reads_the_head_and_completes_a_check_run(ri
     assert check["head_sha"] == pull["head"]["sha"]
     assert (check["status"], check["conclusion"]) == ("completed", "success")
     assert check["name"] == "repo-agent: ask"
+
+
+async def test_commands_on_a_diff_line_and_in_a_review_are_acknowledged_where_they_can_be(
+    rig: Rig,
+) -> None:
+    repo = rig.fake.repos["octo/hello"]
+    commit_files(repo.git_dir, "feature", {"src/app.py": "config = {}\n"}, "Drop yaml", base="main")
+    pull = await rig.fake.add_pull("octo", "hello", head="feature", title="Drop yaml", user="maint")
+    line = rig.fake.add_review_comment(
+        "octo", "hello", pull["number"], "@repo-agent ask is yaml needed?", user="maint"
+    )
+    common = {"repository": repository_json("octo/hello"), "installation": {"id": 42}}
+    rig.deliver(
+        "pull_request_review_comment",
+        {"action": "created", "comment": line, "pull_request": pull, "sender": line["user"]}
+        | common,
+    )
+    review = {"id": 777, "body": "@repo-agent ask and tests?", "user": line["user"]}
+    rig.deliver(
+        "pull_request_review",
+        {"action": "submitted", "review": review, "pull_request": pull, "sender": line["user"]}
+        | common,
+    )
+    assert await rig.worker.run_until_idle() == 2
+    answers = rig.own(pull["number"])
+    assert len(answers) == 2 and all("### Answer" in a for a in answers)
+    # A diff line's comment takes its reaction at the pulls endpoint; a review takes none.
+    assert [r["target"] for r in rig.fake.reactions] == [
+        {"repo": "octo/hello", "review_comment_id": line["id"]}
+    ]
+    assert len(rig.fake.calls_to("POST", "*/reactions")) == 1
 
 
 async def test_unknown_command_gets_a_help_reply_once(rig: Rig) -> None:

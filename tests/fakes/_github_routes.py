@@ -343,6 +343,13 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         comment = comment_of(ctx)
         return record_reaction(ctx, {"comment_id": comment["id"]})
 
+    async def review_comment_reaction(ctx: Ctx) -> Response:
+        cid = ctx.number("comment_id")
+        for comments in ctx.fr.review_comments.values():
+            if any(c["id"] == cid for c in comments):
+                return record_reaction(ctx, {"review_comment_id": cid})
+        raise FakeError(404, "Not Found")
+
     async def issue_reaction(ctx: Ctx) -> Response:
         issue = issue_of(ctx)
         return record_reaction(ctx, {"issue_number": issue["number"]})
@@ -403,6 +410,12 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         ("PATCH", r + "/issues/comments/{comment_id:int}", "token", update_comment),
         ("POST", r + "/issues/comments/{comment_id:int}/reactions", "token", comment_reaction),
         ("POST", r + "/issues/{number:int}/reactions", "token", issue_reaction),
+        (
+            "POST",
+            r + "/pulls/comments/{comment_id:int}/reactions",
+            "token",
+            review_comment_reaction,
+        ),
         *pull_routes(fake, r),
         ("GET", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
         ("POST", "/{owner}/{repo}.git/{rest:path}", "git", git_http),

@@ -168,6 +168,42 @@ class FakeGitHub:
         """A comment as if a person wrote it (the bot's own go through the API)."""
         return self._new_comment(self.repos[f"{owner}/{repo}"], number, body, user)
 
+    def add_review_comment(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        body: str,
+        *,
+        user: str = "octocat",
+        path: str = "README.md",
+        line: int = 1,
+    ) -> dict[str, Any]:
+        """A comment on a line of a pull request's diff, as if a person wrote it."""
+        fr = self.repos[f"{owner}/{repo}"]
+        if number not in fr.pulls:
+            raise FakeError(404, "Not Found")
+        cid, review_id = self._id(), self._id()
+        now = iso()
+        comment = {
+            "id": cid,
+            "node_id": f"PRRC_{cid}",
+            "pull_request_review_id": review_id,
+            "path": path,
+            "line": line,
+            "side": "RIGHT",
+            "diff_hunk": "@@ -1 +1 @@",
+            "body": body,
+            "commit_id": fr.pulls[number]["head"]["sha"],
+            "user": user_json(user),
+            "author_association": self._association(fr, user),
+            "html_url": f"https://github.com/{fr.full_name}/pull/{number}#discussion_r{cid}",
+            "created_at": now,
+            "updated_at": now,
+        }
+        fr.review_comments.setdefault(number, []).append(comment)
+        return comment
+
     async def add_pull(
         self,
         owner: str,

@@ -203,6 +203,32 @@ async def test_reaction_on_the_command_comment(
 
 
 @pytest.mark.anyio
+async def test_reaction_on_a_review_comment_and_none_on_a_review(
+    client: InstallationClient, fake: FakeGitHub
+) -> None:
+    commit_files(fake.repos["octo/hello"].git_dir, "feature", {"a.txt": "a\n"}, "A", base="main")
+    pull = await fake.add_pull("octo", "hello", head="feature", title="A")
+    line = fake.add_review_comment("octo", "hello", pull["number"], "@repo-agent ask why?")
+    pub = publisher(
+        client,
+        fake,
+        kind="ask",
+        number=pull["number"],
+        command_comment_id=line["id"],
+        command_comment_kind="review_comment",
+    )
+    await pub.acknowledge()
+    assert [r["target"] for r in fake.reactions] == [
+        {"repo": "octo/hello", "review_comment_id": line["id"]}
+    ]
+    review = publisher(
+        client, fake, kind="ask", command_comment_id=12345, command_comment_kind="review"
+    )
+    await review.acknowledge()
+    assert len(fake.calls_to("POST", "*/reactions")) == 1
+
+
+@pytest.mark.anyio
 async def test_failed_reaction_does_not_stop_the_run(
     client: InstallationClient, fake: FakeGitHub
 ) -> None:

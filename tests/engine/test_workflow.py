@@ -103,18 +103,30 @@ async def test_raising_thunk_or_stage_settles_to_none(data_dir: Path) -> None:
 
 @pytest.mark.anyio
 async def test_concurrency_cap_is_never_exceeded(data_dir: Path) -> None:
-    runner = ScriptedRunner(default=Script(latency=0.01))
+    # Calls wait until the cap is reached (a deadline ends the test if it never is); then
+    # the measured maximum shows whether it was ever exceeded.
+    batch: dict[str, Any] = {"cap": 3, "full": anyio.Event()}
+
+    def rule(call: AgentInvocation) -> Script:
+        if runner.in_flight >= batch["cap"]:
+            batch["full"].set()
+        return Script(hold=batch["full"])
+
+    runner = ScriptedRunner(rule=rule)
     engine = Engine(runner, data_dir=data_dir, concurrency=3)
 
     async def wf(wf: Workflow, args: Any) -> Any:
         await wf.parallel([lambda i=i: wf.agent(f"x{i}") for i in range(12)])
+        batch["full"] = anyio.Event()
         await wf.pipeline(range(12), lambda p, item, i: wf.agent(f"y{item}"))
         wide = runner.max_in_flight
         runner.max_in_flight = 0
+        batch.update(cap=2, full=anyio.Event())
         await wf.parallel([lambda i=i: wf.agent(f"z{i}") for i in range(6)], concurrency=2)
         return [wide, runner.max_in_flight]
 
-    details = await run(engine, wf)
+    with anyio.fail_after(30):
+        details = await run(engine, wf)
     assert details.result == [3, 2]
 
 

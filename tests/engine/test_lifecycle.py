@@ -124,7 +124,8 @@ async def test_cancelling_a_blocking_run_leaves_it_aborted(data_dir: Path) -> No
     runner = ScriptedRunner(default=Script(latency=30))
     engine = Engine(runner, data_dir=data_dir)
     seen: list[str] = []
-    with anyio.move_on_after(0.3):
+
+    async def blocking() -> None:
         await engine.run(
             META,
             fan_out,
@@ -133,6 +134,11 @@ async def test_cancelling_a_blocking_run_leaves_it_aborted(data_dir: Path) -> No
             repo=None,
             on_update=lambda d: seen.append(d.run_id),
         )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(blocking)
+        await runner.started.wait()
+        tg.cancel_scope.cancel()
     saved = RunStore(data_dir).read_details(seen[0])
     assert saved.status == "aborted" and saved.error == "Run interrupted"
     assert runner.cancelled

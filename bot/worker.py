@@ -21,6 +21,7 @@ from bot.store import DeliveryRecord, RunRecord, Store
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.interaction import resolve_run_interaction_policy
+from policies.outcome import OUTCOME_STATUSES
 from policies.triggers import decide, needs_permission
 
 log = get_logger(__name__)
@@ -232,7 +233,14 @@ class Worker:
         if after.status is JobStatus.DEAD:
             reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"
             await self._record(delivery.guid, "error", reason=reason)
+            await anyio.to_thread.run_sync(self._fail_unfinished_runs, delivery.guid)
             log.error("job is dead", extra={"reason": reason})
+
+    def _fail_unfinished_runs(self, guid: str) -> None:
+        """Nothing works on a dead job's run any more: say so, or `status` shows it running."""
+        for run in self.store.runs_for_delivery(guid):
+            if run.status not in OUTCOME_STATUSES:
+                self.store.update_run(run.id, status="failed")
 
     async def _record(
         self, guid: str, decision: str, *, reason: str | None = None, workflow: str | None = None

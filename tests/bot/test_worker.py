@@ -204,6 +204,21 @@ async def test_transient_failures_retry_then_end_as_a_recorded_error(env: Env) -
     assert env.queue.counts_sync()[JobStatus.DEAD] == 1
 
 
+async def test_the_run_of_a_dead_job_ends_failed(env: Env) -> None:
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        env.store.update_run(run.id, status="running")
+        raise ConnectionError("GitHub is down")
+
+    worker = env.worker(WorkerHooks(executor=executor))
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    for _ in range(10):
+        await worker.run_until_idle()
+        env.clock.now += 3600
+    assert env.queue.counts_sync()[JobStatus.DEAD] == 1
+    (run,) = env.store.runs_for_delivery("g-1")
+    assert run.status == "failed"
+
+
 async def test_a_rate_limited_job_comes_back_after_the_reset(env: Env) -> None:
     reset = env.clock.now + 3600
     calls = 0

@@ -1,13 +1,14 @@
-"""Anthropic's Messages API behind the ChatModel interface (plain httpx, non-streaming).
+"""Anthropic's Messages API behind the ChatModel interface (plain httpx, streaming).
 
-The watchdog covers the whole request here. OpenAI-format history is converted on each call:
-the system message becomes `system`, tool results become `tool_result` blocks of a user turn.
+Streaming, so the first-response watchdog fires on the first event, not on the whole answer
+(a long answer takes minutes). OpenAI-format history is converted on each call: the system
+message becomes `system`, tool results become `tool_result` blocks of a user turn.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -129,44 +130,128 @@ class AnthropicChatModel:
         effort: str | None = None,
         first_response_timeout: float = 45.0,
     ) -> ModelTurn:
-        body = self.request_body(messages, tools, model=model, effort=effort)
+        body = {**self.request_body(messages, tools, model=model, effort=effort), "stream": True}
+        client = self._clients.get()
+        request = client.build_request("POST", self.url, json=body, headers=self._headers)
+        response: httpx.Response | None = None
         try:
             with anyio.fail_after(first_response_timeout):
-                response = await self._clients.get().post(
-                    self.url, json=body, headers=self._headers
-                )
+                response = await client.send(request, stream=True)
+                if response.status_code >= 400:
+                    raise http_error(response, await response.aread())
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    return _parse_message(_json(await response.aread()))  # stream ignored
+                events = response.aiter_lines()
+                first = await _next_event(events)
+            return await _read_stream(first, events)
         except TimeoutError:
             raise WatchdogTimeout(
                 f"the model sent no response within {first_response_timeout:g} s"
             ) from None
         except httpx.TransportError as exc:
             raise ModelError(f"cannot reach {self.url}: {exc}", retryable=True) from exc
-        if response.status_code >= 400:
-            raise http_error(response, response.content)
-        try:
-            data = response.json()
-        except ValueError:
-            raise ModelError(
-                "Anthropic endpoint sent a reply that is not JSON", retryable=True
-            ) from None
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        for block in data.get("content") or []:
-            if block.get("type") == "text":
-                texts.append(str(block.get("text") or ""))
-            elif block.get("type") == "tool_use":
-                calls.append(
-                    ToolCall(
-                        str(block.get("id")),
-                        str(block.get("name")),
-                        json.dumps(block.get("input") or {}),
-                    )
+        finally:
+            if response is not None:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+
+
+def _usage(raw: Any, usage: Usage | None = None) -> Usage:
+    """`usage` updated with the counts present in an Anthropic usage object."""
+    usage = usage or Usage()
+    if isinstance(raw, dict):
+        usage.input = int(raw.get("input_tokens") or usage.input)
+        usage.output = int(raw.get("output_tokens") or usage.output)
+        usage.cache_read = int(raw.get("cache_read_input_tokens") or usage.cache_read)
+        usage.cache_write = int(raw.get("cache_creation_input_tokens") or usage.cache_write)
+    return usage
+
+
+def _parse_message(data: Any) -> ModelTurn:
+    """A whole (non-streamed) Messages API answer."""
+    if not isinstance(data, dict):
+        raise ModelError("Anthropic endpoint sent a malformed reply", retryable=True)
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in data.get("content") or []:
+        if block.get("type") == "text":
+            texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                ToolCall(
+                    str(block.get("id")),
+                    str(block.get("name")),
+                    json.dumps(block.get("input") or {}),
                 )
-        raw = data.get("usage") or {}
-        usage = Usage(
-            input=int(raw.get("input_tokens") or 0),
-            output=int(raw.get("output_tokens") or 0),
-            cache_read=int(raw.get("cache_read_input_tokens") or 0),
-            cache_write=int(raw.get("cache_creation_input_tokens") or 0),
-        )
-        return ModelTurn("".join(texts), tuple(calls), usage, data.get("stop_reason"))
+            )
+    return ModelTurn(
+        "".join(texts), tuple(calls), _usage(data.get("usage")), data.get("stop_reason")
+    )
+
+
+async def _read_stream(first: Any, events: AsyncIterator[str]) -> ModelTurn:
+    """The turn from the stream's events (message_start, content blocks, message_delta)."""
+    blocks: dict[int, dict[str, str]] = {}
+    usage = Usage()
+    stop: str | None = None
+    event = first
+    while event is not None:
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "error":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else None
+            raise ModelError(
+                f"model stream reported an error: {str(message or 'unknown error')[:500]}",
+                retryable=True,
+            )
+        if kind == "message_start":
+            message = event.get("message")
+            _usage(message.get("usage") if isinstance(message, dict) else None, usage)
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            blocks[int(event.get("index") or 0)] = {
+                "type": str(block.get("type") or ""),
+                "text": str(block.get("text") or ""),
+                "id": str(block.get("id") or ""),
+                "name": str(block.get("name") or ""),
+                "json": "",
+            }
+        elif kind == "content_block_delta":
+            slot = blocks.get(int(event.get("index") or 0))
+            delta = event.get("delta") or {}
+            if slot is not None and delta.get("type") == "text_delta":
+                slot["text"] += str(delta.get("text") or "")
+            elif slot is not None and delta.get("type") == "input_json_delta":
+                slot["json"] += str(delta.get("partial_json") or "")
+        elif kind == "message_delta":
+            stop = (event.get("delta") or {}).get("stop_reason") or stop
+            _usage(event.get("usage"), usage)
+        elif kind == "message_stop":
+            break
+        event = await _next_event(events)
+    texts = [b["text"] for _, b in sorted(blocks.items()) if b["type"] == "text"]
+    calls = tuple(
+        ToolCall(b["id"], b["name"], b["json"] or "{}")
+        for _, b in sorted(blocks.items())
+        if b["type"] == "tool_use"
+    )
+    if any(not call.name for call in calls):
+        raise ModelError("model sent a malformed tool call (no name)", retryable=True)
+    return ModelTurn("".join(texts), calls, usage, stop)
+
+
+async def _next_event(lines: AsyncIterator[str]) -> Any:
+    """The JSON payload of the next SSE `data:` line, or None at the end of the stream."""
+    async for line in lines:
+        if line.startswith("data:"):
+            return _json(line[5:].strip().encode())
+    return None
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ModelError(
+            "Anthropic endpoint sent a reply that is not JSON", retryable=True
+        ) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -11,7 +12,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bot.agents.anthropic_model import AnthropicChatModel, to_anthropic
@@ -224,6 +225,81 @@ async def test_anthropic_client_against_a_minimal_fake() -> None:
     body = seen[0]["body"]
     assert body["system"] == "S" and body["tools"][0]["input_schema"] == SPEC.parameters
     assert seen[0]["key"] == "ak-1"
+
+
+ANTHROPIC_EVENTS: list[dict[str, Any]] = [
+    {"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "ping"},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let "}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "me."}},
+    {"type": "content_block_stop", "index": 0},
+    {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {"type": "tool_use", "id": "tu1", "name": "read_file", "input": {}},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 1,
+        "delta": {"type": "input_json_delta", "partial_json": '{"path": '},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 1,
+        "delta": {"type": "input_json_delta", "partial_json": '"a"}'},
+    },
+    {"type": "content_block_stop", "index": 1},
+    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+    {"type": "message_stop"},
+]
+
+
+@pytest.mark.anyio
+async def test_anthropic_watchdog_covers_the_first_event_not_the_whole_answer() -> None:
+    # The first event comes at once, the rest after longer than the watchdog: a long answer.
+    async def messages(request: Request) -> Response:
+        body = await request.json()
+        if not body.get("stream"):
+            await anyio.sleep(2.5)
+            return JSONResponse({"content": [{"type": "text", "text": "late"}]})
+
+        async def events() -> AsyncIterator[bytes]:
+            for n, event in enumerate(ANTHROPIC_EVENTS):
+                if n == 1:
+                    await anyio.sleep(2.5)
+                yield f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    with serve(app) as base_url:  # a real socket: the in-process transport buffers streams
+        model = AnthropicChatModel(base_url, "ak-1")
+        try:
+            turn = await model.complete(HELLO, [SPEC], model="claude-x", first_response_timeout=2.0)
+        finally:
+            await model.aclose()
+    assert turn.content == "Let me." and turn.finish_reason == "tool_use"
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("tu1", "read_file", {"path": "a"})
+    ]
+    assert (turn.usage.input, turn.usage.output) == (10, 9)
+
+
+@pytest.mark.anyio
+async def test_anthropic_stream_error_event_is_a_retryable_model_error() -> None:
+    async def messages(request: Request) -> Response:
+        error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        chunks = [ANTHROPIC_EVENTS[0], error]
+        payload = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+        return Response(payload, media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        model = AnthropicChatModel("http://anthropic.test", "ak-1", http_client=client)
+        with pytest.raises(ModelError, match="stream reported an error: Overloaded") as info:
+            await model.complete(HELLO, [], model="claude-x")
+    assert info.value.retryable
 
 
 def test_one_model_serves_several_event_loops() -> None:

@@ -116,7 +116,9 @@ class Workflow:
         items = list(thunks)
         results: list[Any] = [None] * len(items)
         cap = self._run.concurrency
-        limiter = anyio.CapacityLimiter(max(1, min(concurrency or cap, cap)))
+        limiter = anyio.CapacityLimiter(
+            max(1, min(cap if concurrency is None else concurrency, cap))
+        )
 
         async def one(i: int, thunk: Callable[[], Any]) -> None:
             async with limiter:

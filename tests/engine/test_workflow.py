@@ -131,6 +131,20 @@ async def test_concurrency_cap_is_never_exceeded(data_dir: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("requested", [0, -3], ids=["zero", "negative"])
+async def test_parallel_concurrency_below_one_means_one(data_dir: Path, requested: int) -> None:
+    runner = ScriptedRunner(default=Script(latency=0.05))
+    engine = Engine(runner, data_dir=data_dir)
+
+    async def wf(wf: Workflow, args: Any) -> Any:
+        await wf.parallel([lambda i=i: wf.agent(f"x{i}") for i in range(3)], concurrency=requested)
+        return runner.max_in_flight
+
+    details = await run(engine, wf)
+    assert details.result == 1
+
+
+@pytest.mark.anyio
 async def test_call_budget_is_charged_on_submission(data_dir: Path) -> None:
     runner = ScriptedRunner()
     engine = Engine(runner, data_dir=data_dir, max_calls=3)

@@ -18,11 +18,16 @@ class SettingsError(ValueError):
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
-    """Parse KEY=VALUE lines; quotes are stripped, `#` lines and blanks ignored."""
+    """Parse KEY=VALUE lines; quotes are stripped, `#` lines and blanks ignored.
+    Raises SettingsError when the file exists but cannot be read as UTF-8 text."""
     values: dict[str, str] = {}
     if not path.is_file():
         return values
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path} cannot be read ({exc}); fix or remove it") from exc
+    for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue

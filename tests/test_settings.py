@@ -31,3 +31,10 @@ def test_unknown_provider_is_refused_with_the_choices() -> None:
     # Otherwise the runtime would find no model for it and blame BOT_MODEL instead.
     with pytest.raises(SettingsError, match="BOT_LLM_PROVIDER must be one of openai, anthropic"):
         load_settings({"BOT_LLM_PROVIDER": "openia"}, None)
+
+
+def test_unreadable_dotenv_is_a_settings_error(tmp_path: Path) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_bytes(b"BOT_MODEL=\xff\xfe\n")
+    with pytest.raises(SettingsError, match=r"\.env cannot be read"):
+        load_settings({}, dotenv)

@@ -186,7 +186,8 @@ def _probe(repo: Path, base: str) -> tuple[Path, bool, str]:
     lines = proc.stdout.decode("utf-8", "replace").split()
     if proc.returncode != 0 or len(lines) != 3:
         if "not a git repository" in err or len(lines) < 2:
-            raise WorktreeError(f"{repo} is not a git repository: {err.splitlines()[-1:]}")
+            detail = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
+            raise WorktreeError(f"{repo} is not a git repository ({detail})")
         raise WorktreeError(f"cannot resolve {base!r} in {repo}: unknown revision")
     return Path(lines[0]).resolve(), lines[1] == "true", lines[2]
 

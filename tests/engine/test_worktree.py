@@ -89,10 +89,11 @@ def test_creation_errors_are_clear(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     with pytest.raises(WorktreeError, match="cannot resolve"):
         create_worktree(repo, base="nope", run_id="wf_0123456789ab", index=1, label="x")
-    with pytest.raises(WorktreeError, match="not a git repository"):
+    with pytest.raises(WorktreeError, match="not a git repository") as info:
         create_worktree(
             tmp_path / "data", base="HEAD", run_id="wf_0123456789ab", index=1, label="x"
         )
+    assert "['" not in str(info.value)  # git's own words, not a Python list
 
 
 def test_handoff_caps_the_patch(tmp_path: Path) -> None:

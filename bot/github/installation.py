@@ -191,8 +191,10 @@ class InstallationClient:
     async def get_collaborator_permission(self, login: str) -> Permission | None:
         """The user's role on this repository, cached ~60 s.
 
-        404 (not a collaborator or no such user) -> "none". Any other failure -> None,
-        so that a caller's policy fails closed.
+        404 (not a collaborator or no such user) -> "none". A transient failure (5xx, no
+        answer, a rate limit) that outlived the client's retries raises `RetryableError`, so the
+        job is retried later instead of dropping a maintainer's command; any other failure ->
+        None. Both fail closed: nobody is granted anything while the permission is unknown.
         """
         key = (self.installation_id, self.full_name, login.lower())
         cached = self.app.cached_permission(key)
@@ -207,6 +209,10 @@ class InstallationClient:
                 "collaborator permission unavailable",
                 extra={"repo": self.full_name, "login": login, "status": exc.status},
             )
+            if isinstance(exc, RetryableError) or exc.status == 0 or exc.status >= 500:
+                raise RetryableError(
+                    exc.status, f"collaborator permission of {login} unavailable: {exc}"
+                ) from exc
             return None
         else:
             parsed = _parse_permission(data)

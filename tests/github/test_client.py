@@ -18,6 +18,7 @@ from bot.github.client import (
     GitHubError,
     NotFound,
 )
+from bot.github.errors import RetryableError
 from bot.log import bound
 from tests.fakes.github import (
     FakeGitHub,
@@ -172,9 +173,13 @@ async def test_permission_lookup_is_cached_and_fails_closed(fake: FakeGitHub) ->
     assert len(fake.calls_to("GET", "/repos/octo/hello/collaborators/mia/permission")) == 1
     assert await gh.get_collaborator_permission("stranger") == "none"
 
-    fake.fail_next("GET", "/repos/octo/hello/collaborators/bob/permission", 500, times=10)
+    fake.fail_next("GET", "/repos/octo/hello/collaborators/bob/permission", 403, times=1)
     fake.set_permission("octo", "hello", "bob", "write")
     assert await gh.get_collaborator_permission("bob") is None
+    # A transient failure is not a verdict: the job is retried later, and nothing is granted.
+    fake.fail_next("GET", "/repos/octo/hello/collaborators/bob/permission", 500, times=10)
+    with pytest.raises(RetryableError):
+        await gh.get_collaborator_permission("bob")
     fake._faults.clear()
     assert await gh.get_collaborator_permission("bob") == "write"
 

@@ -230,13 +230,6 @@ class InstallationClient:
     async def list_issue_comments(self, number: int) -> list[IssueComment]:
         return models_of(IssueComment, await self._paginate(f"/issues/{number}/comments"))
 
-    async def find_issue_comment(self, number: int, marker: str) -> IssueComment | None:
-        """The first comment on the issue or PR whose body contains `marker` (a hidden tag)."""
-        for comment in await self.list_issue_comments(number):
-            if comment.body and marker in comment.body:
-                return comment
-        return None
-
     async def get_issue_comment(self, comment_id: int) -> IssueComment:
         return model_of(IssueComment, await self._get_json(f"/issues/comments/{comment_id}"))
 
@@ -339,10 +332,14 @@ class InstallationClient:
     async def list_reviews(self, number: int) -> list[Review]:
         return models_of(Review, await self._paginate(f"/pulls/{number}/reviews"))
 
-    async def find_review(self, number: int, marker: str) -> Review | None:
-        """The review on the pull request whose body contains `marker` (a hidden tag), if any."""
+    async def find_review(self, number: int, marker: str, *, author: str) -> Review | None:
+        """`author`'s review on the pull request whose body carries `marker` (a hidden tag).
+
+        Only the app's own reviews count (`author` is `<slug>[bot]`): anyone can paste a marker.
+        """
         for review in await self.list_reviews(number):
-            if review.body and marker in review.body:
+            login = review.user.login if review.user is not None else ""
+            if login.lower() == author.lower() and review.body and marker in review.body:
                 return review
         return None
 

@@ -192,16 +192,17 @@ async def test_file_text_of_the_default_branch_and_missing_files(fake: FakeGitHu
     assert await gh.get_file_text("README.md", ref="main") == "hi\n"
 
 
-async def test_comments_found_by_marker_across_pages(fake: FakeGitHub) -> None:
+async def test_comments_are_listed_across_pages(fake: FakeGitHub) -> None:
     gh = make_app(fake).installation(42, "octo", "hello")
     for i in range(4):
         fake.add_comment("octo", "hello", 1, f"note {i}", user="alice")
     await gh.create_issue_comment(1, "status <!-- bot:run=wf_1 kind=sticky -->")
     fake.max_per_page = 2
-    found = await gh.find_issue_comment(1, "<!-- bot:run=wf_1 kind=sticky -->")
-    assert found is not None and found.user is not None and found.user.is_bot
-    assert await gh.find_issue_comment(1, "<!-- bot:run=wf_2 kind=sticky -->") is None
-    assert len(await gh.list_issue_comments(1)) == 5
+    comments = await gh.list_issue_comments(1)
+    assert [c.body for c in comments][:4] == [f"note {i}" for i in range(4)]
+    assert len(comments) == 5
+    last = comments[-1]
+    assert last.user is not None and last.user.is_bot
 
 
 async def test_requests_carry_the_delivery_id(fake: FakeGitHub) -> None:
@@ -293,8 +294,9 @@ async def test_reviews_are_found_by_marker_and_updated(fake: FakeGitHub) -> None
     with pytest.raises(GitHubError) as outside:
         await gh.create_review(n, body="x", comments=[{"path": "README.md", "line": 40}])
     assert outside.value.status == 422
-    found = await gh.find_review(n, marker)
+    found = await gh.find_review(n, marker, author=fake.bot_login)
     assert found is not None and found.id == review.id
+    assert await gh.find_review(n, marker, author="someone-else") is None
     updated = await gh.update_review(n, review.id, f"Updated.\n{marker}")
     assert updated.body is not None and updated.body.startswith("Updated.")
     assert len(await gh.list_reviews(n)) == 1

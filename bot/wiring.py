@@ -16,6 +16,8 @@ secret values.
 
 from __future__ import annotations
 
+from functools import partial
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -37,6 +39,9 @@ from policies.config import (
 )
 from policies.config import extends_target as read_extends
 from policies.event import Event
+
+if TYPE_CHECKING:
+    from bot.github.client import GitHubApp
 
 log = get_logger(__name__)
 
@@ -76,6 +81,15 @@ def _learn_slug(settings: Settings) -> str:
             extra={"error": str(exc), "slug": DEFAULT_APP_SLUG},
         )
         return DEFAULT_APP_SLUG
+
+
+async def close_when_stopped(github: GitHubApp) -> None:
+    """Hold the GitHub client open for the pool's lifetime; close its connections after."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await github.aclose()
 
 
 def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
@@ -167,6 +181,6 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         permission_lookup=permission_lookup,
         executor=executor,
         skip_handler=executor.answer_skip,
-        background=(mirrors.sweep_forever,),
+        background=(mirrors.sweep_forever, partial(close_when_stopped, github)),
         app_slug=slug,
     )

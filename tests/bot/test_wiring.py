@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from bot.execute import RunExecutor
@@ -70,7 +72,10 @@ async def test_config_follows_extends_and_local_values_win(
     hooks = build_worker_hooks(settings_for(gh, url, data_dir), store)
     assert isinstance(hooks.executor, RunExecutor)
     assert hooks.skip_handler == hooks.executor.answer_skip
-    assert [job.__name__ for job in hooks.background] == ["sweep_forever"]
+    assert [getattr(job, "func", job).__name__ for job in hooks.background] == [
+        "sweep_forever",
+        "close_when_stopped",
+    ]
     assert (await hooks.config_loader(event())).triage.enabled is True  # no file: defaults
     write_config(gh, "shared", "slash_commands: true\ntriage:\n  enabled: false\n")
     write_config(gh, "hello", "_extends: shared\ntriage:\n  enabled: true\n")
@@ -123,3 +128,22 @@ def test_without_credentials_nothing_is_posted(data_dir: Path) -> None:
     hooks = build_worker_hooks(Settings(app_slug="x", webhook_secret="wh-secret-1"), store)
     assert hooks.executor is None
     store.close()
+
+
+@pytest.mark.anyio
+async def test_the_github_client_is_closed_when_the_pool_stops() -> None:
+    from bot.wiring import close_when_stopped
+
+    closed: list[bool] = []
+
+    class Client:
+        async def aclose(self) -> None:
+            await anyio.lowlevel.checkpoint()  # a real close awaits, even while being cancelled
+            closed.append(True)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(close_when_stopped, Client())
+        await anyio.sleep(0.01)
+        assert closed == []
+        tasks.cancel_scope.cancel()
+    assert closed == [True]

@@ -195,6 +195,8 @@ class Engine:
         rid = run_id or new_run_id()
         if not artifacts.RUN_ID.match(rid):
             raise ValueError(f"run id must be wf_ + 12 hex, not {rid!r}")
+        if rid in self._active or rid in self._preparing:
+            raise ValueError(f"run {rid} is already running")
         self._recent[rid] = RunDetails(run_id=rid, name=meta.name, description=meta.description)
         self._preparing[rid] = anyio.Event()
         return rid

@@ -203,3 +203,16 @@ async def test_leaving_the_engine_stops_runs_still_preparing(
     saved = RunStore(data_dir).read_details(rid)
     assert saved.status == "aborted" and saved.error == "Engine shut down"
     assert runner.calls == []
+
+
+@pytest.mark.anyio
+async def test_a_run_id_already_running_is_refused(data_dir: Path) -> None:
+    runner = ScriptedRunner(default=Script(latency=30))
+    async with Engine(runner, data_dir=data_dir) as engine:
+        rid = engine.start(META, fan_out, None, interaction=POLICY, repo=None)
+        with pytest.raises(ValueError, match="already running"):
+            engine.start(META, fan_out, None, interaction=POLICY, repo=None, run_id=rid)
+        await runner.started.wait()
+        with pytest.raises(ValueError, match="already running"):
+            await engine.run(META, fan_out, None, interaction=POLICY, repo=None, run_id=rid)
+        assert (await engine.stop(rid)).error == "Stopped by user"

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.engine import Engine, WorkflowMeta  # noqa: E402
+from bot.engine.engine import MAX_CALLS  # noqa: E402
 from bot.engine.handoff import collect_handoff, reclaim  # noqa: E402
 from bot.engine.types import AgentInvocation, RunnerResult  # noqa: E402
 from bot.engine.workflow import Workflow  # noqa: E402
@@ -60,7 +61,7 @@ async def through_parallel(wf: Workflow, n: int) -> int:
 
 def overhead(kind: str, calls: int, data_dir: Path) -> tuple[float, int]:
     fn = through_pipeline if kind == "pipeline" else through_parallel
-    engine = Engine(ZeroRunner(), data_dir=data_dir, max_calls=max(calls, 1))
+    engine = Engine(ZeroRunner(), data_dir=data_dir, max_calls=calls)
 
     async def go() -> Any:
         return await engine.run(META, fn, calls, interaction=POLICY, repo=None)
@@ -176,6 +177,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-clone", action="store_true", help="skip the full clone timing")
     opts = parser.parse_args()
+    if not 50 <= opts.calls <= MAX_CALLS:  # one run measures them all, within its call budget
+        parser.error(f"--calls must be between 50 and {MAX_CALLS}")
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=OUT) as tmp:
         data = Path(tmp)

@@ -123,5 +123,5 @@ class RunStore:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return RunDetails.from_json(data)
-        except (OSError, ValueError, TypeError) as exc:
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # not our shape
             raise RunNotFound(f"run {run_id} has no readable workflow.json ({exc})") from exc

@@ -216,3 +216,25 @@ async def test_a_run_id_already_running_is_refused(data_dir: Path) -> None:
         with pytest.raises(ValueError, match="already running"):
             await engine.run(META, fan_out, None, interaction=POLICY, repo=None, run_id=rid)
         assert (await engine.stop(rid)).error == "Stopped by user"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("[]", id="a-list"),
+        pytest.param('{"run_id": "wf_00000000dddd", "name": "x", "agents": [7]}', id="bad-agent"),
+        pytest.param("{not json", id="not-json"),
+    ],
+)
+def test_a_malformed_workflow_json_is_skipped_not_a_crash(data_dir: Path, content: str) -> None:
+    store = RunStore(data_dir)
+    good = RunDetails(run_id="wf_00000000cccc", name="done", status="completed")
+    store.write_details(good)
+    bad = data_dir / "runs" / "wf_00000000dddd"
+    bad.mkdir(parents=True)
+    (bad / "workflow.json").write_text(content)
+    engine = Engine(ScriptedRunner(), data_dir=data_dir)
+    assert engine.recover_stale() == []
+    assert [d.run_id for d in engine.status()] == ["wf_00000000cccc"]
+    with pytest.raises(RunNotFound, match=r"no readable workflow\.json"):
+        engine.status("wf_00000000dddd")

@@ -78,11 +78,6 @@ def _text(args: list[str], cwd: Path) -> str | None:
     return proc.stdout.decode("utf-8", "replace")
 
 
-def _names(args: list[str], cwd: Path) -> tuple[str, ...]:
-    out = _text(args, cwd) or ""
-    return tuple(name for name in out.split("\0") if name)
-
-
 def _parse_status(out: str | None) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
     """(tracked changes?, untracked names, ignored names) from `git status --porcelain -z`."""
     if out is None:

@@ -147,7 +147,8 @@ class Settings(BaseModel):
             self.anthropic_api_key,
         ):
             if secret is not None:
-                out.extend(v for v in secret.get_secret_value().split(",") if len(v.strip()) >= 6)
+                parts = (v.strip() for v in secret.get_secret_value().split(","))
+                out.extend(v for v in parts if len(v) >= 6)
         return out
 
 

@@ -38,3 +38,10 @@ def test_unreadable_dotenv_is_a_settings_error(tmp_path: Path) -> None:
     dotenv.write_bytes(b"BOT_MODEL=\xff\xfe\n")
     with pytest.raises(SettingsError, match=r"\.env cannot be read"):
         load_settings({}, dotenv)
+
+
+def test_secret_values_are_the_rotation_parts_without_spaces() -> None:
+    settings = load_settings({"BOT_WEBHOOK_SECRET": "old-secret-1, new-secret-2"}, None)
+    assert [s.decode() for s in settings.webhook_secrets] == ["old-secret-1", "new-secret-2"]
+    # Redaction matches these literally: a leading space would miss the secret at a line start.
+    assert settings.secret_values() == ["old-secret-1", "new-secret-2"]

@@ -11,6 +11,7 @@ from bot.engine.git import GitError, repo_lock, run_git
 from bot.engine.worktree import Worktree
 
 PATCH_CAP = 512 * 1024
+NAMES_CAP = 1000  # untracked or ignored names kept in the record (a build can leave many)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,10 @@ class Handoff:
             "patch_truncated": self.patch_truncated,
             "numstat": self.numstat,
             "name_status": self.name_status,
-            "untracked": list(self.untracked),
-            "ignored": list(self.ignored),
+            "untracked": list(self.untracked[:NAMES_CAP]),
+            "untracked_total": len(self.untracked),
+            "ignored": list(self.ignored[:NAMES_CAP]),
+            "ignored_total": len(self.ignored),
             "uncommitted_changes": self.dirty,
             "worktree": self.path,
         }

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from bot.engine import Engine, RunDetails, WorkflowMeta, build_result_message
-from bot.engine.handoff import PATCH_CAP, collect_handoff, reclaim
+from bot.engine.handoff import NAMES_CAP, PATCH_CAP, collect_handoff, reclaim
 from bot.engine.types import AgentInvocation
 from bot.engine.workflow import Workflow
 from bot.engine.worktree import (
@@ -108,6 +108,17 @@ def test_handoff_caps_the_patch(tmp_path: Path) -> None:
     assert record.numstat.startswith("60000\t0\tbig.txt")
     cleanup = reclaim(wt, record)
     assert cleanup.removed and not cleanup.branch_deleted and cleanup.commits == 1
+
+
+def test_handoff_caps_the_names_of_stray_files(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    wt = create_worktree(repo, base="HEAD", run_id="wf_0123456789ab", index=1, label="many")
+    (wt.path / "out").mkdir()
+    for i in range(NAMES_CAP + 5):
+        (wt.path / "out" / f"f{i}.txt").write_text("x")
+    saved = collect_handoff(wt).as_dict()
+    assert len(saved["untracked"]) == NAMES_CAP and saved["untracked_total"] == NAMES_CAP + 5
+    assert saved["ignored"] == [] and saved["ignored_total"] == 0
 
 
 def commit_change(call: AgentInvocation) -> None:

@@ -68,7 +68,11 @@ def workspace_identity(
     try:
         root = local_root.resolve()
         digest = hashlib.sha256()
-        diff = run_git(["diff", "--binary", "--no-ext-diff", commit], root, optional_locks=False)
+        diff = run_git(
+            ["diff", "--binary", "--no-ext-diff", "--no-textconv", commit],
+            root,
+            optional_locks=False,
+        )
         digest.update(diff.stdout)
         listed = run_git(["ls-files", "-z", "--others", "--exclude-standard"], root)
         for name in sorted(n for n in listed.stdout.split(b"\0") if n):
@@ -77,7 +81,8 @@ def workspace_identity(
             if path.is_symlink() or not path.is_file():
                 digest.update(b"special")
                 continue
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+            with path.open("rb") as fh:  # in chunks: an untracked file can be large
+                digest.update(hashlib.file_digest(fh, "sha256").digest())
     except (GitError, OSError):
         return None
     return _canonical({"root": str(root), "commit": commit, "changes": digest.hexdigest()})

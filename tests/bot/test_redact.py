@@ -52,6 +52,17 @@ def test_aws_secret_assignment_keeps_the_name() -> None:
     assert out == "aws_secret_access_key = [redacted aws secret]\nnext"
 
 
+def test_aws_secret_assignment_in_upper_case_is_redacted() -> None:
+    value = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    out = redact(f"AWS_SECRET_ACCESS_KEY={value}")
+    assert out == "AWS_SECRET_ACCESS_KEY=[redacted aws secret]"
+
+
+def test_near_misses_are_left_alone() -> None:
+    text = "delivery for octo/hello#12: ghp_short, sk_not, eyJ alone, -----BEGIN nothing"
+    assert redact(text) == text
+
+
 def test_pem_cut_off_before_its_end_is_redacted_to_the_end() -> None:
     out = redact("key:\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC")
     assert out == "key:\n[redacted private key]"

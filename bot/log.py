@@ -6,10 +6,12 @@ import contextvars
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
+from typing import IO
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 _FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
@@ -83,7 +85,12 @@ class JsonFormatter(logging.Formatter):
         line.update(_extras(record))
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        line = {k: _redact_values(v) for k, v in line.items()}
+        # Redact the strings before encoding (JSON escapes quotes, backslashes and newlines, so
+        # an encoded secret would no longer match), but look at all of them in one pass first:
+        # nearly every line has nothing to redact.
+        flat = "\n".join(v for v in line.values() if isinstance(v, str))
+        if _redact(flat) != flat or any(not isinstance(v, str) for v in line.values()):
+            line = {k: _redact_values(v) for k, v in line.items()}
         return _redact(json.dumps(line, default=str, ensure_ascii=False))
 
 
@@ -97,10 +104,75 @@ class TextFormatter(logging.Formatter):
         return _redact(text)
 
 
+class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that writes info and debug lines in batches, at most `delay` seconds
+    late; a warning or an error, or a full buffer, writes everything at once.
+
+    One write per batch instead of one per line: on the webhook route a write per delivery
+    hands the GIL to the store's writer thread and back every time, which was measured to cost
+    about a third of the receiver's throughput. What is lost to a `kill -9` is at most
+    `delay` seconds of info lines; deliveries themselves are in the store before their 202.
+    """
+
+    def __init__(self, stream: IO[str], *, delay: float = 0.2, limit: int = 64 * 1024) -> None:
+        super().__init__(stream)
+        self.delay = delay
+        self.limit = limit
+        self._pending: list[str] = []
+        self._size = 0
+        self._timer: threading.Timer | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+            return
+        # Handler.handle holds self.lock around emit.
+        self._pending.append(line)
+        self._size += len(line)
+        if record.levelno >= logging.WARNING or self._size >= self.limit:
+            self._write_pending()
+        elif self._timer is None:
+            self._timer = threading.Timer(self.delay, self.flush)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            try:
+                self.stream.write("".join(self._pending))
+                self.stream.flush()
+            except Exception:  # a closed or broken stream must not break the caller
+                pass
+            self._pending.clear()
+            self._size = 0
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._timer = None
+            self._write_pending()
+
+    def close(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            if self._timer is not None:
+                self._timer.cancel()
+        self.flush()
+        super().close()
+
+
 def configure(level: str = "INFO", *, json_lines: bool | None = None) -> None:
-    """Install one handler on the root logger; JSON lines unless stderr is a terminal."""
-    use_json = (not sys.stderr.isatty()) if json_lines is None else json_lines
-    handler = logging.StreamHandler(sys.stderr)
+    """Install one handler on the root logger; JSON lines unless stderr is a terminal.
+
+    Off a terminal, info lines are written in batches (`BatchingStreamHandler`).
+    """
+    on_terminal = sys.stderr.isatty()
+    use_json = (not on_terminal) if json_lines is None else json_lines
+    handler: logging.Handler = (
+        logging.StreamHandler(sys.stderr) if on_terminal else BatchingStreamHandler(sys.stderr)
+    )
     handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
     handler.addFilter(_ContextFilter())
     root = logging.getLogger()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -54,3 +55,56 @@ def test_text_lines_redact_secrets(
     logger.warning("secret is %s", SECRET, extra={"where": SECRET})
     assert SECRET not in stream.getvalue()
     assert "secret is [redacted secret]" in stream.getvalue()
+
+
+@pytest.fixture
+def batching() -> Iterator[tuple[logging.Logger, io.StringIO, log.BatchingStreamHandler]]:
+    stream = io.StringIO()
+    handler = log.BatchingStreamHandler(stream, delay=0.05)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("test.log.batching")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield logger, stream, handler
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def test_info_lines_are_batched_and_a_warning_writes_them_in_order(
+    batching: tuple[logging.Logger, io.StringIO, log.BatchingStreamHandler],
+) -> None:
+    logger, stream, handler = batching
+    handler.delay = 60.0  # the timer must not be what writes them here
+    logger.info("one")
+    logger.debug("two")
+    assert stream.getvalue() == ""
+    logger.warning("three")
+    assert stream.getvalue() == "INFO one\nDEBUG two\nWARNING three\n"
+
+
+def test_batched_lines_are_written_within_the_delay(
+    batching: tuple[logging.Logger, io.StringIO, log.BatchingStreamHandler],
+) -> None:
+    logger, stream, _ = batching
+    logger.info("soon")
+    deadline = time.monotonic() + 10
+    while stream.getvalue() == "" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stream.getvalue() == "INFO soon\n"
+
+
+def test_a_full_buffer_and_close_write_everything(
+    batching: tuple[logging.Logger, io.StringIO, log.BatchingStreamHandler],
+) -> None:
+    logger, stream, handler = batching
+    handler.delay, handler.limit = 60.0, 20
+    logger.info("0123456789")
+    assert stream.getvalue() == ""
+    logger.info("abcdefghij")  # past the limit: both go out
+    assert stream.getvalue() == "INFO 0123456789\nINFO abcdefghij\n"
+    logger.info("last")
+    handler.close()
+    assert stream.getvalue().endswith("INFO last\n")

@@ -186,7 +186,10 @@ async def test_missing_github_headers_are_a_bad_request(serve: Serve, missing: s
         assert h.store.count_deliveries() == 0
 
 
-@pytest.mark.parametrize("body", [b"[1, 2]", b'"text"', b"{not json", b"\xff\xfe{", b""])
+@pytest.mark.parametrize(
+    "body",
+    [b"[1, 2]", b'"text"', b"{not json", b"\xff\xfe{", b"", b'{"a":' * 2000 + b"1" + b"}" * 2000],
+)
 async def test_signed_bodies_that_are_not_json_objects_are_a_bad_request(
     serve: Serve, body: bytes
 ) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.log import get_logger
+from bot.segments import SegmentError, bodies_dir, read_body
 
 log = get_logger(__name__)
 
@@ -67,12 +68,23 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE UNIQUE INDEX runs_delivery_workflow ON runs (delivery_id, workflow);
     """,
+    # A body kept in a segment file (bot/segments.py): `body` is then empty. Rows written
+    # before this version keep their body inline, with these columns NULL.
+    """
+    ALTER TABLE deliveries ADD COLUMN body_segment INTEGER;
+    ALTER TABLE deliveries ADD COLUMN body_offset INTEGER;
+    ALTER TABLE deliveries ADD COLUMN body_length INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 class StoreError(RuntimeError):
     """The database cannot be opened or has a schema this version does not know."""
+
+
+class BodyMissing(StoreError):
+    """A delivery's row is stored but its body cannot be read back from its segment file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +167,7 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 _DELIVERY_COLUMNS = (
     "guid, event, action, hook_id, target_type, target_id, received_at, headers, body, "
-    "decision, reason, workflow, decided_at"
+    "decision, reason, workflow, decided_at, body_segment, body_offset, body_length"
 )
 _RUN_COLUMNS = (
     "id, delivery_id, repo, target_kind, number, workflow, mode, status, created_at, "
@@ -163,7 +175,14 @@ _RUN_COLUMNS = (
 )
 
 
-def _delivery(row: tuple[Any, ...]) -> DeliveryRecord:
+def _delivery(row: tuple[Any, ...], folder: Path | None) -> DeliveryRecord:
+    """The record for a row; `folder` holds the segments, None to leave a segment body empty."""
+    body = bytes(row[8])
+    if row[13] is not None and folder is not None:
+        try:
+            body = read_body(folder, int(row[13]), int(row[14]), int(row[15]))
+        except SegmentError as exc:
+            raise BodyMissing(f"the body of delivery {row[0]} cannot be read: {exc}") from None
     return DeliveryRecord(
         guid=str(row[0]),
         event=str(row[1]),
@@ -173,7 +192,7 @@ def _delivery(row: tuple[Any, ...]) -> DeliveryRecord:
         target_id=_opt(row[5]),
         received_at=float(row[6]),
         headers=json.loads(str(row[7])),
-        body=bytes(row[8]),
+        body=body,
         decision=_opt(row[9]),
         reason=_opt(row[10]),
         workflow=_opt(row[11]),
@@ -210,6 +229,7 @@ class Store:
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.path = path
+        self.bodies = bodies_dir(path)
         self.clock = clock
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -254,21 +274,29 @@ class Store:
     # -- deliveries ----------------------------------------------------------------------
 
     def get_delivery(self, guid: str) -> DeliveryRecord | None:
+        """The delivery with its body; BodyMissing when the row is there but the body is not."""
         row = (
             self.conn()
             .execute(f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE guid = ?", (guid,))
             .fetchone()
         )
-        return None if row is None else _delivery(row)
+        return None if row is None else _delivery(row, self.bodies)
 
-    def list_deliveries(self, *, limit: int | None = None) -> list[DeliveryRecord]:
-        """Deliveries oldest first; with `limit`, only the most recent ones."""
+    def list_deliveries(
+        self, *, limit: int | None = None, bodies: bool = True
+    ) -> list[DeliveryRecord]:
+        """Deliveries oldest first; with `limit`, only the most recent ones.
+
+        With `bodies=False` a body kept in a segment file is not read (the record's body is
+        empty), which is all a listing needs.
+        """
         sql = f"SELECT {_DELIVERY_COLUMNS} FROM deliveries ORDER BY received_at DESC, rowid DESC"
         params: tuple[int, ...] = ()
         if limit is not None:
             sql += " LIMIT ?"
             params = (limit,)
-        rows = [_delivery(row) for row in self.conn().execute(sql, params)]
+        folder = self.bodies if bodies else None
+        rows = [_delivery(row, folder) for row in self.conn().execute(sql, params)]
         rows.reverse()
         return rows
 

@@ -111,7 +111,7 @@ def run_deliveries(args: argparse.Namespace) -> int:
     except (SettingsError, StoreError) as exc:
         return _fail(str(exc))
     try:
-        rows = store.list_deliveries(limit=args.limit)
+        rows = store.list_deliveries(limit=args.limit, bodies=False)
     finally:
         store.close()
     for row in rows:

@@ -39,6 +39,7 @@ from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
+from bot.store import BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
@@ -122,7 +123,10 @@ class RunExecutor:
         )
 
     async def _payload(self, delivery_id: str) -> Mapping[str, Any] | None:
-        record = await anyio.to_thread.run_sync(self.store.get_delivery, delivery_id)
+        try:
+            record = await anyio.to_thread.run_sync(self.store.get_delivery, delivery_id)
+        except BodyMissing:  # the payload only spares lookups; the run goes on without it
+            return None
         if record is None:
             return None
         try:

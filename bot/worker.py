@@ -17,7 +17,7 @@ from bot.events import parse_event
 from bot.github.errors import RateLimited
 from bot.log import bound, get_logger
 from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
-from bot.store import DeliveryRecord, RunRecord, Store
+from bot.store import BodyMissing, DeliveryRecord, RunRecord, Store
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.interaction import resolve_run_interaction_policy
@@ -169,8 +169,16 @@ class Worker:
 
     async def handle(self, job: Job, worker_id: str) -> None:
         """Handle one claimed job; never raises for a bad delivery (it is recorded instead)."""
-        delivery = await anyio.to_thread.run_sync(self.store.get_delivery, job.delivery_id)
         with bound(delivery_id=job.delivery_id, job_id=job.id):
+            try:
+                delivery = await anyio.to_thread.run_sync(self.store.get_delivery, job.delivery_id)
+            except BodyMissing as exc:
+                # Trying again reads the same missing bytes: record why and stop.
+                reason = f"body_missing: {exc}"
+                log.error("stored body unreadable", extra={"reason": reason})
+                await self._record(job.delivery_id, "error", reason=reason)
+                await self.queue.fail(job.id, worker_id, reason, retry=False)
+                return
             if delivery is None:
                 log.error("job names a delivery that is not stored")
                 await self.queue.fail(job.id, worker_id, "delivery not stored", retry=False)

@@ -83,27 +83,33 @@ class SegmentWriter:
             self._open_next()
         total = sum(len(body) for body in bodies)
         views = [memoryview(body) for body in bodies if body]
-        written = 0
-        while views:
-            n = os.writev(self._fd, views[:_IOV_MAX])
-            written += n
-            while views and n >= len(views[0]):
-                n -= len(views[0])
-                views.pop(0)
-            if n:
-                views[0] = views[0][n:]
-        # With O_APPEND the position after the write is the end of this batch's bytes.
-        end = os.lseek(self._fd, 0, os.SEEK_CUR)
+        first = 0
+        start = end = -1
+        while first < len(views):
+            n = os.writev(self._fd, views[first : first + _IOV_MAX])
+            if n == 0:
+                raise OSError(f"segment {self.segment}: a write made no progress")
+            # With O_APPEND the position after a write is the end of the bytes it wrote.
+            end = os.lseek(self._fd, 0, os.SEEK_CUR)
+            if start < 0:
+                start = end - n
+            while first < len(views) and n >= len(views[first]):
+                n -= len(views[first])
+                first += 1
+            if n:  # a short write: the rest of this body goes next
+                views[first] = views[first][n:]
+        if start < 0:
+            start = end = os.lseek(self._fd, 0, os.SEEK_END)
         self._size = end
         with self._lock:
             self._unsynced.add(self.segment)
-        offset = end - written
+        if end - start != total:
+            raise OSError(f"segment {self.segment}: another writer appended between the parts")
         out: list[tuple[int, int]] = []
+        offset = start
         for body in bodies:
             out.append((self.segment, offset))
             offset += len(body)
-        if offset != end or written != total:
-            raise OSError(f"segment {self.segment}: another process appended during this write")
         return out
 
     def _open_next(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,6 +122,26 @@ def test_the_segment_writer_reports_where_each_body_went(tmp_path: Path) -> None
         writer.close()
     assert read_body(tmp_path / "bodies", 1, 3, 5) == b"defgh"
     assert read_body(tmp_path / "bodies", 2, 0, 2) == b"kl"
+
+
+def test_short_writes_are_resumed_where_they_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_write = os.write
+    calls: list[int] = []
+
+    def short_writev(fd: int, buffers: list[memoryview]) -> int:
+        calls.append(len(buffers))
+        return real_write(fd, b"".join(buffers)[:4])  # as a full disk or a signal might
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    writer = SegmentWriter(tmp_path / "bodies")
+    try:
+        assert writer.append([b"abc", b"defghij", b"k"]) == [(1, 0), (1, 3), (1, 10)]
+    finally:
+        writer.close()
+    assert len(calls) == 3
+    assert segment_path(tmp_path / "bodies", 1).read_bytes() == b"abcdefghijk"
 
 
 async def test_a_missing_or_truncated_segment_is_a_clear_error(store: Store) -> None:

@@ -27,11 +27,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.github import Call, FakeGitHub, make_fake_github, serve_fake_github  # noqa: E402
-from tests.fakes.llm import FakeLLM, serve  # noqa: E402
-from tests.scripted import ModelScript, delivery_headers, issues_opened, running_bot  # noqa: E402
-
-FILES = {"src/app.py": "import yaml\nconfig = load_config('config.yml')\n", "README.md": "app\n"}
+from tests.fakes.github import Call, FakeGitHub  # noqa: E402
+from tests.scripted import bot_with_fakes, delivery_headers, issues_opened  # noqa: E402
 
 
 def describe(call: Call) -> str:
@@ -81,22 +78,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        fake = make_fake_github(root, files=FILES)
-        llm = FakeLLM()
-        llm.respond_with(ModelScript())
-        with (
-            serve_fake_github(fake) as gh_url,
-            serve(llm) as llm_url,
-            running_bot(
-                root,
-                github_url=gh_url,
-                llm_url=llm_url,
-                app_id=fake.app_id,
-                private_key_pem=fake.private_key_pem,
-                webhook_secret=fake.webhook_secret,
-                extra_env={"BOT_APP_SLUG": fake.slug},
-            ) as bot,
-        ):
+        with bot_with_fakes(root, extra_env={"BOT_APP_SLUG": "repo-agent"}) as (fake, _, bot):
             results = [one_triage(fake, bot.url, n) for n in range(1, args.runs + 1)]
     print(
         f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}"

@@ -24,7 +24,8 @@ from typing import Any
 
 import httpx
 
-from tests.fakes.llm import Reply, text, tool_call
+from tests.fakes.github import FakeGitHub, make_fake_github, serve_fake_github
+from tests.fakes.llm import FakeLLM, Reply, serve, text, tool_call
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -218,3 +219,34 @@ def running_bot(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+REPO_FILES = {
+    "src/app.py": "import yaml\nconfig = load_config('config.yml')\n",
+    "README.md": "app\n",
+}
+
+
+@contextmanager
+def bot_with_fakes(
+    root: Path, *, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[FakeGitHub, FakeLLM, RunningBot]]:
+    """The fake GitHub (repository `octo/hello` holding REPO_FILES) and the fake model, each on
+    127.0.0.1, and `bot serve` as a subprocess configured to use both."""
+    fake = make_fake_github(root, files=REPO_FILES)
+    llm = FakeLLM()
+    llm.respond_with(ModelScript())
+    with (
+        serve_fake_github(fake) as gh_url,
+        serve(llm) as llm_url,
+        running_bot(
+            root,
+            github_url=gh_url,
+            llm_url=llm_url,
+            app_id=fake.app_id,
+            private_key_pem=fake.private_key_pem,
+            webhook_secret=fake.webhook_secret,
+            extra_env=extra_env,
+        ) as running,
+    ):
+        yield fake, llm, running

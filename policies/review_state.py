@@ -1,0 +1,293 @@
+"""What the app remembers of a pull request's reviews, and the pure rules that use it.
+
+The state (`ReviewState`) holds the heads reviewed, each file's patch signature at the last
+review, and every finding with a stable fingerprint and its status: `open`, `fixed` (the
+code changed and a verifier found the problem gone) or `dismissed` (a person resolved its
+thread, answered that it will not be fixed, or reacted 👎). It lives in the store and is
+mirrored in a hidden marker of the PR's sticky summary (`encode_marker` / `decode_marker`),
+so a new database recovers it from GitHub.
+
+A finding's fingerprint is its path, the normalized code of the lines it anchors to, its
+category and its normalized title: it survives line moves, and changes when the code does.
+`known_finding` also catches a model re-wording the same point (same path and category, the
+same code or nearby lines, and mostly the same title words), because raising a point twice is
+the failure people notice most.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+FindingStatus = Literal["open", "fixed", "dismissed"]
+MARKER_PREFIX = "<!-- bot:review-state "
+MARKER_SUFFIX = " -->"
+MARKER_MAX_CHARS = 40_000
+MAX_HEADS = 50
+NEAR_LINES = 3
+TITLE_OVERLAP = 0.6
+
+_WORD = re.compile(r"[a-z0-9_]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "is",
+        "are",
+        "be",
+        "may",
+        "can",
+        "could",
+        "this",
+        "that",
+        "it",
+        "its",
+    ]
+)
+_WONT_FIX = re.compile(
+    r"\b(?:won'?t|will not|not going to|don'?t|do not) (?:be )?fix|\bwontfix\b|\bby design\b|"
+    r"\bintended\b|\bintentional\b|\bfalse positive\b|\bnot a (?:bug|problem|issue)\b|"
+    r"\bworks as intended\b|\bignore (?:this|it)\b",
+    re.IGNORECASE,
+)
+
+
+class StoredFinding(BaseModel):
+    """One finding the app raised on this pull request, and what became of it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    fingerprint: str = Field(min_length=1, max_length=64)
+    path: str = Field(max_length=4096)
+    line: int | None = Field(default=None, ge=1)
+    start_line: int | None = Field(default=None, ge=1)
+    code: str = Field(default="", max_length=64)  # hash of the normalized anchored code
+    severity: str = Field(default="medium", max_length=16)
+    category: str = Field(default="other", max_length=40)
+    title: str = Field(default="", max_length=300)
+    status: FindingStatus = "open"
+    head: str = Field(default="", max_length=64)
+    comment_id: int | None = None
+    thread_id: str | None = Field(default=None, max_length=128)
+    resolution: str | None = Field(default=None, max_length=300)
+
+
+class ReviewState(BaseModel):
+    """A pull request's review memory."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: Literal[1] = 1
+    base: str | None = None
+    heads: list[str] = Field(default_factory=list)
+    patches: dict[str, str] = Field(default_factory=dict)
+    findings: list[StoredFinding] = Field(default_factory=list)
+    paused: bool = False
+
+    @property
+    def last_head(self) -> str | None:
+        return self.heads[-1] if self.heads else None
+
+
+def normalize_code(text: str) -> str:
+    """Code with its whitespace collapsed: indentation and line wrapping do not count."""
+    return " ".join(text.split())
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
+            return word[: -len(suffix)]
+    return word
+
+
+def normalize_title(title: str) -> str:
+    """Lower-case words without filler words and common endings: `Uses eval` ~ `use eval`."""
+    return " ".join(_stem(w) for w in _WORD.findall(title.lower()) if w not in _STOP)
+
+
+def code_hash(code: str) -> str:
+    return hashlib.sha256(normalize_code(code).encode("utf-8")).hexdigest()[:16]
+
+
+def fingerprint(path: str, code: str, category: str, title: str) -> str:
+    """The stable id of a finding: path, normalized anchored code, category, normalized title."""
+    key = "\n".join(
+        [path.strip(), normalize_code(code), category.strip().lower(), normalize_title(title)]
+    )
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
+
+
+def _overlap(a: str, b: str) -> float:
+    wa, wb = set(normalize_title(a).split()), set(normalize_title(b).split())
+    if not wa or not wb:
+        return 0.0
+    return len(wa & wb) / len(wa | wb)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A verified finding of this run, before it is compared with what was raised before."""
+
+    path: str
+    line: int | None
+    start_line: int | None
+    code: str
+    category: str
+    title: str
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.path, self.code, self.category, self.title)
+
+
+def known_finding(state: ReviewState, cand: Candidate) -> StoredFinding | None:
+    """The finding raised before that `cand` repeats (any status), or None when it is new."""
+    fp = cand.fingerprint
+    chash = code_hash(cand.code) if cand.code.strip() else ""
+    for old in state.findings:
+        if old.fingerprint == fp:
+            return old
+    for old in state.findings:
+        if old.path != cand.path or old.category != cand.category.strip().lower():
+            continue
+        same_code = bool(chash) and old.code == chash
+        near = (
+            old.line is not None
+            and cand.line is not None
+            and abs(old.line - cand.line) <= NEAR_LINES
+        )
+        if (same_code or near) and _overlap(old.title, cand.title) >= TITLE_OVERLAP:
+            return old
+    return None
+
+
+def patch_signature(patch: str) -> str:
+    """A file's patch without hunk line numbers: equal when the change itself is equal,
+    even if the base moved under it (a merge of the base branch into the PR)."""
+    lines = [
+        line
+        for line in patch.split("\n")
+        if not line.startswith("@@") and not line.startswith("\\")
+    ]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:20]
+
+
+def unchanged_files(previous: Mapping[str, str], current: Mapping[str, str]) -> frozenset[str]:
+    """Files whose patch signature is the same as at the last review."""
+    return frozenset(p for p, sig in current.items() if previous.get(p) == sig)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadFacts:
+    """What GitHub says of one review thread of ours."""
+
+    thread_id: str
+    resolved: bool
+    resolved_by: str | None
+    outdated: bool
+    replies: tuple[tuple[str, str], ...]  # (author login, body), after our first comment
+    thumbs_down_by: tuple[str, ...] = ()
+
+
+def _is_bot(login: str | None, bot_login: str) -> bool:
+    if not login:
+        return False
+    return login.lower() == bot_login.lower() or login.lower().endswith("[bot]")
+
+
+def dismissal_reason(thread: ThreadFacts, bot_login: str) -> str | None:
+    """Why a person dismissed our finding, or None while they have not."""
+    if thread.resolved and thread.resolved_by and not _is_bot(thread.resolved_by, bot_login):
+        return f"thread resolved by @{thread.resolved_by}"
+    for author, body in thread.replies:
+        if not _is_bot(author, bot_login) and _WONT_FIX.search(body):
+            return f"@{author} answered that it will not be fixed"
+    people = [login for login in thread.thumbs_down_by if not _is_bot(login, bot_login)]
+    if people:
+        return f"@{people[0]} reacted 👎"
+    return None
+
+
+def with_heads(state: ReviewState, base: str, head: str, patches: Mapping[str, str]) -> ReviewState:
+    """The state after reviewing `head`: the head appended, the patch signatures replaced."""
+    heads = [h for h in state.heads if h != head] + [head]
+    return state.model_copy(
+        update={"base": base, "heads": heads[-MAX_HEADS:], "patches": dict(patches)}
+    )
+
+
+def counts(state: ReviewState, new: Iterable[str]) -> dict[str, int]:
+    """`new` / `open` (still open, not new) / `fixed` / `dismissed`, for the summary."""
+    fresh = set(new)
+    out = {"new": 0, "open": 0, "fixed": 0, "dismissed": 0}
+    for f in state.findings:
+        if f.status == "open":
+            out["new" if f.fingerprint in fresh else "open"] += 1
+        else:
+            out[f.status] += 1
+    return out
+
+
+def encode_marker(state: ReviewState) -> str:
+    """The hidden marker that mirrors the state in the sticky summary, within a size cap:
+    the oldest closed findings, then the oldest open ones, are dropped until it fits."""
+    current = state
+    while True:
+        raw = current.model_dump_json(exclude_defaults=True).encode("utf-8")
+        text = base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+        if len(text) <= MARKER_MAX_CHARS or not current.findings:
+            return f"{MARKER_PREFIX}{text}{MARKER_SUFFIX}"
+        findings = list(current.findings)
+        closed = [i for i, f in enumerate(findings) if f.status != "open"]
+        del findings[closed[0] if closed else 0]
+        current = current.model_copy(update={"findings": findings})
+
+
+def decode_marker(body: str | None) -> ReviewState | None:
+    """The state in a sticky summary's marker; None when there is none or it is unreadable."""
+    if not body:
+        return None
+    start = body.find(MARKER_PREFIX)
+    if start < 0:
+        return None
+    end = body.find(MARKER_SUFFIX, start + len(MARKER_PREFIX))
+    if end < 0:
+        return None
+    text = body[start + len(MARKER_PREFIX) : end].strip()
+    if len(text) > MARKER_MAX_CHARS * 2:
+        return None
+    try:
+        raw = zlib.decompressobj().decompress(base64.b64decode(text, validate=True), 4_000_000)
+        return ReviewState.model_validate_json(raw)
+    except (binascii.Error, zlib.error, ValidationError, ValueError):
+        return None
+
+
+def merge_status(
+    findings: Sequence[StoredFinding], updates: Mapping[str, tuple[FindingStatus, str]]
+) -> list[StoredFinding]:
+    """Findings with new statuses applied: `{fingerprint: (status, resolution)}`."""
+    out = []
+    for f in findings:
+        change = updates.get(f.fingerprint)
+        if change is None or f.status == "dismissed":
+            out.append(f)
+        else:
+            out.append(f.model_copy(update={"status": change[0], "resolution": change[1]}))
+    return out

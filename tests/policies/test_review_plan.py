@@ -1,0 +1,125 @@
+"""policies.review_plan: units, ranking, skip reasons and the budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.review_plan import (
+    ChangedFile,
+    PlanLimits,
+    glob_match,
+    plan_review,
+    risk_of,
+    skip_reason,
+    tokens_for,
+)
+
+
+def cf(path: str, changed: int = 10, **kw: object) -> ChangedFile:
+    return ChangedFile(path, additions=changed, patch_chars=changed * 40, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("path", "patterns", "ok"),
+    [
+        pytest.param("src/a.py", ["*.py"], True, id="basename-anywhere"),
+        pytest.param("src/a.py", ["src/*.py"], True, id="anchored"),
+        pytest.param("lib/src/a.py", ["src/*.py"], False, id="anchored-not-nested"),
+        pytest.param("docs/x/y.md", ["docs/"], True, id="directory"),
+        pytest.param("a/b/c/d.js", ["a/**/d.js"], True, id="double-star"),
+        pytest.param("a/d.js", ["a/**/d.js"], True, id="double-star-zero-dirs"),
+        pytest.param("x.txt", ["x.t?t"], True, id="question-mark"),
+        pytest.param("x.py", ["", "  "], False, id="blank-patterns"),
+        pytest.param("build/out/x.c", ["build"], True, id="name-matches-directory"),
+    ],
+)
+def test_glob_match(path: str, patterns: list[str], ok: bool) -> None:
+    assert glob_match(path, patterns) is ok
+
+
+@pytest.mark.parametrize(
+    ("file", "limits", "reason"),
+    [
+        pytest.param(cf("a.py", status="removed"), PlanLimits(), "removed", id="removed"),
+        pytest.param(cf("a.png", binary=True), PlanLimits(), "binary", id="binary"),
+        pytest.param(
+            cf("docs/a.md"), PlanLimits(paths=("src/",)), "excluded by review.paths", id="paths"
+        ),
+        pytest.param(
+            cf("src/a.py"), PlanLimits(ignore=("*.py",)), "excluded by review.ignore", id="ignore"
+        ),
+        pytest.param(cf("web/package-lock.json"), PlanLimits(), "lock file", id="lock"),
+        pytest.param(cf("Cargo.lock"), PlanLimits(), "lock file", id="lock-case"),
+        pytest.param(cf("vendor/x/y.go"), PlanLimits(), "vendored", id="vendored"),
+        pytest.param(cf("static/app.min.js"), PlanLimits(), "generated", id="minified"),
+        pytest.param(cf("proto/api_pb2.py"), PlanLimits(), "generated", id="protobuf"),
+        pytest.param(
+            cf("big.py", 2000),
+            PlanLimits(),
+            "too large (2000 changed lines, limit 1500)",
+            id="too-large",
+        ),
+        pytest.param(cf("src/a.py"), PlanLimits(paths=("src/",)), None, id="kept"),
+    ],
+)
+def test_skip_reason(file: ChangedFile, limits: PlanLimits, reason: str | None) -> None:
+    assert skip_reason(file, limits) == reason
+
+
+def test_risk_orders_source_config_tests_docs() -> None:
+    assert risk_of("app/auth.py") > risk_of("app/core.py") > risk_of("setup.cfg")
+    assert risk_of("setup.cfg") > risk_of("tests/test_core.py") > risk_of("README.md")
+    assert risk_of("LICENSE") == 10
+
+
+def test_plan_ranks_groups_and_names_every_file() -> None:
+    files = [
+        cf("README.md", 5),
+        cf("app/core.py", 100),
+        cf("app/util.py", 5),
+        cf("tests/test_util.py", 5),
+        cf("poetry.lock", 400),
+        cf("app/auth.py", 20),
+        cf("gone.py", 3, status="removed"),
+    ]
+    plan = plan_review(files, PlanLimits())
+    assert plan.units[0].paths == ("app/auth.py", "app/util.py")
+    assert ("app/core.py",) in [u.paths for u in plan.units]
+    named = set(plan.paths) | {s.path for s in plan.skipped}
+    assert named == {f.path for f in files}
+    assert {s.path: s.reason for s in plan.skipped} == {
+        "poetry.lock": "lock file",
+        "gone.py": "removed",
+    }
+    assert plan.tokens == sum(u.tokens for u in plan.units)
+
+
+def test_module_and_its_test_share_a_unit() -> None:
+    plan = plan_review([cf("pkg/parser.py", 10), cf("tests/test_parser.py", 10)], PlanLimits())
+    assert [u.paths for u in plan.units] == [("pkg/parser.py", "tests/test_parser.py")]
+
+
+def test_budget_by_files_and_tokens() -> None:
+    files = [cf(f"src/m{i}.py", 80) for i in range(5)]
+    by_files = plan_review(files, PlanLimits(max_files=3))
+    assert len(by_files.paths) == 3
+    assert [s.reason for s in by_files.skipped] == ["over budget", "over budget"]
+    one = tokens_for([files[0]])
+    by_tokens = plan_review(files, PlanLimits(max_tokens=one * 2 + 1))
+    assert len(by_tokens.paths) == 2
+    assert by_tokens.tokens <= one * 2 + 1
+
+
+def test_a_group_over_budget_is_tried_file_by_file() -> None:
+    files = [cf("src/a.py", 10), cf("src/b.py", 10)]
+    plan = plan_review(files, PlanLimits(max_files=1))
+    assert plan.paths == ("src/a.py",)
+    assert [(s.path, s.reason) for s in plan.skipped] == [("src/b.py", "over budget")]
+
+
+def test_unchanged_files_cost_nothing_and_are_named() -> None:
+    plan = plan_review([cf("a.py"), cf("b.py")], PlanLimits(), unchanged={"a.py"})
+    assert plan.paths == ("b.py",)
+    assert [(s.path, s.reason) for s in plan.skipped] == [
+        ("a.py", "unchanged since the last review")
+    ]

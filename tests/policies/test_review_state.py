@@ -1,0 +1,179 @@
+"""policies.review_state: fingerprints, repeats, dismissals, the marker."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+
+import pytest
+
+from policies.review_state import (
+    MARKER_MAX_CHARS,
+    Candidate,
+    ReviewState,
+    StoredFinding,
+    ThreadFacts,
+    code_hash,
+    counts,
+    decode_marker,
+    dismissal_reason,
+    encode_marker,
+    fingerprint,
+    known_finding,
+    merge_status,
+    patch_signature,
+    unchanged_files,
+    with_heads,
+)
+
+BOT = "repo-bot[bot]"
+
+
+def stored(c: Candidate, **kw: object) -> StoredFinding:
+    return StoredFinding(
+        fingerprint=c.fingerprint,
+        path=c.path,
+        line=c.line,
+        code=code_hash(c.code),
+        category=c.category,
+        title=c.title,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+CAND = Candidate("app.py", 10, None, "x = eval(data)", "security", "Use of eval on input")
+
+
+def test_fingerprint_ignores_whitespace_and_case_of_title() -> None:
+    a = fingerprint("a.py", "x =  1\n  y", "bug", "Off by one!")
+    b = fingerprint("a.py", "x = 1 y", "bug", "off by ONE")
+    assert a == b
+    assert a != fingerprint("a.py", "x = 2 y", "bug", "off by one")
+    assert a != fingerprint("b.py", "x = 1 y", "bug", "off by one")
+
+
+@pytest.mark.parametrize(
+    ("cand", "found"),
+    [
+        pytest.param(CAND, True, id="same"),
+        pytest.param(
+            Candidate("app.py", 40, None, "x = eval(data)", "security", "Use of eval on the input"),
+            True,
+            id="moved-and-reworded",
+        ),
+        pytest.param(
+            Candidate("app.py", 12, None, "y = eval(z)", "security", "eval used on input"),
+            True,
+            id="nearby-lines-reworded",
+        ),
+        pytest.param(
+            Candidate("app.py", 90, None, "other()", "security", "Use of eval on input data"),
+            False,
+            id="far-and-other-code",
+        ),
+        pytest.param(
+            Candidate("app.py", 10, None, "x = eval(data)", "style", "Use of eval on input"),
+            False,
+            id="other-category",
+        ),
+        pytest.param(
+            Candidate("app.py", 10, None, "x = eval(data)", "security", "Missing docstring"),
+            False,
+            id="other-title",
+        ),
+        pytest.param(
+            Candidate("lib.py", 10, None, "x = eval(data)", "security", "Use of eval on input"),
+            False,
+            id="other-path",
+        ),
+    ],
+)
+def test_known_finding(cand: Candidate, found: bool) -> None:
+    state = ReviewState(findings=[stored(CAND, status="dismissed")])
+    assert (known_finding(state, cand) is not None) is found
+
+
+def test_patch_signature_ignores_line_numbers() -> None:
+    a = "@@ -1,2 +1,3 @@\n a\n+b\n c"
+    b = "@@ -10,2 +12,3 @@ def f():\n a\n+b\n c"
+    assert patch_signature(a) == patch_signature(b)
+    assert patch_signature(a) != patch_signature(a.replace("+b", "+B"))
+    assert unchanged_files({"x": "1", "y": "2"}, {"x": "1", "y": "3", "z": "4"}) == {"x"}
+
+
+@pytest.mark.parametrize(
+    ("thread", "reason"),
+    [
+        pytest.param(
+            ThreadFacts("T", True, "alice", False, ()), "thread resolved by @alice", id="resolved"
+        ),
+        pytest.param(ThreadFacts("T", True, BOT, False, ()), None, id="resolved-by-us"),
+        pytest.param(
+            ThreadFacts("T", False, None, False, (("bob", "We won't fix this, it's on purpose"),)),
+            "@bob answered that it will not be fixed",
+            id="wont-fix",
+        ),
+        pytest.param(
+            ThreadFacts("T", False, None, False, (("bob", "Good catch, fixing"),)),
+            None,
+            id="agrees",
+        ),
+        pytest.param(
+            ThreadFacts("T", False, None, False, (("ci-bot[bot]", "false positive"),)),
+            None,
+            id="other-bot-ignored",
+        ),
+        pytest.param(
+            ThreadFacts("T", False, None, False, (), ("carol",)), "@carol reacted 👎", id="thumbs"
+        ),
+        pytest.param(ThreadFacts("T", False, None, True, ()), None, id="outdated-only"),
+    ],
+)
+def test_dismissal_reason(thread: ThreadFacts, reason: str | None) -> None:
+    assert dismissal_reason(thread, BOT) == reason
+
+
+def test_marker_round_trip_and_garbage() -> None:
+    state = with_heads(ReviewState(findings=[stored(CAND)]), "b" * 40, "h" * 40, {"app.py": "s"})
+    body = "Summary\n\n" + encode_marker(state)
+    assert decode_marker(body) == state
+    assert decode_marker(None) is None
+    assert decode_marker("no marker") is None
+    assert decode_marker("<!-- bot:review-state !!! -->") is None
+    assert decode_marker("<!-- bot:review-state abc") is None
+    bomb = base64.b64encode(zlib.compress(b"[" * 10_000_000)).decode()
+    assert decode_marker(f"<!-- bot:review-state {bomb} -->") is None
+
+
+def test_marker_is_capped_dropping_closed_findings_first() -> None:
+    many = [
+        StoredFinding(
+            fingerprint=hashlib.sha256(str(i).encode()).hexdigest()[:20],
+            path=f"f{i}.py",
+            title=hashlib.sha256(str(-i).encode()).hexdigest() * 4,
+        )
+        for i in range(2000)
+    ]
+    many[0] = many[0].model_copy(update={"status": "fixed"})
+    marker = encode_marker(ReviewState(findings=many))
+    assert len(marker) <= MARKER_MAX_CHARS + 40
+    back = decode_marker(marker)
+    assert back is not None and 0 < len(back.findings) < 2000
+    assert all(f.status == "open" for f in back.findings)
+
+
+def test_with_heads_counts_and_merge_status() -> None:
+    state = with_heads(ReviewState(heads=["a", "b"]), "base", "a", {})
+    assert state.heads == ["b", "a"] and state.last_head == "a"
+    other = Candidate("b.py", 1, None, "z", "bug", "Crash")
+    state = state.model_copy(update={"findings": [stored(CAND), stored(other, status="fixed")]})
+    assert counts(state, [CAND.fingerprint]) == {"new": 1, "open": 0, "fixed": 1, "dismissed": 0}
+    merged = merge_status(
+        state.findings,
+        {CAND.fingerprint: ("fixed", "Fixed in abc"), other.fingerprint: ("open", "")},
+    )
+    assert [f.status for f in merged] == ["fixed", "open"]
+    dismissed = [merged[0].model_copy(update={"status": "dismissed"})]
+    assert merge_status(dismissed, {CAND.fingerprint: ("open", "")})[0].status == "dismissed"
+    assert ReviewState().last_head is None

@@ -1,7 +1,8 @@
-"""Shared test set-up: anyio on asyncio, no real network, a data dir per test."""
+"""Shared test set-up: anyio on asyncio, no real network, a data dir per test, ../shared or a skip."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,26 @@ import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# The few real octokit payloads the default run reads, laid out like ../shared/github-payloads.
+PAYLOADS = FIXTURES / "github-payloads"
+
+
+def shared_dir(name: str) -> Path:
+    """`../shared/<name>`, or skip the test when it is absent (fail instead under
+    TESTS_REQUIRE_SHARED=1, which CI sets: there the folder is always beside the project)."""
+    path = SHARED / name
+    if path.is_dir():
+        return path
+    reason = f"needs ../shared/{name} beside the project (absent in a clone of the project alone)"
+    if os.environ.get("TESTS_REQUIRE_SHARED") == "1":
+        pytest.fail(f"{reason}; TESTS_REQUIRE_SHARED=1 asks for it")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def shared_payloads_dir() -> Path:
+    """The whole corpus of real webhook payloads (273 files, 60 events) from ../shared."""
+    return shared_dir("github-payloads")
 
 
 @pytest.fixture

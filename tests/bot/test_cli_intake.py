@@ -10,9 +10,7 @@ import pytest
 
 from bot.cli import build_parser, main
 from bot.store import Store, transaction
-from tests.conftest import SHARED
-
-PAYLOADS = SHARED / "github-payloads"
+from tests.conftest import PAYLOADS
 
 
 @pytest.fixture(autouse=True)

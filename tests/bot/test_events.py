@@ -12,9 +12,8 @@ from bot.events import parse_event
 from policies.config import RepoConfig
 from policies.event import Event, Skip, Trigger
 from policies.triggers import decide
-from tests.conftest import FIXTURES, SHARED
+from tests.conftest import FIXTURES
 
-PAYLOADS = SHARED / "github-payloads"
 WEBHOOKS = FIXTURES / "webhooks"
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 TARGET_EVENTS = {
@@ -26,22 +25,13 @@ TARGET_EVENTS = {
 }
 
 
-def shared_payloads() -> list[Path]:
-    if not PAYLOADS.is_dir():
-        pytest.fail(
-            f"{PAYLOADS} is missing: these tests need the shared payload collection "
-            "(../shared/github-payloads next to the repository)"
-        )
-    return sorted(PAYLOADS.glob("*/*.json"))
-
-
 def fixture(name: str) -> Event:
     payload = json.loads((WEBHOOKS / f"{name}.json").read_text())
     return parse_event(name.split(".")[0], "guid-1", payload)
 
 
-def test_every_shared_payload_parses_and_gets_a_decision() -> None:
-    paths = shared_payloads()
+def test_every_shared_payload_parses_and_gets_a_decision(shared_payloads_dir: Path) -> None:
+    paths = sorted(shared_payloads_dir.glob("*/*.json"))
     assert len(paths) == 273
     events = set()
     for path in paths:

@@ -15,11 +15,11 @@ from bot.queue.sqlite import SqliteJobQueue
 from bot.segments import SegmentWriter, bodies_dir, read_body, segment_path
 from bot.store import MIGRATIONS, SCHEMA_VERSION, BodyMissing, Store, StoreError, connect
 from bot.worker import Worker, WorkerHooks
-from tests.conftest import SHARED
+from tests.conftest import PAYLOADS
 
 pytestmark = pytest.mark.anyio
 
-OPENED = (SHARED / "github-payloads" / "issues" / "opened.payload.json").read_bytes()
+OPENED = (PAYLOADS / "issues" / "opened.payload.json").read_bytes()
 
 
 def _delivery(guid: str, body: bytes) -> IncomingDelivery:

@@ -22,20 +22,19 @@ import pytest
 
 from bot.queue.sqlite import SqliteJobQueue
 from bot.store import Store
-from tests.conftest import SHARED
+from tests.conftest import PAYLOADS
 
 pytestmark = pytest.mark.slow
 
 SECRET = "process-test-secret"
-PAYLOADS = SHARED / "github-payloads"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def shared_payloads() -> list[tuple[str, bytes]]:
+@pytest.fixture(scope="module")
+def corpus(shared_payloads_dir: Path) -> list[tuple[str, bytes]]:
     """(event name, body) for every payload under the shared folder; the folder is the event."""
-    if not PAYLOADS.is_dir():
-        pytest.fail(f"{PAYLOADS} is missing: check out the shared payloads beside the repository")
-    found = [(path.parent.name, path.read_bytes()) for path in sorted(PAYLOADS.glob("*/*.json"))]
+    paths = sorted(shared_payloads_dir.glob("*/*.json"))
+    found = [(path.parent.name, path.read_bytes()) for path in paths]
     assert len(found) == 273, f"expected the 273 shared payloads, found {len(found)}"
     return found
 
@@ -131,11 +130,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def all_posted(server: Server) -> dict[str, str]:
+def all_posted(corpus: list[tuple[str, bytes]], server: Server) -> dict[str, str]:
     """Post every shared payload once; returns guid -> event."""
     sent: dict[str, str] = {}
     with httpx.Client(timeout=30) as client:
-        for event, body in shared_payloads():
+        for event, body in corpus:
             guid = str(uuid.uuid4())
             response = server.post(client, event, body, guid)
             assert (response.status_code, response.json()) == (202, {"status": "accepted"}), (
@@ -147,7 +146,7 @@ def all_posted(server: Server) -> dict[str, str]:
 
 
 def test_every_shared_payload_is_stored_once_and_decided(
-    server: Server, all_posted: dict[str, str]
+    all_posted: dict[str, str], server: Server
 ) -> None:
     store = Store.open(server.data_dir / "bot.sqlite3")
     try:
@@ -163,9 +162,9 @@ def test_every_shared_payload_is_stored_once_and_decided(
 
 
 def test_posting_everything_again_gives_duplicates_and_no_new_jobs(
-    server: Server, all_posted: dict[str, str]
+    corpus: list[tuple[str, bytes]], all_posted: dict[str, str], server: Server
 ) -> None:
-    bodies = dict(shared_payloads_by_guid(all_posted))
+    bodies = dict(zip(all_posted, (body for _, body in corpus), strict=True))
     with httpx.Client(timeout=30) as client, ThreadPoolExecutor(8) as pool:
         responses = list(
             pool.map(lambda g: server.post(client, all_posted[g], bodies[g], g), all_posted)
@@ -179,13 +178,8 @@ def test_posting_everything_again_gives_duplicates_and_no_new_jobs(
         store.close()
 
 
-def shared_payloads_by_guid(sent: dict[str, str]) -> Iterator[tuple[str, bytes]]:
-    """The body each guid was posted with: payloads were posted in sorted order."""
-    yield from zip(sent, (body for _, body in shared_payloads()), strict=True)
-
-
 def test_every_worker_log_line_carries_the_delivery_id(
-    server: Server, all_posted: dict[str, str]
+    all_posted: dict[str, str], server: Server
 ) -> None:
     store = Store.open(server.data_dir / "bot.sqlite3")
     try:

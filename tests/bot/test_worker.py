@@ -20,11 +20,10 @@ from bot.wiring import build_worker_hooks
 from bot.worker import Worker, WorkerHooks
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Trigger
-from tests.conftest import SHARED
+from tests.conftest import PAYLOADS
 
 pytestmark = pytest.mark.anyio
 
-PAYLOADS = SHARED / "github-payloads"
 SLUG = "repo-agent"
 
 
@@ -38,7 +37,7 @@ class FakeClock:
 
 def payload(path: str, **changes: object) -> dict[str, object]:
     source = PAYLOADS / path
-    assert source.is_file(), f"{source} is missing: the shared payloads must be checked out"
+    assert source.is_file(), f"{source} is missing from the fixtures"
     data: dict[str, object] = json.loads(source.read_text())
     data.update(changes)
     return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ MAX_CONFIG_NODES = 10_000
 """Values counted with aliases expanded; more means an alias bomb or a runaway file."""
 MAX_CONFIG_DEPTH = 32
 """Lists and mappings nested deeper than this are refused before the tree is built."""
+MAX_NUMBER_CHARS = 100
+"""Longer numbers are refused unread: no setting needs one, and big ones are slow to build."""
 
 # --- errors -------------------------------------------------------------------------------
 
@@ -159,6 +162,8 @@ def _syntax_problem(exc: yaml.YAMLError, source: str) -> ConfigProblem:
             started = f" started on line {exc.context_mark.line + 1}" if exc.context_mark else ""
             text += f" ({exc.context}{started})"
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+    if isinstance(exc, _UnreadableValue):
+        return ConfigProblem(text, "", line, column)
     return ConfigProblem(f"invalid YAML: {text}", "", line, column)
 
 
@@ -175,6 +180,9 @@ def load_yaml(text: str | None, file: str) -> tuple[dict[str, object], Marks]:
         raise ConfigError([_syntax_problem(exc, text)], file=file) from None
     except ConfigError as exc:
         raise ConfigError(exc.problems, file=file) from None
+    except Exception as exc:  # whatever else building the values raised: still the file's fault
+        problem = ConfigProblem(f"cannot be read ({type(exc).__name__}: {exc})"[:300])
+        raise ConfigError([problem], file=file) from None
     if data is None:
         return {}, marks
     if not isinstance(data, dict):
@@ -183,10 +191,76 @@ def load_yaml(text: str | None, file: str) -> tuple[dict[str, object], Marks]:
     return data, marks
 
 
+_KINDS = {
+    "timestamp": "a date",
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+}
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _UnreadableValue(yaml.constructor.ConstructorError):
+    """Well-formed YAML holding a value that cannot be built; the problem says which."""
+
+    def __init__(self, problem: str, node: yaml.Node) -> None:
+        super().__init__(None, None, problem, node.start_mark)
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, with every failure to build a value reported at that value's line.
+
+    PyYAML's constructors raise plain ValueError, KeyError or AttributeError for values
+    the parser accepted (a date `2001-13-45`, `!!bool maybe`); here each becomes a
+    ConstructorError marked with the node. Numbers too long to be settings are refused
+    before they are built, and text holding half of a surrogate pair (which no encoder
+    will write back out) is refused after.
+    """
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> object:
+        if (
+            isinstance(node, yaml.ScalarNode)
+            and node.tag in _NUMBER_TAGS
+            and len(node.value) > MAX_NUMBER_CHARS
+        ):
+            length = len(node.value)
+            raise _UnreadableValue(
+                f"a number of {length} characters is too long (at most {MAX_NUMBER_CHARS})", node
+            )
+        try:
+            value: object = super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:  # PyYAML's constructors fail with plain Python errors
+            raise self._unreadable(node, exc) from None
+        if isinstance(value, str) and (half := _SURROGATE.search(value)):
+            message = f"text cannot hold U+{ord(half.group()):04X} (half of a surrogate pair)"
+            raise _UnreadableValue(message, node)
+        return value
+
+    def _unreadable(self, node: yaml.Node, exc: Exception) -> _UnreadableValue:
+        tag = str(node.tag)
+        kind = _KINDS.get(tag.rsplit(":", 1)[-1], f"a value tagged `{tag}`")
+        shown = got(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
+        message = f"{shown} cannot be read as {kind}"
+        detail = str(exc) if type(exc) in (ValueError, OverflowError) else ""
+        if detail.startswith("offset must be a timedelta"):
+            detail = "the time zone offset is out of range"
+        if detail:
+            message += f": {detail}"
+        if isinstance(node, yaml.ScalarNode) and node.style is None:
+            # Read this way only because it was written unquoted: quoting makes it text.
+            implicit = self.resolve(yaml.ScalarNode, node.value, (True, False))  # type: ignore[no-untyped-call]
+            if implicit == tag:
+                message += " (quote it to keep it as text)"
+        return _UnreadableValue(message, node)
+
+
 def _construct(text: str, marks: Marks) -> object:
     """Compose the node tree, check and mark it, then build plain values from it."""
     _bound(text)
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from policies._config_yaml import ConfigProblem, Marks, got, problem_at
+from policies._config_yaml import ConfigProblem, Marks, _Loader, got, problem_at
 from policies.config import (
     CONFIG_PATH,
     MAX_CONFIG_BYTES,
@@ -208,6 +208,53 @@ def test_error_names_file_line_and_expectation(text: str, expected: list[str]) -
     ]
 
 
+# Values the YAML parser accepts but cannot build: every one is a line-referenced ConfigError,
+# never a plain exception (which the worker would treat as transient and retry).
+UNBUILDABLE = [
+    pytest.param("language: 2001-13-45\n", ['line 1, column 11: "2001-13-45" cannot be read as a date: month must be in 1..12 (quote it to keep it as text)'], id="month-13"),
+    pytest.param("enabled: true\nlanguage: 2001-02-30\n", ['line 2, column 11: "2001-02-30" cannot be read as a date: day is out of range for month (quote it to keep it as text)'], id="february-30"),
+    pytest.param("language: 0000-01-01\n", ['line 1, column 11: "0000-01-01" cannot be read as a date: year 0 is out of range (quote it to keep it as text)'], id="year-0"),
+    pytest.param("ignore_authors: [bob, 2001-13-45]\n", ['line 1, column 23: "2001-13-45" cannot be read as a date: month must be in 1..12 (quote it to keep it as text)'], id="date-in-a-list"),
+    pytest.param("language: 2001-01-01 00:00:00 +99:00\n", ['line 1, column 11: "2001-01-01 00:00:00 +99:00" cannot be read as a date: the time zone offset is out of range (quote it to keep it as text)'], id="zone-offset"),
+    pytest.param("language: !!timestamp soon\n", ['line 1, column 11: "soon" cannot be read as a date'], id="timestamp-tag"),
+    pytest.param("review:\n  max_files: !!int 12x\n", ['line 2, column 14: "12x" cannot be read as a whole number: invalid literal for int() with base 10: \'12x\''], id="int-tag"),
+    pytest.param("review:\n  max_files: !!int 0x\n", ['line 2, column 14: "0x" cannot be read as a whole number: invalid literal for int() with base 16: \'\''], id="int-tag-empty-hex"),
+    pytest.param("language: !!float abc\n", ['line 1, column 11: "abc" cannot be read as a number: could not convert string to float: \'abc\''], id="float-tag"),
+    pytest.param("enabled: !!bool maybe\n", ['line 1, column 10: "maybe" cannot be read as true or false'], id="bool-tag"),
+    pytest.param("review:\n  max_files: " + "9" * 5000 + "\n", ["line 2, column 14: a number of 5000 characters is too long (at most 100)"], id="huge-int"),
+    pytest.param("review:\n  max_files: 0x" + "f" * 100_000 + "\n", ["line 2, column 14: a number of 100002 characters is too long (at most 100)"], id="huge-hex"),
+    pytest.param("language: " + ":".join(["59"] * 30_000) + ".5\n", ["line 1, column 11: a number of 90001 characters is too long (at most 100)"], id="huge-sexagesimal-float"),
+    pytest.param("language: !!binary 'abc'\n", ["line 1, column 11: invalid YAML: failed to decode base64 data: Incorrect padding"], id="bad-base64"),
+    pytest.param('language: "\\ud800"\n', ["line 1, column 11: text cannot hold U+D800 (half of a surrogate pair)"], id="lone-surrogate"),
+    pytest.param('"\\udfff": 1\n', ["line 1, column 1: text cannot hold U+DFFF (half of a surrogate pair)"], id="surrogate-key"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "expected"), UNBUILDABLE)
+def test_unbuildable_values_are_config_errors_with_lines(text: str, expected: list[str]) -> None:
+    error = error_of(text)
+    assert str(error).splitlines() == [f"{CONFIG_PATH} {line}" for line in expected]
+    assert all(problem.line is not None for problem in error.problems)
+
+
+def test_unbuildable_values_in_an_extends_target_name_that_file() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config_data("review:\n  drafts: 2001-13-45\n", file="acme/.github:bot.yml")
+    assert str(caught.value).startswith('acme/.github:bot.yml line 2, column 11: "2001-13-45"')
+
+
+def test_any_other_failure_while_building_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def overflow(self: object, node: object) -> object:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(_Loader, "construct_document", overflow)
+    assert str(error_of("enabled: true\n")) == (
+        f"{CONFIG_PATH}: cannot be read (RecursionError: maximum recursion depth exceeded)"
+    )
+
+
 def test_error_keeps_structured_problems() -> None:
     error = error_of("review:\n  drafts: sometimes\n")
     (problem,) = error.problems
@@ -349,6 +396,17 @@ def test_extends_needs_its_underscore() -> None:
 YAML_PIECES = ["review", "drafts", ":", " ", "\n", "  ", "- ", "[", "]", "{", "}", "&a", "*a"]
 YAML_PIECES += ["!!str", "true", "1", "'", '"', "#", "<<", "?", ",", "enabled", "agents", "name"]
 YAML_PIECES += ["\t", "%", "|", ">", "---", "...", "!!python/name:os.system", "\x00", "\ufeff"]
+YAML_PIECES += [
+    "2001-13-45",
+    "!!int",
+    "!!bool",
+    "!!float",
+    "!!timestamp",
+    "!!binary",
+    "0x",
+    "9" * 120,
+]
+YAML_PIECES += ["1:2", '"\\ud800"', "language", "max_files", "x"]
 
 
 def test_any_text_gives_a_config_or_a_config_error() -> None:

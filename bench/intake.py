@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_BODY = ROOT.parent / "shared" / "github-payloads" / "issues" / "opened.payload.json"
+DEFAULT_BODY = ROOT / "fixtures" / "github-payloads" / "issues" / "opened.payload.json"
 SECRET = "bench-secret"
 
 LUA = r"""
@@ -172,7 +172,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed (apt-get install wrk)")
+        raise SystemExit(
+            "wrk is not installed: BOT_SETUP_BENCH=1 bash scripts/setup (or apt-get install wrk)"
+        )
     if not args.body.is_file():
         raise SystemExit(f"{args.body} not found; pass --body PATH")
     body = args.body.read_bytes()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import PlainTextResponse, Response
 
 from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
-from tests.fakes._github_git import commentable_lines, git, pull_changes
+from tests.fakes._github_git import git, pull_changes
 from tests.fakes._github_state import FakeError, is_sha, iso, user_json
 
 if TYPE_CHECKING:
@@ -69,54 +69,6 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
     async def review_comments(ctx: Ctx) -> Response:
         pull_of(ctx)
         return fake.page(ctx.request, ctx.fr.review_comments.get(ctx.number(), []))
-
-    async def create_review(ctx: Ctx) -> Response:
-        pull = pull_of(ctx)
-        n = ctx.number()
-        data = ctx.json if isinstance(ctx.json, dict) else {}
-        event = data.get("event", "PENDING")
-        if event not in ("APPROVE", "REQUEST_CHANGES", "COMMENT", "PENDING"):
-            raise FakeError(422, "Validation Failed: event is not valid")
-        patches = {f["filename"]: f.get("patch") or "" for f in ctx.fr.pull_files[n]}
-        inline = data.get("comments") or []
-        for c in inline:
-            path, line, side = c.get("path"), c.get("line"), c.get("side", "RIGHT")
-            if path not in patches or line not in commentable_lines(patches[path])[side]:
-                raise FakeError(
-                    422,
-                    "Unprocessable Entity: Pull request review thread line must be part of the diff",
-                )
-        rid = fake._id()
-        commit = data.get("commit_id") or pull["head"]["sha"]
-        review = {
-            "id": rid,
-            "node_id": f"PRR_{rid}",
-            "user": user_json(fake.bot_login),
-            "body": data.get("body", ""),
-            "state": {"COMMENT": "COMMENTED", "APPROVE": "APPROVED"}.get(event, event),
-            "commit_id": commit,
-            "html_url": f"{pull['html_url']}#pullrequestreview-{rid}",
-            "submitted_at": iso(),
-        }
-        ctx.fr.reviews.setdefault(n, []).append(review)
-        for c in inline:
-            cid = fake._id()
-            ctx.fr.review_comments.setdefault(n, []).append(
-                {
-                    "id": cid,
-                    "pull_request_review_id": rid,
-                    "path": c["path"],
-                    "line": c["line"],
-                    "side": c.get("side", "RIGHT"),
-                    "body": c.get("body", ""),
-                    "commit_id": commit,
-                    "user": user_json(fake.bot_login),
-                    "author_association": "NONE",
-                    "html_url": f"{pull['html_url']}#discussion_r{cid}",
-                    "created_at": iso(),
-                }
-            )
-        return ok(review)
 
     async def open_pull(ctx: Ctx) -> Response:
         head, base = body_field(ctx, "head"), body_field(ctx, "base")
@@ -235,7 +187,6 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         ("GET", r + "/pulls/{number:int}", "token", get_pull),
         ("GET", r + "/pulls/{number:int}/files", "token", pull_files),
         ("GET", r + "/pulls/{number:int}/comments", "token", review_comments),
-        ("POST", r + "/pulls/{number:int}/reviews", "token", create_review),
         ("GET", r + "/pulls/{number:int}/reviews", "token", list_reviews),
         ("PUT", r + "/pulls/{number:int}/reviews/{review_id:int}", "token", update_review),
         ("POST", r + "/check-runs", "token", create_check_run),

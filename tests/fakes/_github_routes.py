@@ -17,6 +17,7 @@ from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
 from tests.fakes._github_git import git, http_backend
 from tests.fakes._github_json import installation_json, repo_json
 from tests.fakes._github_pulls import pull_routes
+from tests.fakes._github_reviews import review_routes
 from tests.fakes._github_state import (
     DOCS,
     Call,
@@ -417,6 +418,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             review_comment_reaction,
         ),
         *pull_routes(fake, r),
+        *review_routes(fake, r),
         ("GET", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
         ("POST", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
     ]

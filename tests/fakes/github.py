@@ -39,6 +39,7 @@ from starlette.types import ASGIApp
 
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_pulls import build_pull
+from tests.fakes._github_reviews import push_pull
 from tests.fakes._github_routes import build_routes
 from tests.fakes._github_state import (
     DOCS,
@@ -98,6 +99,9 @@ class FakeGitHub:
         self.reactions: list[dict[str, Any]] = []
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.check_run_repo: dict[int, str] = {}
+        self.review_comment_by_id: dict[int, dict[str, Any]] = {}
+        self.review_comment_pull: dict[int, tuple[str, int]] = {}
+        self.threads: dict[str, dict[str, Any]] = {}  # review threads by node id
         self.manifest_codes: dict[str, dict[str, Any]] = {}
         self._faults: list[Fault] = []
         self._ids = itertools.count(1_000_001)
@@ -178,31 +182,116 @@ class FakeGitHub:
         user: str = "octocat",
         path: str = "README.md",
         line: int = 1,
+        in_reply_to: int | None = None,
     ) -> dict[str, Any]:
-        """A comment on a line of a pull request's diff, as if a person wrote it."""
+        """A comment on a line of a pull request's diff (or a reply in a thread), as if a
+        person wrote it."""
         fr = self.repos[f"{owner}/{repo}"]
         if number not in fr.pulls:
             raise FakeError(404, "Not Found")
-        cid, review_id = self._id(), self._id()
+        comment = self.new_review_comment(
+            fr,
+            number,
+            {"path": path, "line": line, "body": body},
+            login=user,
+            commit=fr.pulls[number]["head"]["sha"],
+            review_id=self._id(),
+            in_reply_to=in_reply_to,
+        )
+        if in_reply_to is None:
+            self.new_thread(fr, number, comment)
+        return comment
+
+    def new_review_comment(
+        self,
+        fr: FakeRepo,
+        number: int,
+        data: dict[str, Any],
+        *,
+        login: str,
+        commit: str,
+        review_id: int,
+        in_reply_to: int | None = None,
+    ) -> dict[str, Any]:
+        """Record a review comment (the API's and the helpers' shared path)."""
+        cid = self._id()
         now = iso()
-        comment = {
+        comment: dict[str, Any] = {
             "id": cid,
             "node_id": f"PRRC_{cid}",
             "pull_request_review_id": review_id,
-            "path": path,
-            "line": line,
-            "side": "RIGHT",
+            "path": data["path"],
+            "line": data.get("line"),
+            "original_line": data.get("line"),
+            "start_line": data.get("start_line"),
+            "side": data.get("side", "RIGHT"),
             "diff_hunk": "@@ -1 +1 @@",
-            "body": body,
-            "commit_id": fr.pulls[number]["head"]["sha"],
-            "user": user_json(user),
-            "author_association": self._association(fr, user),
+            "body": data["body"],
+            "commit_id": commit,
+            "original_commit_id": commit,
+            "user": user_json(login),
+            "author_association": self._association(fr, login),
             "html_url": f"https://github.com/{fr.full_name}/pull/{number}#discussion_r{cid}",
             "created_at": now,
             "updated_at": now,
         }
+        if in_reply_to is not None:
+            comment["in_reply_to_id"] = in_reply_to
+            for thread in self.threads.values():
+                if in_reply_to in thread["comments"]:
+                    thread["comments"].append(cid)
         fr.review_comments.setdefault(number, []).append(comment)
+        self.review_comment_by_id[cid] = comment
+        self.review_comment_pull[cid] = (fr.full_name, number)
         return comment
+
+    def new_thread(self, fr: FakeRepo, number: int, first: dict[str, Any]) -> dict[str, Any]:
+        tid = f"PRRT_{first['id']}"
+        thread = {
+            "id": tid,
+            "repo": fr.full_name,
+            "number": number,
+            "comments": [first["id"]],
+            "first": first,
+            "resolved": False,
+            "resolved_by": None,
+            "outdated": False,
+        }
+        self.threads[tid] = thread
+        return thread
+
+    def thread_of(self, comment_id: int) -> dict[str, Any]:
+        return next(t for t in self.threads.values() if comment_id in t["comments"])
+
+    def resolve_thread(self, comment_id: int, user: str) -> None:
+        """Resolve the thread holding `comment_id`, as person `user` would on GitHub."""
+        thread = self.thread_of(comment_id)
+        thread["resolved"] = True
+        thread["resolved_by"] = user
+
+    def react_to_review_comment(self, comment_id: int, user: str, content: str = "-1") -> None:
+        """A person's reaction on a review comment."""
+        full, _ = self.review_comment_pull[comment_id]
+        rid = self._id()
+        self.reactions.append(
+            {
+                "target": {"repo": full, "review_comment_id": comment_id},
+                "content": content,
+                "json": {"id": rid, "user": user_json(user), "content": content},
+            }
+        )
+
+    async def push_pull(self, owner: str, repo: str, number: int, sha: str) -> dict[str, Any]:
+        """Move a pull's head to `sha`; returns the `synchronize` payload GitHub would send."""
+        return await push_pull(self, owner, repo, number, sha)
+
+    def token_allows(self, token: Token, full_name: str) -> bool:
+        allowed = (
+            token.repos
+            if token.repos is not None
+            else frozenset(self.installations[token.installation_id].repos)
+        )
+        return full_name in allowed
 
     async def add_pull(
         self,
@@ -392,12 +481,7 @@ class FakeGitHub:
 
     def token_repo(self, token: Token, full_name: str) -> FakeRepo:
         repo = self.repos.get(full_name)
-        allowed = (
-            token.repos
-            if token.repos is not None
-            else frozenset(self.installations[token.installation_id].repos)
-        )
-        if repo is None or full_name not in allowed:
+        if repo is None or not self.token_allows(token, full_name):
             raise FakeError(404, "Not Found")
         return repo
 

@@ -206,9 +206,11 @@ class ThreadFacts:
 
 
 def _is_bot(login: str | None, bot_login: str) -> bool:
+    """GraphQL names an App's account without the `[bot]` suffix that REST shows."""
     if not login:
         return False
-    return login.lower() == bot_login.lower() or login.lower().endswith("[bot]")
+    name = login.lower()
+    return name.endswith("[bot]") or name == bot_login.lower().removesuffix("[bot]")
 
 
 def dismissal_reason(thread: ThreadFacts, bot_login: str) -> str | None:

@@ -184,8 +184,12 @@ class Sender:
         accept: str = "application/vnd.github+json",
         installation_id: int | None = None,
         attempts: int | None = None,
+        spaced: bool | None = None,
     ) -> httpx.Response:
         """One request, retried per the policy; a 2xx/3xx answer or a GitHubError.
+
+        Writes (`POST`, `PATCH`, `PUT`, `DELETE`) to one installation are spaced apart;
+        `spaced` overrides that for a POST that only reads (a GraphQL query).
 
         `attempts=1` turns off the retries of 5xx answers and connection failures (rate
         limits are still waited for: GitHub applied nothing) for a write the caller
@@ -194,7 +198,8 @@ class Sender:
         method = method.upper()
         tries = attempts or self.policy.attempts
         await self._respect_exhausted_quota(installation_id, method, path)
-        if method in MUTATING and installation_id is not None:
+        write = method in MUTATING if spaced is None else spaced
+        if write and installation_id is not None:
             spacer = self._spacers.setdefault(installation_id, _Spacer())
             async with spacer.lock:
                 wait = spacer.last_done + self.policy.mutation_interval_s - time.monotonic()

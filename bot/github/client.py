@@ -70,6 +70,15 @@ PERMISSION_CACHE_SIZE = 4096
 """Past this many remembered permissions, expired ones are dropped."""
 
 
+def graphql_url(api_url: str) -> str:
+    """GitHub's GraphQL endpoint beside a REST root: `https://api.github.com/graphql`, or
+    `https://HOST/api/graphql` for Enterprise's `https://HOST/api/v3`."""
+    root = api_url.rstrip("/")
+    if root.endswith("/api/v3"):
+        return root[: -len("/v3")] + "/graphql"
+    return root + "/graphql"
+
+
 class GitHubApp:
     """App-level access (JWT) and the factory of installation clients; share one per process."""
 
@@ -96,6 +105,7 @@ class GitHubApp:
                 "file GitHub gave you, or run `bot setup`"
             )
         self.app_id = app_id
+        self.graphql_url = graphql_url(api_url)
         self._jwt = AppJwt(app_id, private_key_pem)
         self._slug = app_slug
         self._clock = clock

@@ -28,6 +28,8 @@ from bot.github.models import (
     Repository,
     Review,
     ReviewComment,
+    ReviewThread,
+    ThreadComment,
 )
 from bot.log import get_logger
 
@@ -83,6 +85,7 @@ class InstallationClient:
         params: Mapping[str, str | int] | None = None,
         accept: str = "application/vnd.github+json",
         attempts: int | None = None,
+        spaced: bool | None = None,
     ) -> httpx.Response:
         """Any REST call with this installation's token; a 401 refreshes the token once."""
         for attempt in (1, 2):
@@ -97,6 +100,7 @@ class InstallationClient:
                     accept=accept,
                     installation_id=self.installation_id,
                     attempts=attempts,
+                    spaced=spaced,
                 )
             except AuthError:
                 if attempt == 2:
@@ -316,6 +320,68 @@ class InstallationClient:
 
         return await self._create(Review, f"/pulls/{number}/reviews", payload, find)
 
+    async def reply_to_review_comment(
+        self, number: int, comment_id: int, body: str
+    ) -> ReviewComment:
+        """A reply in the thread that review comment `comment_id` starts (never twice)."""
+
+        async def find() -> ReviewComment | None:
+            for comment in reversed(await self.list_review_comments(number)):
+                mine = comment.user is not None and comment.user.is_bot
+                if mine and comment.in_reply_to_id == comment_id and _same_text(comment.body, body):
+                    return comment
+            return None
+
+        suffix = f"/pulls/{number}/comments/{comment_id}/replies"
+        return await self._create(ReviewComment, suffix, {"body": body}, find)
+
+    async def graphql(
+        self, query: str, variables: Mapping[str, Any], *, mutation: bool = False
+    ) -> dict[str, Any]:
+        """A GraphQL call; its `data`, or NotFound / GitHubError from GraphQL's `errors`."""
+        response = await self.request(
+            "POST",
+            self.app.graphql_url,
+            json={"query": query, "variables": dict(variables)},
+            spaced=mutation,
+        )
+        data = json_of(response)
+        if not isinstance(data, dict):
+            raise GitHubError(200, "GraphQL answered something that is not an object")
+        errors = data.get("errors")
+        if errors:
+            first = errors[0] if isinstance(errors, list) and errors else {}
+            message = str(first.get("message", "GraphQL error")) if isinstance(first, dict) else ""
+            if isinstance(first, dict) and first.get("type") == "NOT_FOUND":
+                raise NotFound(404, message)
+            raise GitHubError(200, f"GraphQL: {message}")
+        result = data.get("data")
+        if not isinstance(result, dict):
+            raise GitHubError(200, "GraphQL answered without data")
+        return result
+
+    async def review_threads(self, number: int) -> list[ReviewThread]:
+        """Every review thread of the pull request, with its comments and their 👎 reactions."""
+        threads: list[ReviewThread] = []
+        after: str | None = None
+        for _ in range(MAX_PAGES):
+            data = await self.graphql(
+                _THREADS_QUERY,
+                {"owner": self.owner, "name": self.repo, "number": number, "after": after},
+            )
+            repo = data.get("repository") or {}
+            page = ((repo.get("pullRequest") or {}).get("reviewThreads")) or {}
+            for node in page.get("nodes") or []:
+                threads.append(_thread_of(node))
+            info = page.get("pageInfo") or {}
+            if not info.get("hasNextPage"):
+                break
+            after = info.get("endCursor")
+        return threads
+
+    async def resolve_review_thread(self, thread_id: str) -> None:
+        await self.graphql(_RESOLVE_MUTATION, {"threadId": thread_id}, mutation=True)
+
     async def create_pull(
         self, *, head: str, base: str, title: str, body: str, draft: bool = False
     ) -> PullRequest:
@@ -402,6 +468,61 @@ class InstallationClient:
             if run.external_id == external_id:
                 return run
         return None
+
+
+_THREADS_QUERY = """
+query($owner: String!, $name: String!, $number: Int!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $after) {
+        pageInfo { hasNextPage endCursor }
+        nodes {
+          id isResolved isOutdated
+          resolvedBy { login }
+          comments(first: 50) {
+            nodes {
+              databaseId author { login } body
+              reactions(content: THUMBS_DOWN, first: 20) { nodes { user { login } } }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+_RESOLVE_MUTATION = """
+mutation($threadId: ID!) {
+  resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } }
+}
+"""
+
+
+def _login_of(node: object) -> str | None:
+    login = node.get("login") if isinstance(node, dict) else None
+    return login if isinstance(login, str) else None
+
+
+def _thread_of(node: Mapping[str, Any]) -> ReviewThread:
+    comments = []
+    for c in (node.get("comments") or {}).get("nodes") or []:
+        reactions = (c.get("reactions") or {}).get("nodes") or []
+        downs = tuple(login for r in reactions if (login := _login_of(r.get("user"))) is not None)
+        comments.append(
+            ThreadComment(
+                databaseId=c.get("databaseId"),
+                author=_login_of(c.get("author")),
+                body=str(c.get("body") or ""),
+                thumbs_down_by=downs,
+            )
+        )
+    return ReviewThread(
+        id=str(node.get("id")),
+        isResolved=bool(node.get("isResolved")),
+        isOutdated=bool(node.get("isOutdated")),
+        resolved_by=_login_of(node.get("resolvedBy")),
+        comments=tuple(comments),
+    )
 
 
 def _parse_permission(data: object) -> Permission | None:

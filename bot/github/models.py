@@ -145,6 +145,29 @@ class ReviewComment(_Lenient):
     html_url: str = ""
 
 
+class ThreadComment(_Lenient):
+    """A comment of a review thread, as GraphQL returns it."""
+
+    database_id: int | None = Field(default=None, alias="databaseId")
+    author: str | None = None
+    body: str = ""
+    thumbs_down_by: tuple[str, ...] = ()
+
+
+class ReviewThread(_Lenient):
+    """A pull request review thread (GraphQL `PullRequestReviewThread`)."""
+
+    id: str
+    is_resolved: bool = Field(default=False, alias="isResolved")
+    is_outdated: bool = Field(default=False, alias="isOutdated")
+    resolved_by: str | None = None
+    comments: tuple[ThreadComment, ...] = ()
+
+    @property
+    def first_comment_id(self) -> int | None:
+        return self.comments[0].database_id if self.comments else None
+
+
 class Review(_Lenient):
     id: int
     body: str | None = None

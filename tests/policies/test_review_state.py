@@ -109,6 +109,7 @@ def test_patch_signature_ignores_line_numbers() -> None:
             ThreadFacts("T", True, "alice", False, ()), "thread resolved by @alice", id="resolved"
         ),
         pytest.param(ThreadFacts("T", True, BOT, False, ()), None, id="resolved-by-us"),
+        pytest.param(ThreadFacts("T", True, "repo-bot", False, ()), None, id="us-in-graphql"),
         pytest.param(
             ThreadFacts("T", False, None, False, (("bob", "We won't fix this, it's on purpose"),)),
             "@bob answered that it will not be fixed",

@@ -95,3 +95,92 @@ class AskAnswer(_Result):
         default=None,
         description="Fill this only when the question cannot be answered without a decision.",
     )
+
+
+Severity = Literal["critical", "high", "medium", "low", "info"]
+Category = Literal[
+    "bug",
+    "security",
+    "performance",
+    "error-handling",
+    "concurrency",
+    "api",
+    "tests",
+    "docs",
+    "style",
+    "other",
+]
+
+
+class ReviewFinding(_Result):
+    """One problem a reviewer found in the changed code."""
+
+    path: str = Field(min_length=1, description="Repository-relative path of the file.")
+    start_line: int = Field(ge=1, description="First line (new side, at the head commit).")
+    end_line: int = Field(ge=1, description="Last line (new side); equal to start_line for one.")
+    severity: Severity = Field(description="How bad it is if left as is.")
+    category: Category = Field(description="What kind of problem it is.")
+    title: str = Field(min_length=1, max_length=200, description="One line naming the problem.")
+    explanation: str = Field(
+        description="Why it is a problem, citing evidence as `path:line`, in Markdown."
+    )
+    replacement: str | None = Field(
+        default=None,
+        description=(
+            "Only for a small local fix: the exact new text of lines start_line..end_line "
+            "(all of them, with their indentation). Leave empty when the fix is elsewhere "
+            "or larger."
+        ),
+    )
+
+
+class UnitReview(_Result):
+    """What a reviewer found in one unit of the pull request."""
+
+    findings: list[ReviewFinding] = Field(
+        default_factory=list, description="Real problems only; an empty list when none."
+    )
+    notes: str = Field(default="", description="Anything the summary should know, briefly.")
+
+
+class Verdict(_Result):
+    """A verifier's ruling on one candidate finding."""
+
+    index: int = Field(ge=0, description="The candidate's index in the list you were given.")
+    keep: bool = Field(description="True only when the finding holds and is new.")
+    reason: str = Field(default="", description="Why, in one sentence.")
+
+
+class VerifierReport(_Result):
+    """The verifier's rulings, one per candidate."""
+
+    verdicts: list[Verdict] = Field(default_factory=list)
+
+
+class RecheckVerdict(_Result):
+    """Whether an earlier finding still holds at the new head."""
+
+    fingerprint: str = Field(description="The finding's fingerprint, as given.")
+    still_present: bool = Field(description="True when the problem is still in the code.")
+    reason: str = Field(default="", description="What you saw, citing `path:line`.")
+
+
+class RecheckReport(_Result):
+    verdicts: list[RecheckVerdict] = Field(default_factory=list)
+
+
+class ReviewSummary(_Result):
+    """The advisor's summary of a review."""
+
+    summary: str = Field(
+        description="Two to six sentences of Markdown: what the pull request does and the "
+        "main points of the review."
+    )
+    assumptions: list[str] = Field(
+        default_factory=list, description="Every material assumption you made."
+    )
+    blocked: BlockedReport | None = Field(
+        default=None,
+        description="Fill this only when the change needs a maintainer's decision that is "
+        "high-risk or irreversible (an irreversible migration, a security trade-off).",
+    )

@@ -1,0 +1,1 @@
+"""Pull request review: local diffs, review memory, suggestions proven in worktrees, publication."""

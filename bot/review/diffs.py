@@ -1,0 +1,141 @@
+"""A pull request's changes, computed locally from the mirror: no diff is downloaded.
+
+The API truncates large diffs and leaves out the patches of big files, so the review reads
+what it needs from the mirror's object database:
+
+- `pull_changes(git_dir, base, head)`: the merge base and every file's patch from it to the
+  head, with three lines of context and rename detection, as GitHub shows a pull request
+  (the anchors of inline comments are checked against exactly these hunks);
+- `push_changes(git_dir, old, new)`: what a push changed, when the old head is still an
+  ancestor of the new one; None after a force push or a rebase (the caller then compares
+  each file's pull request patch with the one reviewed before);
+- `read_lines(git_dir, commit, path, start, end)`: lines of a file at a commit.
+
+Only plumbing that reads objects runs here (`merge-base`, `diff` between two commits,
+`cat-file`): no work tree, no attributes, no filters, no external diff or textconv.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.agents.gitread import run_git
+from policies.diff import FilePatch, parse_diff
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+MAX_DIFF_BYTES = 64 * 1024 * 1024
+_DIFF_ARGS = (
+    "-c",
+    "core.quotePath=false",
+    "-c",
+    "diff.renames=true",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "diff",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--ignore-submodules=all",
+    "-M",
+    "-U3",
+)
+
+
+class DiffError(RuntimeError):
+    """A diff could not be computed; the message says which commits and git's words."""
+
+
+@dataclass(frozen=True, slots=True)
+class PullChanges:
+    merge_base: str
+    head: str
+    files: tuple[FilePatch, ...]
+
+    def by_path(self) -> dict[str, FilePatch]:
+        return {f.path: f for f in self.files}
+
+
+def _check(sha: str) -> str:
+    if not _SHA.match(sha):
+        raise DiffError(f"not a commit id: {sha!r}")
+    return sha
+
+
+async def _git_text(git_dir: Path, *args: str) -> str:
+    out = await run_git(list(args), git_dir=git_dir)
+    if out.code != 0:
+        detail = out.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise DiffError(f"git {args[0]} failed: {detail[-1] if detail else out.code}")
+    if len(out.stdout) > MAX_DIFF_BYTES:
+        raise DiffError(f"the diff is larger than {MAX_DIFF_BYTES // (1024 * 1024)} MiB")
+    return out.stdout.decode("utf-8", "replace")
+
+
+async def has_commit(git_dir: Path, sha: str) -> bool:
+    if not _SHA.match(sha):
+        return False
+    out = await run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=git_dir)
+    return out.code == 0
+
+
+async def merge_base(git_dir: Path, base: str, head: str) -> str:
+    text = await _git_text(git_dir, "merge-base", _check(base), _check(head))
+    return text.strip().splitlines()[0]
+
+
+async def diff_files(git_dir: Path, old: str, new: str) -> tuple[FilePatch, ...]:
+    text = await _git_text(git_dir, *_DIFF_ARGS, _check(old), _check(new), "--")
+    return tuple(parse_diff(text))
+
+
+async def pull_changes(git_dir: Path, base: str, head: str) -> PullChanges:
+    """The pull request as GitHub shows it: the merge base of `base` and `head`, to `head`."""
+    mb = await merge_base(git_dir, base, head)
+    return PullChanges(mb, head, await diff_files(git_dir, mb, head))
+
+
+async def is_ancestor(git_dir: Path, old: str, new: str) -> bool:
+    out = await run_git(["merge-base", "--is-ancestor", _check(old), _check(new)], git_dir=git_dir)
+    return out.code == 0
+
+
+async def push_changes(git_dir: Path, old: str, new: str) -> tuple[FilePatch, ...] | None:
+    """What a push from `old` to `new` changed; None when `old` is gone or not an ancestor."""
+    if not await has_commit(git_dir, old) or not await is_ancestor(git_dir, old, new):
+        return None
+    return await diff_files(git_dir, old, new)
+
+
+async def read_file(
+    git_dir: Path, commit: str, path: str, *, limit: int = 2 * 1024 * 1024
+) -> str | None:
+    """A file's text at a commit, or None when it is absent, not a file, or over `limit`."""
+    if "\n" in path or path.startswith("-"):
+        return None
+    size = await run_git(["cat-file", "-s", f"{_check(commit)}:{path}"], git_dir=git_dir)
+    if size.code != 0:
+        return None
+    try:
+        if int(size.stdout.strip() or b"0") > limit:
+            return None
+    except ValueError:
+        return None
+    kind = await run_git(["cat-file", "-t", f"{commit}:{path}"], git_dir=git_dir)
+    if kind.stdout.strip() != b"blob":
+        return None
+    out = await run_git(["cat-file", "blob", f"{commit}:{path}"], git_dir=git_dir)
+    if out.code != 0:
+        return None
+    return out.stdout.decode("utf-8", "replace")
+
+
+async def read_lines(git_dir: Path, commit: str, path: str, start: int, end: int) -> str:
+    """Lines `start`..`end` (1-based, inclusive) of `path` at `commit`; empty when absent."""
+    text = await read_file(git_dir, commit, path)
+    if text is None or start < 1 or end < start:
+        return ""
+    return "\n".join(text.split("\n")[start - 1 : end])

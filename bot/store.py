@@ -75,6 +75,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE deliveries ADD COLUMN body_offset INTEGER;
     ALTER TABLE deliveries ADD COLUMN body_length INTEGER;
     """,
+    # A pull request's review memory (policies.review_state.ReviewState as JSON).
+    """
+    CREATE TABLE review_states (
+        repo TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (repo, number)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -384,6 +394,27 @@ class Store:
                 self.clock(),
                 run_id,
             ),
+        )
+
+    # -- review memory -------------------------------------------------------------------
+
+    def get_review_state(self, repo: str, number: int) -> str | None:
+        """The pull request's review state (JSON), or None when none was stored."""
+        row = (
+            self.conn()
+            .execute(
+                "SELECT state FROM review_states WHERE repo = ? AND number = ?", (repo, number)
+            )
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def put_review_state(self, repo: str, number: int, state: str) -> None:
+        self.conn().execute(
+            "INSERT INTO review_states (repo, number, state, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (repo, number) DO UPDATE SET state = excluded.state,"
+            " updated_at = excluded.updated_at",
+            (repo, number, state, self.clock()),
         )
 
     def checkpoint(self) -> None:

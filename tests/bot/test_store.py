@@ -150,3 +150,14 @@ def test_delivery_and_job_share_the_database_file(data_dir: Path) -> None:
     ).fetchone() == (1,)
     raw.close()
     store.close()
+
+
+def test_review_state_is_kept_per_pull_request(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "db.sqlite3")
+    assert store.get_review_state("o/r", 1) is None
+    store.put_review_state("o/r", 1, '{"heads": ["a"]}')
+    store.put_review_state("o/r", 2, '{"heads": ["b"]}')
+    store.put_review_state("o/r", 1, '{"heads": ["a", "c"]}')
+    assert store.get_review_state("o/r", 1) == '{"heads": ["a", "c"]}'
+    assert store.get_review_state("o/r", 2) == '{"heads": ["b"]}'
+    assert store.get_review_state("x/r", 1) is None

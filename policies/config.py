@@ -65,8 +65,42 @@ class ReviewConfig(_Section):
         le=3000,
         description="Review at most this many changed files; list the rest.",
     )
+    max_tokens: int = Field(
+        default=200_000,
+        ge=1_000,
+        le=5_000_000,
+        description="Input tokens the file reviews may use; the rest are listed as over budget.",
+    )
+    paths: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Glob patterns of the only paths to review (empty: every path).",
+    )
+    ignore: list[str] = Field(
+        default_factory=list, max_length=200, description="Glob patterns of paths to leave out."
+    )
     ignore_paths: list[str] = Field(
-        default_factory=list, description="Glob patterns of paths the review leaves out."
+        default_factory=list,
+        max_length=200,
+        description="The former name of `ignore`; both lists apply.",
+    )
+    max_comments: int = Field(
+        default=10, ge=0, le=50, description="Inline comments per review; the rest go in its body."
+    )
+    max_suggestions: int = Field(
+        default=5, ge=0, le=20, description="Fixes to try and prove per review."
+    )
+    check_command: str | None = Field(
+        default=None,
+        max_length=500,
+        description="The command that must pass on a suggested fix (run sandboxed, offline).",
+    )
+    check_timeout: int = Field(
+        default=300, ge=10, le=1800, description="Seconds the check command may run."
+    )
+    fail_on: Literal["never", "critical", "high", "medium", "low"] = Field(
+        default="never",
+        description="Fail the review check when an open finding is at least this severe.",
     )
 
 

@@ -64,6 +64,9 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     insecure_no_signature: bool = False
     github_write_interval: float = Field(default=1.0, ge=0, le=60)
+    # Request bodies held at once by the webhook route (bot/intake_budget.py); at least 34 so
+    # that three quarters of it still holds one 25 MB delivery.
+    intake_buffer_mb: int = Field(default=64, ge=34, le=65536)
     # Agent runtime (bot/agents): provider, streaming, limits, per-role models, types, prices.
     llm_provider: str = "openai"
     llm_stream: bool = True

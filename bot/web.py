@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from bot.delivery_writer import DeliveryWriter, IncomingDelivery
+from bot.intake_budget import IntakeBudget, Reservation
 from bot.log import get_logger
 from bot.settings import Settings
 from bot.store import Store, StoreError
@@ -27,7 +29,12 @@ from bot.worker import Worker
 log = get_logger(__name__)
 
 WEBHOOK_PATH = "/webhooks/github"
-MAX_BODY = 25 * 1024 * 1024  # GitHub's own cap on a delivery's payload
+MiB = 1024 * 1024
+MAX_BODY = 25 * MiB  # GitHub's own cap on a delivery's payload
+DEFAULT_BUDGET_MB = 64  # BOT_INTAKE_BUFFER_MB's default
+# GitHub gives up on a delivery after 10 s, so a body still arriving then is not GitHub's.
+BODY_DEADLINE = 10.0
+RETRY_AFTER = b"10"  # seconds, with a 503 for a full buffer; bodies in flight free it fast
 
 _EVENT = b"x-github-event"
 _DELIVERY = b"x-github-delivery"
@@ -45,6 +52,10 @@ _KEPT = (
 )
 _WANTED = frozenset((*_KEPT, _SIGNATURE, _LENGTH))
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+# GitHub's ids are 36-character GUIDs; tools and tests make up shorter tokens.
+_DELIVERY_ID = re.compile(rb"[A-Za-z0-9._:-]{1,100}")
+_EVENT_NAME = _DELIVERY_ID  # GitHub's are lower-case words joined by `_`
+_HEX64 = re.compile(rb"[0-9a-f]{64}")
 _MISMATCH_HINT = (
     "check that BOT_WEBHOOK_SECRET matches the webhook secret in the GitHub App's settings"
 )
@@ -56,26 +67,50 @@ def _body(payload: dict[str, str]) -> bytes:
 
 _ACCEPTED = _body({"status": "accepted"})
 _DUPLICATE = _body({"status": "duplicate"})
+_BUSY = _body({"error": "too many request bodies in flight; retry later"})
 
 
 def signature_matches(body: bytes, header: bytes | None, secrets: Sequence[bytes]) -> bool:
     """True when `header` is `sha256=<hex>` of the HMAC of `body` under one of `secrets`."""
-    if header is None or not header.startswith(b"sha256="):
+    given = _signature_digest(header)
+    if given is None:
         return False
+    macs = [hmac.new(secret, body, hashlib.sha256) for secret in secrets]
+    return _any_matches(macs, given)
+
+
+def _signature_digest(header: bytes | None) -> bytes | None:
+    """The lower-case hex digest of a well-formed `sha256=<64 hex>` header, else None."""
+    if header is None or not header.startswith(b"sha256="):
+        return None
     given = header[7:].strip().lower()
+    return given if _HEX64.fullmatch(given) else None
+
+
+def _any_matches(macs: Sequence[hmac.HMAC], given: bytes) -> bool:
     found = False
-    for secret in secrets:
-        expected = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
+    for mac in macs:
         # Compare against every secret so the time taken says nothing about which matched.
-        found |= hmac.compare_digest(expected, given)
+        found |= hmac.compare_digest(mac.hexdigest().encode(), given)
     return found
 
 
 class WebhookReceiver:
     """A raw ASGI handler for POST /webhooks/github: verify, store, acknowledge.
 
-    The body is read with a hard cap and parsed only to check that it is a JSON object and to
-    read its `action`; the worker reads the payload's fields later, from the stored bytes.
+    What it refuses before reading a byte of the body: a missing or malformed signature header
+    (401), a missing event or delivery header or one that is not a short token of safe
+    characters (400), a declared length over the cap (413), and a declared length the
+    memory budget cannot hold now (503 with Retry-After; see `bot/intake_budget.py`). While the
+    body streams in, the HMAC is updated piece by piece for every configured secret, and the
+    pieces are kept (an unverified body can only be judged at its end): a chunked body that
+    passes the cap is 413, one the budget cannot hold is 503, one that has not arrived within
+    `body_deadline` seconds is 408. Every refusal before the end of the body closes the
+    connection. The reservation is held until the answer is sent and released on every way
+    out, a disconnect or a cancelled task included.
+
+    The body is parsed only to check that it is a JSON object and to read its `action`; the
+    worker reads the payload's fields later, from the stored bytes.
     """
 
     def __init__(
@@ -85,21 +120,37 @@ class WebhookReceiver:
         insecure_no_signature: bool,
         writer: DeliveryWriter,
         max_body: int = MAX_BODY,
+        budget: IntakeBudget | None = None,
+        body_deadline: float = BODY_DEADLINE,
     ) -> None:
         if max_body < 1:
             raise ValueError("max_body must be at least 1 byte")
+        budget = IntakeBudget(DEFAULT_BUDGET_MB * MiB) if budget is None else budget
+        if budget.largest < max_body:
+            raise ValueError(
+                f"the intake buffer ({budget.total} bytes, BOT_INTAKE_BUFFER_MB) leaves "
+                f"{budget.largest} bytes for one body, under the {max_body} bytes a delivery "
+                "may have; raise BOT_INTAKE_BUFFER_MB"
+            )
         self.secrets = tuple(secrets)
+        # Keyed once; each request copies them instead of hashing the keys again.
+        self._macs = tuple(hmac.new(secret, digestmod=hashlib.sha256) for secret in secrets)
         self.insecure_no_signature = insecure_no_signature
         self.writer = writer
         self.max_body = max_body
+        self.budget = budget
+        self.body_deadline = body_deadline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers: dict[bytes, bytes] = {}
         for key, value in scope["headers"]:
             if key in _WANTED:
                 headers[key] = value
-        delivery_id = headers.get(_DELIVERY, b"").decode("latin-1")
-        event = headers.get(_EVENT, b"").decode("latin-1")
+        raw_id = headers.get(_DELIVERY, b"")
+        # An id that is not a plain token is never written to a log line.
+        delivery_id = raw_id.decode("ascii") if _DELIVERY_ID.fullmatch(raw_id) else ""
+        raw_event = headers.get(_EVENT, b"")
+        event = raw_event.decode("ascii") if _EVENT_NAME.fullmatch(raw_event) else ""
 
         if not self.secrets and not self.insecure_no_signature:
             log.error(
@@ -108,53 +159,111 @@ class WebhookReceiver:
             )
             await _reply(send, 503, "no webhook secret is configured; set BOT_WEBHOOK_SECRET")
             return
+        given = _signature_digest(headers.get(_SIGNATURE))
+        if self.secrets and given is None:
+            log.warning(
+                "delivery refused: no usable X-Hub-Signature-256 header",
+                extra={"delivery_id": delivery_id, "event": event, "outcome": "unsigned"},
+            )
+            await _reply(send, 401, "invalid or missing X-Hub-Signature-256", close=True)
+            return
+        if not raw_event or not raw_id:
+            self._log(delivery_id, event, "missing_headers")
+            await _reply(
+                send,
+                400,
+                "X-GitHub-Event and X-GitHub-Delivery headers are required",
+                close=True,
+            )
+            return
+        if not delivery_id or not event:
+            self._log(delivery_id, event, "bad_headers", length=len(raw_id) + len(raw_event))
+            await _reply(
+                send,
+                400,
+                "X-GitHub-Delivery and X-GitHub-Event must be at most 100 letters, digits "
+                "and . _ : -",
+                close=True,
+            )
+            return
 
+        declared = 0
         length = headers.get(_LENGTH)
         if length is not None:
             try:
                 declared = int(length)
             except ValueError:
-                await _reply(send, 400, "invalid Content-Length")
+                await _reply(send, 400, "invalid Content-Length", close=True)
                 return
             if declared > self.max_body:
                 self._log(delivery_id, event, "too_large", size=declared)
                 await _reply(send, 413, f"payload over {self.max_body} bytes", close=True)
                 return
 
+        reservation = self.budget.reservation()
+        try:
+            if not reservation.grow_to(declared):
+                self._log(delivery_id, event, "over_budget", size=declared)
+                await _busy(send)
+                return
+            await self._receive(delivery_id, event, given, reservation, receive, send, headers)
+        finally:
+            reservation.release()
+
+    async def _receive(
+        self,
+        delivery_id: str,
+        event: str,
+        given: bytes | None,
+        reservation: Reservation,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+    ) -> None:
+        macs = [mac.copy() for mac in self._macs]
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                self._log(delivery_id, event, "too_large", size=size)
-                await _reply(send, 413, f"payload over {self.max_body} bytes", close=True)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-
-        if self.secrets and not signature_matches(body, headers.get(_SIGNATURE), self.secrets):
-            if headers.get(_SIGNATURE) is None:
-                log.warning(
-                    "delivery refused: no X-Hub-Signature-256 header",
-                    extra={"delivery_id": delivery_id, "event": event, "outcome": "unsigned"},
-                )
-            else:
-                log.warning(
-                    f"delivery refused: signature mismatch; {_MISMATCH_HINT}",
-                    extra={"delivery_id": delivery_id, "event": event, "outcome": "bad_signature"},
-                )
+        refusal = ""
+        with anyio.move_on_after(self.body_deadline) as deadline:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk: bytes = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body:
+                    refusal = "too_large"
+                    break
+                if not reservation.grow_to(size):
+                    refusal = "over_budget"
+                    break
+                for mac in macs:
+                    mac.update(chunk)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if deadline.cancelled_caught:
+            self._log(delivery_id, event, "too_slow", size=size)
+            await _reply(send, 408, f"the body took over {self.body_deadline:g} s", close=True)
+            return
+        if refusal == "too_large":
+            self._log(delivery_id, event, "too_large", size=size)
+            await _reply(send, 413, f"payload over {self.max_body} bytes", close=True)
+            return
+        if refusal == "over_budget":
+            self._log(delivery_id, event, "over_budget", size=size)
+            await _busy(send)
+            return
+        if self.secrets and (given is None or not _any_matches(macs, given)):
+            log.warning(
+                f"delivery refused: signature mismatch; {_MISMATCH_HINT}",
+                extra={"delivery_id": delivery_id, "event": event, "outcome": "bad_signature"},
+            )
             await _reply(send, 401, "invalid or missing X-Hub-Signature-256")
             return
-        if not event or not delivery_id:
-            self._log(delivery_id, event, "missing_headers")
-            await _reply(send, 400, "X-GitHub-Event and X-GitHub-Delivery headers are required")
-            return
+        # Joined only once verified: the copy doubles the body for a moment.
+        body = b"".join(chunks)
+        del chunks
         try:
             # orjson: the same check as json.loads at about a third of the cost, which is a
             # sixth of the route's CPU on a typical 13 KB delivery.
@@ -207,6 +316,12 @@ class WebhookReceiver:
         )
 
 
+async def _busy(send: Send) -> None:
+    headers = [*_JSON_HEADERS, (b"retry-after", RETRY_AFTER), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": _BUSY})
+
+
 async def _reply(send: Send, status: int, error: str, *, close: bool = False) -> None:
     headers = list(_JSON_HEADERS)
     if close:
@@ -238,6 +353,7 @@ def create_app(
         insecure_no_signature=settings.insecure_no_signature,
         writer=writer,
         max_body=max_body,
+        budget=IntakeBudget(settings.intake_buffer_mb * MiB),
     )
 
     async def healthz(request: Request) -> PlainTextResponse:

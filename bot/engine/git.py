@@ -1,4 +1,4 @@
-"""Running git for the engine: one subprocess helper, a per-repository lock, lock-error retries."""
+"""Running git for the engine: lock-error retries and a per-repository lock around `bot.hostgit`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+from bot import hostgit
 
 _LOCK_HINTS = (
     "index.lock",
@@ -32,17 +34,6 @@ class GitError(RuntimeError):
         super().__init__(f"git {' '.join(args[:2])} failed: {detail}")
 
 
-def git_env() -> dict[str, str]:
-    """The environment for engine-run git commands: no prompts, no pager, stable messages."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GIT_") or k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))
-    }
-    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_PAGER": "cat"})
-    return env
-
-
 def run_git(
     args: Sequence[str],
     cwd: Path,
@@ -52,19 +43,17 @@ def run_git(
     retry_locks: bool = False,
     optional_locks: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `git -C cwd args...` with hooks disabled; raise GitError on failure when `check`.
+    """Run `git -C cwd args...` through `bot.hostgit`; raise GitError on failure when `check`.
 
     `retry_locks` retries a few times when git reports that another process holds one of
-    its lock files (index.lock, config.lock, a ref lock).
+    its lock files (index.lock, config.lock, a ref lock). In a writing agent's worktree whose
+    `.git` was tampered with, raises `bot.gitguard.WorktreeQuarantined` and runs nothing.
     """
-    env = git_env()
-    if not optional_locks:
-        env["GIT_OPTIONAL_LOCKS"] = "0"
-    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-C", str(cwd), *args]
+    extra = {} if optional_locks else {"GIT_OPTIONAL_LOCKS": "0"}
     attempts = _RETRIES if retry_locks else 1
     proc: subprocess.CompletedProcess[bytes] | None = None
     for attempt in range(attempts):
-        proc = subprocess.run(cmd, input=stdin, capture_output=True, env=env, check=False)
+        proc = hostgit.run_sync(args, cwd=cwd, stdin=stdin, extra_env=extra)
         if proc.returncode == 0 or not check:
             return proc
         err = proc.stderr.decode("utf-8", "replace")

@@ -1,4 +1,8 @@
-"""The end of a writing agent's worktree: record what it did, then reclaim it only when safe."""
+"""The end of a writing agent's worktree: record what it did, then reclaim it only when safe.
+
+A quarantined worktree (its `.git` was tampered with: see `bot.gitguard`) is neither inspected
+nor reclaimed with git: its record says why, and it stays where it is until the sweep deletes it.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot import gitguard
 from bot.engine.git import GitError, repo_lock, run_git
 from bot.engine.worktree import Worktree
+from bot.gitguard import WorktreeQuarantined
 
 PATCH_CAP = 512 * 1024
 NAMES_CAP = 1000  # untracked or ignored names kept in the record (a build can leave many)
@@ -32,9 +38,12 @@ class Handoff:
     ignored: tuple[str, ...]
     dirty: bool
     path: str
+    quarantined: str | None = None
+    """Why the worktree was quarantined (then nothing else was read from it), or None."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "quarantined": self.quarantined,
             "base": self.base,
             "head": self.head,
             "branch": self.branch,
@@ -105,8 +114,15 @@ def _parse_status(out: str | None) -> tuple[bool, tuple[str, ...], tuple[str, ..
 
 
 def collect_handoff(wt: Worktree) -> Handoff:
-    """Inspect the worktree: head, branch, patch against base (capped), stats, stray files."""
+    """Inspect the worktree: head, branch, patch against base (capped), stats, stray files.
+
+    A worktree whose `.git` is not the one the engine made is quarantined and not inspected.
+    """
     path = wt.path
+    try:
+        gitguard.check(path)
+    except WorktreeQuarantined as exc:
+        return _quarantined(wt, str(exc))
     head = (_text(["rev-parse", "--verify", "HEAD"], path) or "").strip() or None
     branch_ref = (_text(["symbolic-ref", "-q", "HEAD"], path) or "").strip()
     detached = not branch_ref
@@ -154,7 +170,29 @@ def collect_handoff(wt: Worktree) -> Handoff:
     )
 
 
+def _quarantined(wt: Worktree, reason: str) -> Handoff:
+    return Handoff(
+        base=wt.base,
+        head=None,
+        branch=wt.branch,
+        detached=False,
+        descends=False,
+        commits=0,
+        patch="",
+        patch_truncated=False,
+        numstat="",
+        name_status="",
+        untracked=(),
+        ignored=(),
+        dirty=True,
+        path=str(wt.path),
+        quarantined=reason,
+    )
+
+
 def _keep_reason(record: Handoff, exists: bool) -> str | None:
+    if record.quarantined:
+        return record.quarantined
     if not exists:
         return "worktree directory is missing"
     if record.head is None:
@@ -181,9 +219,11 @@ def reclaim(wt: Worktree, record: Handoff) -> Cleanup:
     removed = False
     deleted = False
     try:
+        gitguard.check(wt.path)
         with repo_lock(wt.common_dir):
             run_git(["worktree", "remove", str(wt.path)], wt.common_dir, retry_locks=True)
             removed = True
+            gitguard.forget(wt.path)
             if record.commits == 0 and record.head == wt.base:
                 run_git(
                     ["update-ref", "-d", f"refs/heads/{record.branch}", wt.base],
@@ -191,7 +231,7 @@ def reclaim(wt: Worktree, record: Handoff) -> Cleanup:
                     retry_locks=True,
                 )
                 deleted = True
-    except GitError as exc:
+    except (GitError, WorktreeQuarantined) as exc:
         return Cleanup(removed, deleted, str(exc), record.commits, record.branch)
     with contextlib.suppress(OSError):
         wt.path.parent.rmdir()  # the run's folder, once its last worktree is gone

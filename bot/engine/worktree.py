@@ -10,6 +10,10 @@ at a path that was never materialized is still seen as a change.
 
 The sparse pattern file lists `/*` (everything), so any git operation that re-applies the
 patterns (a checkout, a merge) simply fills the tree in; sparseness lives in the index bits.
+
+Every git command here runs through `bot.hostgit`. The worktree's `.git` file is recorded when
+the worktree is made (`bot.gitguard.seal`) and checked before each command run inside it; a
+worktree whose `.git` changed raises `bot.gitguard.WorktreeQuarantined` and is never used again.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import gitguard
 from bot.engine.git import GitError, git_out, repo_lock, run_git
+from bot.gitguard import WORKTREES_DIR, WorktreeQuarantined, read_flat_config
 
 _MATCH_NOTHING = "!/*\n"
 _MATCH_ALL = "/*\n"
@@ -63,27 +69,8 @@ def worktree_git_dir(worktree: Path) -> Path:
 
 
 def _read_config(worktree: Path) -> dict[str, str]:
-    """`section.key -> value` (lower-case names) from the worktree's config.worktree.
-
-    A small reader for the flat file the engine and `git sparse-checkout` write; no git
-    process, so checking a worktree costs microseconds.
-    """
-    try:
-        text = (worktree_git_dir(worktree) / "config.worktree").read_text(encoding="utf-8")
-    except OSError:
-        return {}
-    values: dict[str, str] = {}
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1].strip().split()[0].lower() if line[1:-1].strip() else ""
-            continue
-        key, _, value = line.partition("=")
-        values[f"{section}.{key.strip().lower()}"] = value.strip().strip('"')
-    return values
+    """`section.key -> value` (lower-case names) from the worktree's config.worktree."""
+    return read_flat_config(worktree_git_dir(worktree) / "config.worktree")
 
 
 def is_sparse(worktree: Path) -> bool:
@@ -200,7 +187,7 @@ def create_worktree(repo: Path, *, base: str, run_id: str, index: int, label: st
     a normal one. Blocking: call it from a worker thread. Raises WorktreeError.
     """
     common, bare, sha = _probe(repo, base)
-    path = common / "bot-worktrees" / run_id / str(index)
+    path = common / WORKTREES_DIR / run_id / str(index)
     suffix = run_id.removeprefix("wf_")[-6:] or "run"
     branch = f"bot/{branch_slug(label)}-{suffix}-{index}"
     try:
@@ -217,11 +204,12 @@ def create_worktree(repo: Path, *, base: str, run_id: str, index: int, label: st
                 proc = run_git(add, common, check=False, retry_locks=True)
             if proc.returncode != 0:
                 raise GitError(add, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+            gitguard.seal(path)  # host git checks `.git` against this before each command
     except (GitError, OSError) as exc:
         raise WorktreeError(f"cannot create worktree for agent {index}: {exc}") from exc
     try:
         _make_sparse(path, sha, bare)
-    except (GitError, OSError, WorktreeError) as exc:
+    except (GitError, OSError, WorktreeError, WorktreeQuarantined) as exc:
         _discard(path, common, branch, sha)
         raise WorktreeError(f"cannot create worktree for agent {index}: {exc}") from exc
     return Worktree(path=path, branch=branch, base=sha, common_dir=common, index=index)
@@ -245,6 +233,7 @@ def _make_sparse(path: Path, sha: str, bare: bool) -> None:
 
 def _discard(path: Path, common: Path, branch: str, sha: str) -> None:
     """Best effort: undo a half-created worktree (no agent work can be in it yet)."""
+    gitguard.forget(path)
     shutil.rmtree(path, ignore_errors=True)
     with repo_lock(common):
         run_git(["worktree", "prune"], common, check=False)

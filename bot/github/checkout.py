@@ -16,17 +16,17 @@ commit to a `bot/...` branch, never to any other.
 The token reaches git only through the environment: `GIT_CONFIG_COUNT`/`KEY`/`VALUE`
 set `http.extraHeader: Authorization: Basic <base64(x-access-token:TOKEN)>` for the
 one git process. It is never in a URL, argv, the mirror's config, FETCH_HEAD or a
-log; git's error text is scrubbed of it before it is raised. git runs with a
-minimal environment (proxy settings only: no GIT_TRACE*, no user or system config, no credential
-helpers, no prompts, no redirects), hooks disabled (`core.hooksPath=/dev/null`, also written into
-the mirror's config so worktrees made from it run none), submodules never
-fetched, and only the `https` transport allowed (`http` too when `allow_http` is
-set, for a local test server).
+log; git's error text is scrubbed of it before it is raised. git runs through `bot.hostgit`
+(a clean environment plus proxy settings only: no GIT_TRACE*, no user or system config, no
+credential helpers, no prompts; no hooks, no fsmonitor, no filter drivers), with no redirects,
+hooks also disabled in the mirror's config (`core.hooksPath=/dev/null`) so worktrees made from
+it run none, submodules never fetched, and only the `https` transport allowed (`http` too when
+`allow_http` is set, for a local test server).
 
 Fetches of one repository are serialised by an anyio lock in the process and an
 `flock` on `<repo>.git.lock` across processes. `sweep()` deletes mirrors unused
-for `mirror_max_age_days` and worktrees older than `worktree_max_age_days`, then
-runs `git worktree prune`.
+for `mirror_max_age_days` and worktrees older than `worktree_max_age_days` (a quarantined
+one without running git in it), then runs `git worktree prune`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from typing import Protocol
 import anyio
 import anyio.to_thread
 
+from bot import gitguard, hostgit
 from bot.log import get_logger
 
 log = get_logger(__name__)
@@ -63,7 +64,7 @@ _PROXY_VARIABLES = (
     "all_proxy",
 )
 LAST_USED = "bot-last-used"
-WORKTREES = "bot-worktrees"
+WORKTREES = gitguard.WORKTREES_DIR
 DEFAULT_HEAD = "refs/remotes/origin/HEAD"
 """Where the remote's default branch tip is kept (fetched along with every pull head)."""
 
@@ -279,11 +280,15 @@ class Mirrors:
         if base.is_dir():
             for path in sorted(p for p in base.glob("*/*") if p.is_dir()):
                 if now - path.stat().st_mtime > self.worktree_max_age_days * 86400:
-                    await self._git(
-                        git_dir, ["worktree", "remove", "--force", str(path)], check=False
-                    )
+                    if gitguard.quarantined(path) is None:
+                        await self._git(
+                            git_dir, ["worktree", "remove", "--force", str(path)], check=False
+                        )
+                    # A quarantined worktree is deleted without git; `prune` drops its entry.
                     if path.exists():
                         await anyio.to_thread.run_sync(shutil.rmtree, path)
+                    path.with_name(path.name + gitguard.QUARANTINE_SUFFIX).unlink(missing_ok=True)
+                    gitguard.forget(path)
                     removed.append(path)
             for run_dir in base.iterdir():
                 if run_dir.is_dir() and not any(run_dir.iterdir()):
@@ -309,38 +314,21 @@ class Mirrors:
         code, _ = await self._git(git_dir, ["cat-file", "-e", f"{sha}^{{commit}}"], check=False)
         return code == 0
 
-    def _env(self, token: str | None) -> dict[str, str]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.root),
-            "LC_ALL": "C",
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_ASKPASS": "/bin/false",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-        }
-        for name in _PROXY_VARIABLES:  # a deployment behind a proxy still reaches GitHub
-            if name in os.environ:
-                env[name] = os.environ[name]
+    def _env(self, token: str | None) -> tuple[dict[str, str], list[tuple[str, str]]]:
+        """The extras this git process gets on top of `bot.hostgit`'s clean environment:
+        proxy settings, and config for the transport (https only, the token as a header)."""
+        env = {name: os.environ[name] for name in _PROXY_VARIABLES if name in os.environ}
         config = [
-            ("core.hooksPath", "/dev/null"),
-            ("credential.helper", ""),
             ("protocol.allow", "never"),
             ("protocol.https.allow", "always"),
             ("http.followRedirects", "false"),  # the header must never follow to another host
-            ("submodule.recurse", "false"),
-            ("fetch.recurseSubmodules", "false"),
         ]
         if self.allow_http:
             config.append(("protocol.http.allow", "always"))
         if token is not None:
             basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
             config.append(("http.extraHeader", f"Authorization: Basic {basic}"))
-        env["GIT_CONFIG_COUNT"] = str(len(config))
-        for i, (key, value) in enumerate(config):
-            env[f"GIT_CONFIG_KEY_{i}"] = key
-            env[f"GIT_CONFIG_VALUE_{i}"] = value
-        return env
+        return env, config
 
     async def _git(
         self,
@@ -350,10 +338,12 @@ class Mirrors:
         token: str | None = None,
         check: bool = True,
     ) -> tuple[int, str]:
-        cmd = ["git", *([f"--git-dir={git_dir}"] if git_dir is not None else []), *args]
+        env, config = self._env(token)
         try:
             with anyio.fail_after(self.timeout_s):
-                result = await anyio.run_process(cmd, env=self._env(token), check=False)
+                result = await hostgit.run_async(
+                    args, git_dir=git_dir, extra_env=env, config=config
+                )
         except TimeoutError:
             raise CheckoutError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
         stderr = result.stderr.decode("utf-8", errors="replace")

@@ -186,6 +186,14 @@ async def test_missing_github_headers_are_a_bad_request(serve: Serve, missing: s
         assert h.store.count_deliveries() == 0
 
 
+async def test_a_delivery_id_far_longer_than_a_guid_is_a_bad_request(serve: Serve) -> None:
+    async with serve() as h:
+        response = await h.post(b"{}", guid="0f2c6a9e-1d4b-11ef-8c3a-2f1e4c5b6a7d" * 100)
+        assert response.status_code == 400
+        assert "X-GitHub-Delivery" in response.json()["error"]
+        assert h.store.count_deliveries() == 0 and h.jobs() == 0
+
+
 @pytest.mark.parametrize(
     "body",
     [b"[1, 2]", b'"text"', b"{not json", b"\xff\xfe{", b"", b'{"a":' * 2000 + b"1" + b"}" * 2000],
@@ -248,11 +256,18 @@ async def test_body_over_the_cap_is_413_and_not_stored(serve: Serve) -> None:
 
 
 def _scope(extra: list[tuple[bytes, bytes]]) -> dict[str, object]:
+    # A well-formed (if wrong) signature: without one the request is refused before the size.
+    signature = (b"x-hub-signature-256", b"sha256=" + b"0" * 64)
     return {
         "type": "http",
         "method": "POST",
         "path": "/webhooks/github",
-        "headers": [(b"x-github-event", b"issues"), (b"x-github-delivery", b"g"), *extra],
+        "headers": [
+            (b"x-github-event", b"issues"),
+            (b"x-github-delivery", b"g"),
+            signature,
+            *extra,
+        ],
     }
 
 

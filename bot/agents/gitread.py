@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import posixpath
 import re
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,16 +14,31 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from bot import hostgit
-from bot.gitguard import WorktreeQuarantined
+from bot.agents.large_files import WHOLE_READ_LIMIT, Sink
 
-# Blobs above this are not read through the shared `cat-file --batch` pipe.
-BATCH_BLOB_LIMIT = 8 * 1024 * 1024
 _REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/~^@{}+-]{0,199}$")
 
 
 class GitError(Exception):
     """A git command failed; the message is fit to show to an agent."""
+
+
+def git_env() -> dict[str, str]:
+    """A minimal environment for git: no user or system config, no prompts, no pager."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": "/nonexistent",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+        "LANG": "C.UTF-8",
+        "GIT_AUTHOR_NAME": os.environ.get("BOT_GIT_NAME", "bot"),
+        "GIT_AUTHOR_EMAIL": os.environ.get("BOT_GIT_EMAIL", "bot@localhost"),
+        "GIT_COMMITTER_NAME": os.environ.get("BOT_GIT_NAME", "bot"),
+        "GIT_COMMITTER_EMAIL": os.environ.get("BOT_GIT_EMAIL", "bot@localhost"),
+    }
 
 
 def check_rev(rev: str) -> str:
@@ -40,12 +58,12 @@ class GitOutput:
 async def run_git(
     args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = None
 ) -> GitOutput:
-    """Run one git command through `bot.hostgit` and collect its output; GitError when the
-    worktree it would run in is quarantined."""
-    try:
-        done = await hostgit.run_async(args, cwd=cwd, git_dir=git_dir)
-    except WorktreeQuarantined as exc:
-        raise GitError(str(exc)) from exc
+    """Run one git command with the safe environment and collect its output."""
+    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+    if git_dir is not None:
+        argv += ["--git-dir", str(git_dir)]
+    argv += list(args)
+    done = await anyio.run_process(argv, cwd=cwd, env=git_env(), check=False)
     return GitOutput(done.returncode, done.stdout, done.stderr)
 
 
@@ -54,6 +72,8 @@ class Blob:
     kind: str  # "blob", "tree", "commit", "symlink"
     size: int
     data: bytes
+    whole: bool = True
+    """False for a blob too large to read whole: `data` is empty; `stream()` reads it."""
 
 
 class ObjectReader:
@@ -84,7 +104,13 @@ class ObjectReader:
 
     async def _start(self) -> Process:
         if self._process is None:
-            self._process = await hostgit.open_async(["cat-file", "--batch"], git_dir=self.git_dir)
+            self._process = await anyio.open_process(
+                ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=git_env(),
+            )
         return self._process
 
     async def _read_exactly(self, process: Process, count: int) -> bytes:
@@ -133,8 +159,12 @@ class ObjectReader:
                     self._dirs.add("/".join(parts[: i + 1]))
         return self._index
 
-    async def read(self, path: str) -> Blob | None:
-        """The object at `path` in the commit, or None when there is none."""
+    async def read(self, path: str, *, max_bytes: int = WHOLE_READ_LIMIT) -> Blob | None:
+        """The object at `path` in the commit, or None when there is none.
+
+        A blob over `max_bytes` is not read: its size is known from the listing (and checked
+        again in the `--batch` header) before any content is, and it comes back not `whole`.
+        """
         index = await self._index_map()
         entry = index.get(path)
         if entry is None:
@@ -142,30 +172,76 @@ class ObjectReader:
         mode, size = entry
         if mode == "160000":
             return Blob("submodule", 0, b"")
-        if size > BATCH_BLOB_LIMIT:
-            return Blob("blob", size, await self._read_head(path, BATCH_BLOB_LIMIT))
+        if size > max_bytes:
+            return Blob("blob", size, b"", whole=False)
         async with self._lock:
             process = await self._start()
-            assert process.stdin is not None
             try:
-                await process.stdin.send(f"{self.commit}:{path}\n".encode())
-                header = (await self._read_line(process)).split()
-                if len(header) < 3 or header[-1] == b"missing":
+                header = await self._request(process, path)
+                if header is None:
                     return None
                 size = int(header[2])
+                if size > max_bytes:  # the listing was out of date: never read it
+                    await self._restart()
+                    return Blob(header[1].decode(), size, b"", whole=False)
                 data = await self._read_exactly(process, size + 1)
             except BaseException as exc:
-                # Interrupted mid-answer (a tool timeout, cancellation, a dead process): the
-                # pipe is out of step, so start a fresh process next time.
-                self._buffer.clear()
-                await self.aclose()
-                if isinstance(exc, Exception):
+                await self._restart()  # interrupted mid-answer: the pipe is out of step
+                if isinstance(exc, Exception) and not isinstance(exc, GitError):
                     raise GitError(
                         f"reading {path} failed ({type(exc).__name__}); try again"
                     ) from exc
                 raise
         kind = "symlink" if mode == "120000" else header[1].decode()
         return Blob(kind, size, data[:-1])
+
+    async def stream(self, path: str, sink: Sink) -> None:
+        """Feed the blob at `path` to `sink` in chunks until it has had enough or the blob
+        ends; what it does not want is never read (the pipe is restarted instead)."""
+        async with self._lock:
+            process = await self._start()
+            assert process.stdout is not None
+            try:
+                header = await self._request(process, path)
+                left = int(header[2]) + 1 if header else 0  # the content, then git's newline
+                while left > 0:
+                    if not self._buffer:
+                        self._buffer.extend(await process.stdout.receive())
+                    take = bytes(self._buffer[:left])
+                    del self._buffer[: len(take)]
+                    left -= len(take)
+                    piece = take[:-1] if left == 0 else take
+                    if piece and not sink(piece) and left > 0:
+                        await self._restart()
+                        return
+            except BaseException as exc:
+                await self._restart()  # interrupted mid-answer: the pipe is out of step
+                if isinstance(exc, Exception) and not isinstance(exc, GitError):
+                    raise GitError(
+                        f"reading {path} failed ({type(exc).__name__}); try again"
+                    ) from exc
+                raise
+        if header is None:
+            raise GitError(f"no such file in the commit: {path}")
+
+    async def _request(self, process: Process, path: str) -> list[bytes] | None:
+        """Ask `--batch` for `path`; its header (`<oid> <type> <size>`), None when missing."""
+        assert process.stdin is not None
+        await process.stdin.send(f"{self.commit}:{path}\n".encode())
+        header = (await self._read_line(process)).split()
+        if len(header) < 3 or header[-1] == b"missing":
+            return None
+        return header
+
+    async def _restart(self) -> None:
+        """Leave an answer unread (a tool timeout, cancellation, a dead process, or a blob not
+        wanted): the pipe is out of step, so a fresh process starts next time."""
+        self._buffer.clear()
+        if self._process is not None and self._process.returncode is None:
+            # Killed, not closed: git may be blocked writing the rest of a large blob.
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+        await self.aclose()
 
     async def resolve_links(self, path: str, max_hops: int = 8) -> str:
         """`path` with symbolic links inside the commit followed, as git would check them
@@ -187,7 +263,3 @@ class ObjectReader:
             else:
                 return path
         raise GitError(f"{path}: too many levels of symbolic links")
-
-    async def _read_head(self, path: str, limit: int) -> bytes:
-        out = await run_git(["cat-file", "blob", f"{self.commit}:{path}"], git_dir=self.git_dir)
-        return out.stdout[:limit]

@@ -8,20 +8,29 @@ from bot.agents.paths import ToolError
 
 READ_BYTES_CAP = 256 * 1024
 READ_LINES_DEFAULT = 2000
+READ_LINE_CAP = 4000
+"""Characters of one line shown by read_file and grep; the rest is dropped, with its length."""
 OUTPUT_CAP = 64 * 1024
 # A tool's answer to the model: a full page of read_file plus its marker.
 TOOL_RESULT_CAP = READ_BYTES_CAP + 4096
 
 
-def _describe_binary(path: str, size: int) -> str:
+def describe_binary(path: str, size: int) -> str:
     kind = mimetypes.guess_type(path)[0] or "unknown type"
     return f"{path} is a binary file ({size} bytes, {kind}); its content is not shown."
+
+
+def cut_line(text: str, full: str) -> str:
+    """`text` cut to READ_LINE_CAP characters, saying how long it was (`full`) when cut."""
+    if len(text) <= READ_LINE_CAP:
+        return text
+    return f"{text[:READ_LINE_CAP]} ... [line cut: {full} in all]"
 
 
 def render_text(path: str, data: bytes, offset: int = 1, limit: int = READ_LINES_DEFAULT) -> str:
     """Numbered lines of a text file, capped, with a marker saying how to read on."""
     if b"\0" in data[:8192]:
-        return _describe_binary(path, len(data))
+        return describe_binary(path, len(data))
     lines = data.decode("utf-8", "replace").splitlines()
     total = len(lines)
     if total == 0:
@@ -33,7 +42,8 @@ def render_text(path: str, data: bytes, offset: int = 1, limit: int = READ_LINES
     size = 0
     end = start - 1
     for number in range(start, min(total, start + max(1, limit) - 1) + 1):
-        line = f"{number:>6}\t{lines[number - 1]}"
+        text = lines[number - 1]
+        line = f"{number:>6}\t{cut_line(text, f'{len(text)} characters')}"
         if size + len(line) + 1 > READ_BYTES_CAP and shown:
             break
         shown.append(line)

@@ -6,12 +6,14 @@ import fnmatch
 import os
 import posixpath
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from bot.agents.gitread import GitError, ObjectReader, check_rev, run_git
+from bot.agents.large_files import WHOLE_READ_LIMIT, LargeFile, file_feeder, render_large
 from bot.agents.models import ToolSpec
 from bot.agents.paths import ToolError, check_path, resolve_in
 from bot.agents.rendering import (
@@ -42,8 +44,6 @@ __all__ = [
 
 LIST_CAP = 2000
 GREP_LINES_CAP = 500
-READ_FILE_LIMIT = 32 * 1024 * 1024
-
 
 _SECRET_NAMES = (".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "*.p12", "*.pfx")
 
@@ -119,7 +119,9 @@ class Toolbox(WorktreeTools):
         """The directory read from, when not reading the object database."""
         return self.workspace.worktree or self.workspace.local_root
 
-    async def _read_bytes(self, path: str) -> bytes:
+    async def _load(self, path: str) -> bytes | LargeFile:
+        """A file's content, or how to stream it when it is over WHOLE_READ_LIMIT; the size
+        is known before anything is read, so a large file is never held whole."""
         if self._reader is not None:
             path = await self._reader.resolve_links(path)
             blob = await self._reader.read(path)
@@ -129,6 +131,8 @@ class Toolbox(WorktreeTools):
                 raise ToolError(f"{path} is a directory; use list_files")
             if blob.kind == "submodule":
                 raise ToolError(f"{path} is a submodule; its files are not available")
+            if not blob.whole:
+                return LargeFile(blob.size, partial(self._reader.stream, path))
             return blob.data
         tree = self._tree
         assert tree is not None
@@ -145,7 +149,13 @@ class Toolbox(WorktreeTools):
         if not target.is_file():
             raise ToolError(f"no such file: {path}")
         with target.open("rb") as handle:
-            return handle.read(READ_FILE_LIMIT)
+            size = os.fstat(handle.fileno()).st_size
+            if size <= WHOLE_READ_LIMIT:
+                data = handle.read(WHOLE_READ_LIMIT + 1)
+                if len(data) <= WHOLE_READ_LIMIT:
+                    return data
+                size = len(data)  # it grew while being read: at least this large
+        return LargeFile(size, file_feeder(target))
 
     @staticmethod
     async def _check_local_visible(tree: Path, path: str) -> None:
@@ -179,7 +189,10 @@ class Toolbox(WorktreeTools):
         path = check_path(str_arg(args, "path", required=True))
         offset = int_arg(args, "offset", 1, 1, 10**9)
         limit = int_arg(args, "limit", READ_LINES_DEFAULT, 1, READ_LINES_DEFAULT)
-        return render_text(path, await self._read_bytes(path), offset, limit)
+        found = await self._load(path)
+        if isinstance(found, LargeFile):
+            return await render_large(path, found, offset, limit)
+        return render_text(path, found, offset, limit)
 
     async def _tool_list_files(self, args: Mapping[str, Any]) -> str:
         path = check_path(str_arg(args, "path"), allow_root=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -22,6 +23,7 @@ from bot.agents.rendering import (
     TOOL_RESULT_CAP,
     cap_lines,
     cap_output,
+    cut_line,
     render_text,
 )
 from bot.agents.sandbox import DEFAULT_TIMEOUT
@@ -44,6 +46,13 @@ __all__ = [
 
 LIST_CAP = 2000
 GREP_LINES_CAP = 500
+GREP_TIMEOUT = 20.0
+"""Seconds one grep may take (all its git commands together), well under a tool's limit."""
+# A back-reference (`\1` to `\9`, not after an escaped backslash) is the one thing that makes
+# git's POSIX regex engine backtrack, exponentially; without it matching stays polynomial.
+_BACK_REFERENCE = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]")
+_REGEX_SPECIAL = frozenset(".[]()*+?{}|^$\\")
+
 
 _SECRET_NAMES = (".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "*.p12", "*.pfx")
 
@@ -73,9 +82,11 @@ class Toolbox(WorktreeTools):
         *,
         sandbox_ok: bool = False,
         command_timeout: float = DEFAULT_TIMEOUT,
+        grep_timeout: float = GREP_TIMEOUT,
     ) -> None:
         self.workspace = workspace
         self.command_timeout = command_timeout
+        self.grep_timeout = min(grep_timeout, command_timeout)
         self.commits: list[str] = []
         names = [n for n in tool_names if n in TOOL_SPECS]
         if workspace.worktree is None:
@@ -214,10 +225,32 @@ class Toolbox(WorktreeTools):
         pattern = str_arg(args, "pattern", required=True)
         assert pattern is not None
         path = check_path(str_arg(args, "path"), allow_root=True)
-        flags = ["-n", "-I", "--no-color", "--full-name"]
-        flags.append("-F" if args.get("fixed_string") else "-E")
+        fixed = bool(args.get("fixed_string"))
+        if not fixed and _BACK_REFERENCE.search(pattern):
+            raise ToolError(
+                "back-references (`\\1` to `\\9`) are not supported: they can make a search "
+                "run for hours; search for the parts separately, or set fixed_string"
+            )
+        # Never `-P` (PCRE backtracks): extended POSIX syntax, or plain text when that is all
+        # the pattern is; either given explicitly, so no repository config can change it.
+        fixed = fixed or not _REGEX_SPECIAL.intersection(pattern)
+        flags = ["-n", "-I", "--no-color", "--full-name", "-F" if fixed else "-E"]
         if args.get("ignore_case"):
             flags.append("-i")
+        try:
+            with anyio.fail_after(self.grep_timeout):
+                lines = await self._grep(flags, pattern, path)
+        except TimeoutError:
+            raise ToolError(
+                f"grep stopped after {self.grep_timeout:g} s: the pattern is too slow on these "
+                "files; make it simpler or more literal, or narrow it with `path`"
+            ) from None
+        if not lines:
+            return "no matches"
+        lines = [cut_line(line, f"{len(line)} characters") for line in lines]
+        return cap_output(cap_lines(lines, GREP_LINES_CAP, "matches"))
+
+    async def _grep(self, flags: list[str], pattern: str, path: str) -> list[str]:
         spec = ["--", path] if path else []
         lines: list[str] = []
         if self._reader is not None:
@@ -244,9 +277,7 @@ class Toolbox(WorktreeTools):
             lines = out.stdout.decode("utf-8", "replace").splitlines()
             if self.workspace.worktree is not None:
                 lines += await self._grep_unmaterialized(flags, pattern, spec, tree)
-        if not lines:
-            return "no matches"
-        return cap_output(cap_lines(lines, GREP_LINES_CAP, "matches"))
+        return lines
 
     async def _grep_unmaterialized(
         self, flags: list[str], pattern: str, spec: list[str], tree: Path

@@ -45,8 +45,9 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         ),
         ToolSpec(
             "grep",
-            "Search file contents with a regular expression (extended syntax). Returns "
-            "`path:line:text` lines. Narrow it with `path` (a directory or file).",
+            "Search file contents with a regular expression (extended POSIX syntax, without "
+            "back-references). Returns `path:line:text` lines. Narrow it with `path` (a "
+            "directory or file).",
             _obj(
                 {
                     "pattern": {"type": "string"},

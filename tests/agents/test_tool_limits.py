@@ -1,5 +1,5 @@
-"""What one read_file call may cost: every line capped, large files paged as a stream (never
-read whole)."""
+"""What one read_file or grep call may cost: every line capped, large files paged as a stream
+(never read whole), and grep stopped at its own short time limit."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bot.agents.large_files import WHOLE_READ_LIMIT
@@ -161,6 +162,80 @@ async def test_the_object_reader_stays_usable_after_a_page(big_repo: tuple[Path,
         for _ in range(2):
             assert "row 0000001" in await box.call("read_file", {"path": "big.log"})
             assert "small file" in await box.call("read_file", {"path": "small.txt"})
+    finally:
+        await box.aclose()
+
+
+# --- grep has its own time limit and no back-references -----------------------------------
+
+
+@pytest.fixture
+def slow_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A line on which `(a|aa)*c` takes git's regex engine minutes (quadratic or worse)."""
+    return make_repo(tmp_path / "slow", {"slow.txt": "a" * 200_000 + "\n", "ok.txt": "fine\n"})
+
+
+@pytest.mark.parametrize("where", ["commit", "local"])
+async def test_grep_stops_at_its_own_time_limit(slow_repo: tuple[Path, str], where: str) -> None:
+    root, sha = slow_repo
+    workspace = (
+        Workspace(git_dir=root / ".git", commit=sha)
+        if where == "commit"
+        else Workspace(local_root=root)
+    )
+    box = Toolbox(workspace, EXPLORER.tools, grep_timeout=1.0)
+    try:
+        with anyio.fail_after(60):  # a guard only: without the limit this runs for minutes
+            with pytest.raises(ToolError, match=r"grep stopped after 1 s"):
+                await box.call("grep", {"pattern": "(a|aa)*c"})
+        assert await box.call("grep", {"pattern": "fine"}) == "ok.txt:1:fine"
+    finally:
+        await box.aclose()
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        pytest.param(r"(a*)(a*)\2\1b", id="two"),
+        pytest.param(r"(x)\1", id="one"),
+        pytest.param(r"\\\(a\)\1", id="escaped-paren"),
+    ],
+)
+async def test_grep_refuses_back_references(slow_repo: tuple[Path, str], pattern: str) -> None:
+    root, sha = slow_repo
+    box = Toolbox(Workspace(git_dir=root / ".git", commit=sha), EXPLORER.tools)
+    try:
+        with anyio.fail_after(60):
+            with pytest.raises(ToolError, match="back-references"):
+                await box.call("grep", {"pattern": pattern})
+        # Literally, the same text is fine, and so is an escaped backslash before a digit.
+        assert await box.call("grep", {"pattern": pattern, "fixed_string": True}) == "no matches"
+        assert await box.call("grep", {"pattern": r"\\1"}) == "no matches"
+    finally:
+        await box.aclose()
+
+
+async def test_grep_never_uses_perl_regexes_even_when_the_repository_asks(
+    slow_repo: tuple[Path, str],
+) -> None:
+    root, _ = slow_repo
+    (root / ".git" / "config").write_text(
+        (root / ".git" / "config").read_text() + "[grep]\n\tpatternType = perl\n"
+    )
+    box = Toolbox(Workspace(local_root=root), EXPLORER.tools)
+    # `\d` is a digit only to PCRE; extended POSIX syntax reads it as a plain `d`.
+    (root / "digits.txt").write_text("123\nd\n")
+    assert await box.call("grep", {"pattern": r"\d", "path": "digits.txt"}) == "digits.txt:2:d"
+
+
+async def test_grep_cuts_over_long_matching_lines(tmp_path: Path) -> None:
+    root, sha = make_repo(tmp_path / "wide", {"wide.txt": "needle" + "w" * 1_000_000 + "\n"})
+    box = Toolbox(Workspace(git_dir=root / ".git", commit=sha), EXPLORER.tools)
+    try:
+        out = await box.call("grep", {"pattern": "needle"})
+        assert out.startswith("wide.txt:1:needle")
+        assert out.endswith(f"[line cut: {len('wide.txt:1:needle') + 1_000_000} characters in all]")
+        assert len(out) < READ_LINE_CAP + 200
     finally:
         await box.aclose()
 

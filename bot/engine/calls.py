@@ -54,6 +54,10 @@ class AgentResult:
     ref: str | None = None
     error: str | None = None
     label: str = ""
+    commits: tuple[str, ...] = ()
+    """A writing agent's commits, oldest first (they stay on `branch` in the repository)."""
+    branch: str | None = None
+    """A writing agent's branch, while it still exists (it is deleted when it has no commits)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +68,8 @@ class AgentResult:
             "ref": self.ref,
             "error": self.error,
             "label": self.label,
+            "commits": list(self.commits),
+            "branch": self.branch,
         }
 
 

@@ -439,6 +439,8 @@ class CallDispatch:
             ref=ref,
             error=agent.error,
             label=agent.label,
+            commits=tuple(outcome.commits),
+            branch=agent.worktree_branch if _has_commits(agent) else None,
         )
         if ref is not None:
             self.refs[ref] = (agent.label, result_text(result))
@@ -456,3 +458,9 @@ class CallDispatch:
         }
         self.notify()
         return result
+
+
+def _has_commits(agent: AgentDetails) -> bool:
+    """Whether a writing agent's branch was kept because it holds commits."""
+    cleanup = agent.worktree_cleanup or {}
+    return bool(agent.worktree_branch) and bool(cleanup.get("commits"))

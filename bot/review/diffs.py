@@ -82,6 +82,17 @@ async def has_commit(git_dir: Path, sha: str) -> bool:
     return out.code == 0
 
 
+async def branch_head(git_dir: Path, branch: str) -> str | None:
+    """The commit a local branch points at, or None."""
+    if not branch or branch.startswith("-") or ".." in branch:
+        return None
+    out = await run_git(
+        ["rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{commit}}"], git_dir=git_dir
+    )
+    sha = out.stdout.decode().strip()
+    return sha if out.code == 0 and _SHA.match(sha) else None
+
+
 async def merge_base(git_dir: Path, base: str, head: str) -> str:
     text = await _git_text(git_dir, "merge-base", _check(base), _check(head))
     return text.strip().splitlines()[0]

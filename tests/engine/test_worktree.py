@@ -181,7 +181,7 @@ async def writers(wf: Workflow, args: Any) -> Any:
             for name in args
         ]
     )
-    return [r.ok for r in results]
+    return [r.ok for r in results], [r.branch for r in results]
 
 
 async def run_writers(repo: Path, data_dir: Path, names: list[str]) -> RunDetails:
@@ -201,8 +201,14 @@ async def test_worktree_agents_end_in_the_right_states(
     base = git(repo, "rev-parse", "HEAD")
     names = list(ACTIONS)
     details = await run_writers(repo, data_dir, names)
-    assert details.status == "completed" and details.result == [True] * len(names)
+    oks, result_branches = details.result
+    assert details.status == "completed" and oks == [True] * len(names)
     by = {a.label: a for a in details.agents}
+    # A result names its agent's branch only when the branch was kept for its commits.
+    kept_for_commits = {label: by[label].worktree_branch for label in ("committer", "ignored")}
+    assert dict(zip(names, result_branches, strict=True)) == {
+        name: kept_for_commits.get(name) for name in names
+    }
     branches = set(
         git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/bot/").split()
     )
@@ -268,10 +274,11 @@ async def test_sixteen_concurrent_worktree_agents_all_succeed(
     engine = Engine(runner, data_dir=data_dir, concurrency=16)
     with anyio.fail_after(120):
         details = await engine.run(META, writers, names, interaction=POLICY, repo=repo)
-    assert details.result == [True] * 16
+    oks, result_branches = details.result
+    assert oks == [True] * 16
     assert runner.max_in_flight > 1
     branches = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/bot/").split()
-    assert len(branches) == 16
+    assert len(branches) == 16 and sorted(result_branches) == sorted(branches)
     assert all(a.worktree_path is None for a in details.agents)
     assert git(repo, "worktree", "list").count("\n") == 0  # only the main entry is left
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,8 +39,10 @@ from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
+from bot.review.flow import run_review
 from bot.store import BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
+from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
 from policies.outcome import (
@@ -87,8 +89,10 @@ class RunExecutor:
         redactor: Callable[[str], str] = redact,
         progress_interval: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
+        config_reader: Callable[[InstallationClient], Awaitable[RepoConfig]] | None = None,
     ) -> None:
         self.github = github
+        self.config_reader = config_reader
         self.engine = engine
         self.mirrors = mirrors
         self.store = store
@@ -192,6 +196,11 @@ class RunExecutor:
         if trigger.workflow in MODEL_FREE:
             await self._model_free(publisher, trigger, run)
             return
+        if trigger.workflow == "review" and trigger.target_kind == "pull_request":
+            await run_review(
+                self, client, trigger, run, payload, publisher, started, self._repo_config
+            )
+            return
         entry = get_workflow(trigger.workflow)
         facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
         if entry is None:
@@ -288,12 +297,29 @@ class RunExecutor:
             },
         )
 
-    async def _publish(self, publisher: Publisher, run_id: str, outcome: Outcome) -> None:
+    async def _publish(
+        self,
+        publisher: Publisher,
+        run_id: str,
+        outcome: Outcome,
+        *,
+        hidden: str = "",
+        conclusion: str | None = None,
+    ) -> None:
         """Record the outcome first ("publishing"), then post it: if posting fails, the retried
-        job posts the recorded outcome again instead of running the workflow again."""
+        job posts the recorded outcome again instead of running the workflow again.
+
+        `hidden` is app-written text appended to the comment unseen (a review's memory
+        marker); `conclusion` overrides the check run's conclusion."""
         await self._record(run_id, PUBLISHING, outcome)
-        await publisher.finish(outcome)
+        await publisher.finish(outcome, hidden=hidden, conclusion=conclusion)
         await self._record(run_id, outcome.status, outcome)
+
+    async def _repo_config(self, client: InstallationClient) -> RepoConfig:
+        """The repository's `.github/bot.yml` (defaults when no reader is configured)."""
+        if self.config_reader is None:
+            return parse_repo_config(None)
+        return await self.config_reader(client)
 
     async def _pump(self, publisher: Publisher, tracker: Tracker) -> None:
         """Edit the progress comment while the run goes, at most once per interval.

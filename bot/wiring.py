@@ -42,6 +42,7 @@ from policies.event import Event
 
 if TYPE_CHECKING:
     from bot.github.client import GitHubApp
+    from bot.github.installation import InstallationClient
 
 log = get_logger(__name__)
 
@@ -129,15 +130,15 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         # Plain http only for a server on this machine (a local test GitHub).
         allow_http=_loopback(settings.github_web_url),
     )
-    executor = RunExecutor(
-        github=github, engine=engine, mirrors=mirrors, store=store, app_slug=slug, redactor=redactor
-    )
 
     async def config_loader(event: Event) -> RepoConfig:
         if event.installation_id is None or not event.repo_full_name:
             return parse_repo_config(None)
         owner, repo = event.repo_full_name.split("/", 1)
-        client = github.installation(event.installation_id, owner, repo)
+        return await read_config(github.installation(event.installation_id, owner, repo))
+
+    async def read_config(client: InstallationClient) -> RepoConfig:
+        owner, repo = client.owner, client.repo
         text = await client.get_file_text(CONFIG_PATH)
         data = load_config_data(text)
         base: dict[str, object] = {}
@@ -153,7 +154,7 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
             if len(seen) > MAX_EXTENDS:
                 raise _extends_error(f"_extends chains more than {MAX_EXTENDS} files")
             seen.add(key)
-            other = github.installation(event.installation_id, t_owner, target.repo)
+            other = github.installation(client.installation_id, t_owner, target.repo)
             try:
                 other_text = await other.get_file_text(target.path)
             except GitHubError as exc:
@@ -168,6 +169,16 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         for layer in reversed(chain):
             base = merge_repo_config(base, layer)
         return parse_repo_config(text, base=base or None)
+
+    executor = RunExecutor(
+        github=github,
+        engine=engine,
+        mirrors=mirrors,
+        store=store,
+        app_slug=slug,
+        redactor=redactor,
+        config_reader=read_config,
+    )
 
     async def permission_lookup(event: Event) -> str | None:
         if event.installation_id is None or not event.repo_full_name or not event.sender_login:

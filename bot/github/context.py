@@ -146,6 +146,8 @@ class RunContext:
     comments: tuple[IssueComment, ...] = field(default=(), compare=False)
     comments_fetched: bool = False
     """True when `comments` were read from GitHub now (not assumed from the payload)."""
+    author_trusted: bool = False
+    """Whether the issue's or pull request's author counts as trusted (see `is_trusted`)."""
 
     @property
     def text(self) -> str:
@@ -285,13 +287,16 @@ def pull_parts(
     diff: str,
     review_comments: Sequence[ReviewComment],
     trust: _Trust,
+    *,
+    changes_listed: bool = True,
 ) -> list[Part]:
     """A pull request's refs, changed files, diff and review comments as parts."""
     lines = [
         f"Base: {pull.base.ref} @ {pull.base.sha}",
         f"Head: {pull.head.label or pull.head.ref} @ {pull.head.sha}",
-        f"Changed files: {len(files)} (+{pull.additions} -{pull.deletions})",
     ]
+    if changes_listed:
+        lines.append(f"Changed files: {len(files)} (+{pull.additions} -{pull.deletions})")
     lines += [
         f"- {sanitize(f.filename, markup=False)} ({f.status}, +{f.additions} -{f.deletions})"
         for f in files
@@ -347,6 +352,7 @@ async def fetch_context(
     default_branch: str | None = None,
     fence: str | None = None,
     budget_tokens: int = BUDGET_TOKENS,
+    pull: PullRequest | None = None,
 ) -> RunContext:
     """Read the issue or PR of `trigger` from GitHub (or from `payload` when it has it) into a RunContext.
 
@@ -377,11 +383,14 @@ async def fetch_context(
     head_sha = trigger.head_sha
     base_sha: str | None = None
     if trigger.target_kind == "pull_request":
-        pull = await client.get_pull(trigger.number)
-        files = await client.list_pull_files(trigger.number)
-        diff = await client.get_pull_diff(trigger.number)
+        # A caller that passes `pull` computes the changes itself (a review, from the
+        # mirror): the API's file list and diff are not downloaded.
+        local_changes = pull is not None
+        pull = pull or await client.get_pull(trigger.number)
+        files = [] if local_changes else await client.list_pull_files(trigger.number)
+        diff = "" if local_changes else await client.get_pull_diff(trigger.number)
         reviews = await client.list_review_comments(trigger.number)
-        parts += pull_parts(pull, files, diff, reviews, trust)
+        parts += pull_parts(pull, files, diff, reviews, trust, changes_listed=not local_changes)
         head_sha = head_sha or pull.head.sha
         base_sha = pull.base.sha
     fence = fence or new_fence()
@@ -404,4 +413,5 @@ async def fetch_context(
         issue_title=sanitize(issue.title),
         comments=tuple(comments),
         comments_fetched=comments_fetched,
+        author_trusted=trust.of(issue.user, issue.author_association),
     )

@@ -121,6 +121,7 @@ class Publisher:
         self._last_edit = float("-inf")
         self._acknowledged = False
         self._check_done = False
+        self._conclusion: str | None = None
 
     def know_comments(self, comments: Sequence[IssueComment]) -> None:
         """Use this freshly read list of the issue's comments instead of listing them again."""
@@ -211,7 +212,7 @@ class Publisher:
                 head_sha=self.head_sha,
                 status="completed",
                 external_id=self.run_id,
-                conclusion=check_conclusion(outcome.status),
+                conclusion=self._conclusion_of(outcome),
                 output=self._check_output(outcome),
             )
             self._check_done = True
@@ -235,19 +236,29 @@ class Publisher:
         self._last_edit = self._clock()
         return True
 
-    async def finish(self, outcome: Outcome) -> None:
-        """The last edit: the summary or BLOCKED report; complete the check run."""
-        await self._write(render_outcome(outcome, sticky=self.sticky))
+    async def finish(
+        self, outcome: Outcome, *, hidden: str = "", conclusion: str | None = None
+    ) -> None:
+        """The last edit: the summary or BLOCKED report; complete the check run.
+
+        `hidden` (app-written, e.g. a review's memory marker) is appended to the comment;
+        `conclusion` overrides the check run's conclusion derived from the outcome."""
+        body = render_outcome(outcome, sticky=self.sticky)
+        await self._write(f"{body}\n{hidden}" if hidden else body)
+        self._conclusion = conclusion
         if self.check_run_id is None and self.check_name and self.head_sha:
             await self._start_check(outcome)
         if self.check_run_id is not None and not self._check_done:
             await self.client.update_check_run(
                 self.check_run_id,
                 status="completed",
-                conclusion=check_conclusion(outcome.status),
+                conclusion=self._conclusion_of(outcome),
                 output=self._check_output(outcome),
             )
             self._check_done = True
+
+    def _conclusion_of(self, outcome: Outcome) -> str:
+        return self._conclusion or check_conclusion(outcome.status)
 
     async def reply(self, body: str) -> None:
         """A model-free reply, rendered by `render_help`, `render_status` or `render_stop`."""

@@ -281,12 +281,12 @@ async def conclude(
         text: str | None = None
         proof = ""
         if suggestion is not None and raw.get("replacement") is not None:
+            branch = suggestion.get("branch")
+            commit = await diffs.branch_head(git_dir, branch) if isinstance(branch, str) else None
             proven = await prove_suggestion(
                 git_dir,
                 head=prep.head,
-                commit=suggestion.get("commit")
-                if isinstance(suggestion.get("commit"), str)
-                else None,
+                commit=commit,
                 path=path,
                 start=start,
                 end=end,

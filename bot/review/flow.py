@@ -1,0 +1,244 @@
+"""The executor's path for `review` runs (see `bot.review.runner` for the steps).
+
+Kept apart from `bot.execute` because a review does more than map a workflow's result onto
+one comment: it posts a review, answers and resolves threads, and keeps the pull request's
+memory. Like every run, it ends with a published outcome: the sticky summary (with the memory
+mirrored in its hidden marker) and the `review` check run on the reviewed head.
+
+One review at a time per pull request in this process: a new review stops a running one on
+the same pull request (its summary then says it was superseded) and waits for it to finish
+publishing before going on, so the sticky summary ends with the newest head's review.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from bot.engine.artifacts import RunNotFound
+from bot.github.context import fetch_context
+from bot.github.errors import RateLimited
+from bot.github.render import Progress
+from bot.log import get_logger
+from bot.progress import Tracker, clean_model_text, usage_of
+from bot.review import diffs, runner
+from bot.workflows import review as review_workflow
+from policies.config import RepoConfig
+from policies.interaction import resolve_run_interaction_policy
+from policies.outcome import Outcome, RunFacts, failed_outcome, outcome_from_run
+from policies.review_state import encode_marker
+
+if TYPE_CHECKING:
+    from bot.execute import RunExecutor
+    from bot.github.installation import InstallationClient
+    from bot.github.publish import Publisher
+    from bot.store import RunRecord
+    from policies.event import Trigger
+
+log = get_logger(__name__)
+
+SUPERSEDED = "superseded by a newer review of this pull request"
+WAIT_FOR_PREVIOUS_S = 30.0
+ConfigReader = Callable[["InstallationClient"], Awaitable[RepoConfig]]
+
+
+def _full(trigger: Trigger) -> bool:
+    words = trigger.args.strip().lower().split()
+    return trigger.command == "review" and bool(words) and words[0] == "full"
+
+
+async def _supersede(ex: RunExecutor, trigger: Trigger, run: RunRecord) -> None:
+    """Stop this process's running reviews of the same pull request; wait until they posted."""
+    others = await anyio.to_thread.run_sync(
+        lambda: ex.store.runs_on_target(
+            trigger.repo_full_name, "pull_request", trigger.number, exclude=run.id
+        )
+    )
+    running = [r for r in others if r.workflow == "review" and r.status in ("running", "queued")]
+    for other in running:
+        try:
+            await ex.engine.stop(other.id, SUPERSEDED)
+        except RunNotFound:
+            continue
+        log.info("a running review was superseded", extra={"superseded": other.id})
+        deadline = time.monotonic() + WAIT_FOR_PREVIOUS_S
+        while time.monotonic() < deadline:
+            record = await anyio.to_thread.run_sync(ex.store.get_run, other.id)
+            if record is None or record.status not in ("running", "publishing"):
+                break
+            await anyio.sleep(0.1)
+
+
+async def run_review(
+    ex: RunExecutor,
+    client: InstallationClient,
+    trigger: Trigger,
+    run: RunRecord,
+    payload: Mapping[str, Any] | None,
+    publisher: Publisher,
+    started: float,
+    read_config: ConfigReader,
+) -> None:
+    facts = RunFacts(run_id=run.id, workflow="review", status="failed")
+    tracker = Tracker("review", started, clock=ex.clock)
+    details = None
+    git_dir = None
+    try:
+        pull = await client.get_pull(trigger.number)
+        if trigger.command is None and trigger.head_sha and pull.head.sha != trigger.head_sha:
+            log.info("the pull request moved on; the newer push gets its own review")
+            await ex._record(run.id, "skipped", None)
+            return
+        config = (await read_config(client)).review
+        publisher.head_sha = pull.head.sha
+        context = await fetch_context(
+            client,
+            trigger,
+            actor_permission="write" if trigger.command is not None else None,
+            run_id=run.id,
+            payload=payload,
+            default_branch=None,
+            pull=pull,
+        )
+        if context.comments_fetched:
+            publisher.know_comments(context.comments)
+        state, dismissed = await runner.load(
+            ex.store, client, trigger.number, comments=context.comments, bot_login=ex.bot_login
+        )
+        if state.paused and trigger.command is None:
+            log.info("automatic reviews are paused on this pull request")
+            await ex._record(run.id, "skipped", None)
+            return
+        await _supersede(ex, trigger, run)
+        phases = tuple(p.title for p in review_workflow.meta.phase_list())
+        await publisher.start(Progress(run_id=run.id, workflow="review", phases=phases), defer=True)
+        git_dir = await ex.mirrors.ensure_commit(client, pull.head.sha, pull_number=trigger.number)
+        if not await diffs.has_commit(git_dir, pull.base.sha):
+            await ex.mirrors.ensure_commit(client, pull.base.sha, branch=pull.base.ref)
+        prep = await runner.prepare(
+            git_dir,
+            pull=pull,
+            state=state,
+            config=config,
+            full=_full(trigger),
+            fence=context.fence,
+            author_trusted=context.author_trusted,
+        )
+        prep.dismissed_now = dismissed
+        model_summary = ""
+        result: dict[str, Any] = {}
+        if prep.nothing_to_review:
+            model_summary = (
+                f"Nothing changed that needs a review since `{(prep.previous or prep.head)[:12]}`."
+                f" Comment `@{ex.app_slug} review full` to review everything again."
+            )
+        else:
+            args = {
+                "target": f"pull request #{trigger.number}",
+                "kind": "pull_request",
+                "fence": context.fence,
+                "context": context.text,
+                "review": {
+                    "units": prep.units,
+                    "recheck": prep.recheck,
+                    "known": [
+                        {
+                            "fingerprint": f.fingerprint,
+                            "path": f.path,
+                            "line": f.line,
+                            "title": f.title,
+                            "status": f.status,
+                        }
+                        for f in state.findings
+                    ],
+                    "suggest": config.max_suggestions,
+                },
+            }
+            policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(ex._pump, publisher, tracker)
+                finished = await ex.engine.run(
+                    review_workflow.meta,
+                    review_workflow.workflow,
+                    args,
+                    interaction=policy,
+                    repo=git_dir,
+                    base=prep.head,
+                    run_id=run.id,
+                    on_update=tracker.update,
+                )
+                details = finished
+                tasks.cancel_scope.cancel()
+            facts = RunFacts(
+                run_id=run.id,
+                workflow="review",
+                status=finished.status,
+                error=None if finished.error is None else clean_model_text(finished.error),
+                usage=usage_of(finished, ex.clock() - started),
+            )
+            if finished.status == "aborted" and SUPERSEDED in (finished.error or ""):
+                await runner.reclaim_run(git_dir, details)
+                summary = runner.summary_of(prep, None, "", superseded_by="a newer push")
+                outcome = Outcome("skipped", summary, run.id, "review", usage=facts.usage)
+                await ex._publish(publisher, run.id, outcome)
+                return
+            if finished.status != "completed" or not isinstance(finished.result, dict):
+                await runner.reclaim_run(git_dir, finished)
+                raise RuntimeError(finished.error or "the review workflow did not complete")
+            result = finished.result
+            model_summary = clean_model_text(str(result.get("summary") or ""))
+        done = await runner.conclude(git_dir, prep, result, config=config)
+        await runner.reclaim_run(git_dir, details)
+        current = await client.get_pull(trigger.number)
+        stale = current.head.sha != prep.head
+        state = done.state
+        if stale:
+            log.info("the head moved during the review; nothing is posted inline")
+            state = prep.state
+        else:
+            state = await runner.publish(
+                client,
+                trigger.number,
+                run.id,
+                prep,
+                done,
+                bot_login=ex.bot_login,
+                redact=ex.redactor,
+            )
+        await runner.remember(ex.store, trigger.repo_full_name, trigger.number, state)
+        mapped = outcome_from_run(
+            {
+                "summary": model_summary or "Reviewed.",
+                "assumptions": result.get("assumptions") or [],
+                **({"blocked": result["blocked"]} if result.get("blocked") else {}),
+            },
+            facts if details is not None else dataclasses.replace(facts, status="completed"),
+            app_slug=ex.app_slug,
+            args=trigger.args,
+            clean=clean_model_text,
+        )
+        summary = runner.summary_of(prep, None if stale else done, model_summary, stale=stale)
+        outcome = dataclasses.replace(mapped, summary=summary)
+        conclusion = runner.check_conclusion(
+            state, fail_on=config.fail_on, blocked=outcome.status == "blocked"
+        )
+        await ex._publish(
+            publisher, run.id, outcome, hidden=encode_marker(state), conclusion=conclusion
+        )
+    except RateLimited:
+        raise
+    except Exception as exc:
+        log.exception("the review failed")
+        if git_dir is not None:
+            await runner.reclaim_run(git_dir, details)
+        failed = dataclasses.replace(facts, usage=usage_of(details, ex.clock() - started))
+        from bot.execute import describe_error  # the executor imports this module
+
+        await ex._publish(
+            publisher, run.id, failed_outcome(failed, ex.redactor(describe_error(exc)))
+        )

@@ -1,0 +1,296 @@
+"""Review a pull request: unit by unit, each finding verified, fixes proven, then a summary.
+
+The review runner (`bot.review.runner`) prepares `args["review"]`: the units to review (each a
+few files with their patches, fenced as data), the findings already raised on this pull
+request (so none is raised twice), the open findings whose code changed (to re-check), and
+how many fixes to try. This workflow only talks to agents; deciding what is posted, where,
+and what the pull request's review memory becomes is the runner's job.
+
+Phase "Review": a pipeline over the units, without a barrier: a reviewer reports candidate
+findings with evidence, then a verifier rules on each against the code and the known findings,
+with an acceptance contract (evidence confirmed, about this change, not a repeat). A unit whose
+verifier does not accept keeps none of its candidates: nothing unverified is posted.
+Phase "Re-check": one verifier rules whether each earlier open finding whose lines changed is
+still present.
+Phase "Suggest": for the verified findings that carry a small replacement (most severe first,
+at most `suggest`), an implementer in its own worktree applies the fix and commits it; the
+runner then proves the commit (it applies, stays in the commented lines, passes the check).
+Phase "Summarize": an advisor writes the summary, or a BLOCKED report when the change needs a
+maintainer's high-risk or irreversible decision.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.engine.workflow import Workflow, WorkflowMeta
+from bot.github.context import context_prompt
+from bot.workflows.schemas import (
+    RecheckReport,
+    ReviewFinding,
+    ReviewSummary,
+    UnitReview,
+    VerifierReport,
+)
+
+meta = WorkflowMeta(
+    name="review",
+    description="Review a pull request's changes, verify every finding, prove suggested fixes.",
+    phases=("Review", "Re-check", "Suggest", "Summarize"),
+)
+
+SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
+
+REVIEW_TASK = """\
+You are reviewing part of {pr}: the files {paths}. Their changes are in the data block named
+"changes" below (a unified diff against the merge base; new-side line numbers are those of
+the head commit, which your tools read).
+
+Report only real problems that this change introduces or exposes: wrong behaviour, security
+holes, data loss, races, mishandled errors, broken interfaces, changed behaviour without a
+test. Leave out matters of taste. Read the surrounding code with your tools before you report
+anything, and cite what you read as `path:line` in the explanation.
+
+For each problem give the path, the new-side line range it is about, its severity and
+category, a one-line title and the explanation. When a small fix within those lines exists,
+put the exact new text of all those lines in `replacement`.{focus}
+If you find nothing wrong, return an empty list: an empty review is a good review."""
+
+FOCUS = """
+
+This is a follow-up review: the block shows only what changed since the last review. Review
+those changes; the rest of the file is context, and what it contains was reviewed before."""
+
+VERIFY_TASK = """\
+You are verifying candidate findings that a reviewer reported on {pr}, for the files {paths}.
+Rule on every candidate by its index. Keep a candidate only when all of these hold:
+- its evidence holds when you read the code at the head commit yourself;
+- it is about code or behaviour that this pull request changes;
+- it does not repeat a finding already raised on this pull request (listed below with their
+  status: open, fixed or dismissed; a dismissed one was declined by a person and must not be
+  raised again, even in other words).
+When in doubt, drop it: a wrong comment costs the authors more than a missed one.
+
+Candidates (JSON):
+{candidates}
+
+Findings already raised on this pull request (JSON):
+{known}"""
+
+VERIFY_CONTRACT = {
+    "criteria": [
+        {
+            "id": "evidence",
+            "description": "Every kept finding's evidence was confirmed by reading the code.",
+            "requiredEvidence": "path:line of what you read for each kept finding",
+        },
+        {
+            "id": "in-change",
+            "description": "Every kept finding concerns code or behaviour this PR changes.",
+        },
+        {
+            "id": "not-repeated",
+            "description": "No kept finding repeats one already raised on this pull request.",
+        },
+    ]
+}
+
+RECHECK_TASK = """\
+Earlier reviews of {pr} raised the findings below, and the code they point at has changed
+since. For each, read the code at the head commit and say whether the problem is still there.
+Say it is gone only when the code now clearly avoids it.
+
+Findings (JSON):
+{findings}"""
+
+SUGGEST_TASK = """\
+Apply the smallest fix for this review finding on {pr}, in your own worktree, then commit it
+with a short message. Change only lines {start}..{end} of `{path}`; change nothing else, add
+no files, and run nothing that changes other files. If the fix cannot be made within those
+lines, make no commit and say why.
+
+Finding (JSON):
+{finding}"""
+
+SUMMARY_TASK = """\
+Write the summary of this review of {pr}: what the pull request does, in a sentence or two,
+then the main points of the review (the verified findings below; say so when there are none).
+Fill `blocked` only when the change needs a decision from a maintainer that is high-risk or
+irreversible, such as an irreversible data migration or a security trade-off; everything else
+is a finding, not a decision.
+
+Verified findings (JSON):
+{findings}"""
+
+
+def _paths(unit: dict[str, Any]) -> str:
+    return ", ".join(f"`{p}`" for p in unit["paths"])
+
+
+def _finding_json(f: ReviewFinding) -> dict[str, Any]:
+    return f.model_dump(exclude_none=True)
+
+
+async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
+    review = args["review"]
+    fence = str(args["fence"])
+    context = str(args["context"])
+    pr = str(args.get("target") or "the pull request")
+    units: list[dict[str, Any]] = list(review.get("units") or [])
+    known = review.get("known") or []
+    known_json = json.dumps(known, ensure_ascii=False)[:24_000]
+    unverified: list[str] = []
+    candidates_total = 0
+
+    def with_unit(task: str, unit: dict[str, Any]) -> str:
+        return context_prompt(task, fence, context + "\n\n" + str(unit["block"]))
+
+    async def reviewer(_prev: Any, unit: dict[str, Any], _i: int) -> list[ReviewFinding]:
+        nonlocal candidates_total
+        task = REVIEW_TASK.format(
+            pr=pr, paths=_paths(unit), focus=FOCUS if unit.get("focus") else ""
+        )
+        result = await wf.agent(
+            with_unit(task, unit),
+            agent_type="reviewer",
+            label=f"review {unit['id']}",
+            phase="Review",
+            schema=UnitReview,
+        )
+        if not result.ok:
+            wf.log(f"review of {', '.join(unit['paths'])} failed: {result.error}")
+            unverified.extend(unit["paths"])
+            return []
+        found = UnitReview.model_validate(result.structured).findings
+        in_unit = [f for f in found if f.path in unit["paths"]]
+        candidates_total += len(in_unit)
+        return in_unit
+
+    async def verifier(
+        found: list[ReviewFinding], unit: dict[str, Any], _i: int
+    ) -> list[ReviewFinding]:
+        if not found:
+            return []
+        listed = [{"index": i, **_finding_json(f)} for i, f in enumerate(found)]
+        task = VERIFY_TASK.format(
+            pr=pr,
+            paths=_paths(unit),
+            candidates=json.dumps(listed, ensure_ascii=False),
+            known=known_json,
+        )
+        result = await wf.agent(
+            with_unit(task, unit),
+            agent_type="reviewer",
+            label=f"verify {unit['id']}",
+            phase="Review",
+            schema=VerifierReport,
+            acceptance=VERIFY_CONTRACT,
+        )
+        if not result.ok:
+            wf.log(f"verification of {', '.join(unit['paths'])} failed: {result.error}")
+            unverified.extend(unit["paths"])
+            return []
+        report = VerifierReport.model_validate(result.structured)
+        keep = {v.index for v in report.verdicts if v.keep}
+        return [f for i, f in enumerate(found) if i in keep]
+
+    wf.phase("Review")
+    per_unit = await wf.pipeline(units, reviewer, verifier)
+    verified: list[ReviewFinding] = [f for found in per_unit if found for f in found]
+
+    rechecks: list[dict[str, Any]] = []
+    to_recheck = review.get("recheck") or []
+    if to_recheck:
+        wf.phase("Re-check")
+        blocks = "\n\n".join(str(item.get("block", "")) for item in to_recheck)
+        listed = [{k: v for k, v in item.items() if k != "block"} for item in to_recheck]
+        checked = await wf.agent(
+            context_prompt(
+                RECHECK_TASK.format(pr=pr, findings=json.dumps(listed, ensure_ascii=False)),
+                fence,
+                context + "\n\n" + blocks,
+            ),
+            agent_type="reviewer",
+            label="re-check",
+            phase="Re-check",
+            schema=RecheckReport,
+        )
+        if checked.ok:
+            rechecked = RecheckReport.model_validate(checked.structured)
+            rechecks = [v.model_dump() for v in rechecked.verdicts]
+        else:
+            wf.log(f"re-check failed: {checked.error}")
+
+    suggestions: dict[int, dict[str, Any]] = {}
+    budget = int(review.get("suggest") or 0)
+    fixable = sorted(
+        (i for i, f in enumerate(verified) if f.replacement is not None),
+        key=lambda i: (SEVERITY_ORDER.get(verified[i].severity, 9), i),
+    )[:budget]
+    if fixable:
+        wf.phase("Suggest")
+
+        def suggest(i: int) -> Any:
+            f = verified[i]
+
+            async def run() -> None:
+                task = SUGGEST_TASK.format(
+                    pr=pr,
+                    path=f.path,
+                    start=f.start_line,
+                    end=f.end_line,
+                    finding=json.dumps(_finding_json(f), ensure_ascii=False),
+                )
+                result = await wf.agent(
+                    context_prompt(task, fence, context),
+                    agent_type="implementer",
+                    label=f"suggest {i}",
+                    phase="Suggest",
+                    isolation="worktree",
+                )
+                suggestions[i] = {
+                    "ok": result.ok,
+                    "commit": result.commits[-1] if result.commits else None,
+                    "branch": result.branch,
+                    "error": result.error,
+                }
+
+            return run
+
+        await wf.parallel([suggest(i) for i in fixable])
+
+    wf.phase("Summarize")
+    summary_task = SUMMARY_TASK.format(
+        pr=pr,
+        findings=json.dumps([_finding_json(f) for f in verified], ensure_ascii=False)[:24_000],
+    )
+    summary = await wf.agent(
+        context_prompt(summary_task, fence, context),
+        agent_type="advisor",
+        label="summarize",
+        phase="Summarize",
+        schema=ReviewSummary,
+    )
+    out: dict[str, Any] = {
+        "summary": "",
+        "assumptions": [],
+        "review": {
+            "findings": [
+                {**_finding_json(f), "suggestion": suggestions.get(i)}
+                for i, f in enumerate(verified)
+            ],
+            "candidates": candidates_total,
+            "unverified": sorted(set(unverified)),
+            "rechecks": rechecks,
+        },
+    }
+    if summary.ok:
+        verdict = ReviewSummary.model_validate(summary.structured)
+        out["summary"] = verdict.summary
+        out["assumptions"] = list(verdict.assumptions)
+        if verdict.blocked is not None:
+            out["blocked"] = verdict.blocked.model_dump()
+    else:
+        wf.log(f"summary failed: {summary.error}")
+    return out

@@ -41,3 +41,19 @@ def resolve_in(root: Path, rel: str) -> Path:
     if target != base and base not in target.parents:
         raise ToolError(f"{rel!r} leads outside the repository (through a symbolic link)")
     return target
+
+
+def is_git_data(name: str) -> bool:
+    """True for a path component that is git's own data: `.git` (a directory or a file)."""
+    return name.lower() == ".git"
+
+
+def resolve_readable(root: Path, rel: str) -> Path:
+    """`root/rel` with symlinks resolved, for reading: ToolError when that leads outside `root`
+    or into any `.git`, whose config may hold a token in a remote URL."""
+    target = resolve_in(root, rel)
+    if any(is_git_data(part) for part in target.relative_to(root.resolve()).parts):
+        raise ToolError(
+            f"{rel!r} leads into `.git` (through a symbolic link): git's own data is not shown"
+        )
+    return target

@@ -16,7 +16,7 @@ import anyio
 from bot.agents.gitread import GitError, ObjectReader, check_rev, run_git
 from bot.agents.large_files import WHOLE_READ_LIMIT, LargeFile, file_feeder, render_large
 from bot.agents.models import ToolSpec
-from bot.agents.paths import ToolError, check_path, resolve_in
+from bot.agents.paths import ToolError, check_path, is_git_data, resolve_readable
 from bot.agents.rendering import (
     READ_BYTES_CAP,
     READ_LINES_DEFAULT,
@@ -66,9 +66,11 @@ def is_secret_name(path: str) -> bool:
 def _walk(tree: Path) -> list[str]:
     files: list[str] = []
     for dirpath, dirnames, filenames in os.walk(tree):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
+        dirnames[:] = [d for d in dirnames if not is_git_data(d)]
         rel = os.path.relpath(dirpath, tree)
-        files.extend(posixpath.normpath(posixpath.join(rel, f)) for f in filenames)
+        files.extend(
+            posixpath.normpath(posixpath.join(rel, f)) for f in filenames if not is_git_data(f)
+        )
     return sorted(files)
 
 
@@ -148,10 +150,11 @@ class Toolbox(WorktreeTools):
         tree = self._tree
         assert tree is not None
         if self.workspace.worktree is not None:
-            target = await self._materialized(path)
+            await self._materialized(path)
+            target = resolve_readable(tree, path)
         else:
             await self._check_local_visible(tree, path)
-            target = resolve_in(tree, path)
+            target = resolve_readable(tree, path)
             real = target.relative_to(tree.resolve()).as_posix()
             if real != path:  # through a link: what it leads to must be visible too
                 await self._check_local_visible(tree, real)
@@ -208,6 +211,8 @@ class Toolbox(WorktreeTools):
     async def _tool_list_files(self, args: Mapping[str, Any]) -> str:
         path = check_path(str_arg(args, "path"), allow_root=True)
         pattern = str_arg(args, "pattern")
+        if path:
+            self._refuse_git_data(path)
         files = await self._all_files()
         if path:
             files = [f for f in files if f == path or f.startswith(path + "/")]
@@ -225,6 +230,8 @@ class Toolbox(WorktreeTools):
         pattern = str_arg(args, "pattern", required=True)
         assert pattern is not None
         path = check_path(str_arg(args, "path"), allow_root=True)
+        if path:
+            self._refuse_git_data(path)
         fixed = bool(args.get("fixed_string"))
         if not fixed and _BACK_REFERENCE.search(pattern):
             raise ToolError(
@@ -278,6 +285,12 @@ class Toolbox(WorktreeTools):
             if self.workspace.worktree is not None:
                 lines += await self._grep_unmaterialized(flags, pattern, spec, tree)
         return lines
+
+    def _refuse_git_data(self, path: str) -> None:
+        """A directory or file argument that leads (through links) into any `.git`."""
+        tree = self._tree
+        if self._reader is None and tree is not None:
+            resolve_readable(tree, path)
 
     async def _grep_unmaterialized(
         self, flags: list[str], pattern: str, spec: list[str], tree: Path

@@ -92,6 +92,11 @@ async def _changed_paths(git_dir: Path, head: str, commit: str) -> list[str]:
     return [p for p in out.stdout.decode("utf-8", "replace").split("\0") if p]
 
 
+def _last_line(stderr: bytes) -> str:
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1][:200] if lines else "no message"
+
+
 async def run_check(
     git_dir: Path, commit: str, command: str, *, time_limit: float
 ) -> tuple[bool, str]:
@@ -105,12 +110,17 @@ async def run_check(
             ["worktree", "add", "--detach", "--no-checkout", str(tree), commit], git_dir=git_dir
         )
         if added.code != 0:
-            return False, "could not check the commit out"
-        checkout = await run_git(
-            ["-c", "core.hooksPath=/dev/null", "read-tree", "-mu", "HEAD"], cwd=tree
+            return False, f"could not check the commit out ({_last_line(added.stderr)})"
+        # A mirror is bare; with per-worktree config (which the engine's worktrees turn on)
+        # its `core.bare = true` reaches every worktree that does not override it.
+        per_worktree = await run_git(
+            ["config", "--get", "extensions.worktreeConfig"], git_dir=git_dir
         )
+        if per_worktree.stdout.strip() == b"true":
+            await run_git(["config", "--worktree", "core.bare", "false"], cwd=tree)
+        checkout = await run_git(["read-tree", "-mu", "HEAD"], cwd=tree)
         if checkout.code != 0:
-            return False, "could not check the commit out"
+            return False, f"could not check the commit out ({_last_line(checkout.stderr)})"
         result = await sandbox.run_sandboxed(tree, command, time_limit=time_limit)
     finally:
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,10 @@ async def test_no_commit_or_unrelated_commit(repo: tuple[Path, str], tmp_path: P
 @pytest.mark.skipif(not probe_sandbox().ok, reason="bubblewrap is needed for the check command")
 async def test_the_check_command_decides(repo: tuple[Path, str]) -> None:
     bare, head = repo
+    # The engine's worktrees turn per-worktree config on in the mirror (bare: core.bare=true).
+    subprocess.run(
+        ["git", f"--git-dir={bare}", "config", "extensions.worktreeConfig", "true"], check=True
+    )
     good = commit_files(bare, "bot/s-3", {"m.py": SOURCE.replace("x + 1", "x - 1")}, "f", base=head)
     passing = await prove(bare, head, good, "python3 -c 'import m; assert m.f(3) == 2'")
     assert passing.ok and "passed" in passing.reason

@@ -1,0 +1,225 @@
+"""End to end: pull request reviews through `bot serve`, the fake GitHub and the fake model.
+
+The pull request is `fixtures/repos/calc`: a first version with two bugs (`mean` divides by
+zero on an empty list, `clamp` swaps its bounds), then a push that fixes `clamp`. The fake
+model (`tests.fakes.review_model`) plays every role of the review and reports what its rules
+match, again and again, like a model that does not remember: the app's memory must stop
+repeats. One server serves the module; the tests run in order, as the pull request's story.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.fakes.github import FakeGitHub, commit_files, serve_fake_github
+from tests.fakes.llm import FakeLLM, serve
+from tests.fakes.review_model import CALC_RULES, ReviewModel
+from tests.review._calc import CalcRepo, build_calc, snapshot
+from tests.scripted import delivery_headers, running_bot
+
+pytestmark = pytest.mark.slow
+
+FINAL = ("succeeded", "no_changes", "blocked", "failed", "skipped")
+
+
+@dataclass
+class World:
+    url: str
+    fake: FakeGitHub
+    llm: FakeLLM
+    model: ReviewModel
+    calc: CalcRepo
+    db: Path
+    log: Path
+    data: Path
+    counter: int = 0
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def post(self, event: str, payload: dict[str, Any]) -> str:
+        self.counter += 1
+        guid = f"review-{self.counter:04d}"
+        body = json.dumps(payload).encode()
+        headers = delivery_headers(event, guid, self.fake.webhook_secret, body)
+        answer = httpx.post(
+            f"{self.url}/webhooks/github", content=body, headers=headers, timeout=10
+        )
+        assert answer.status_code == 202, answer.text
+        return guid
+
+    def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
+        import sqlite3
+
+        with sqlite3.connect(self.db, timeout=10) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def wait(self, what: str, done: Callable[[], bool], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-6000:]
+                raise AssertionError(f"timed out waiting for {what}; server log:\n{tail}")
+            time.sleep(0.05)
+
+    def finished(self, guid: str) -> tuple[str, str]:
+        def done() -> bool:
+            rows = self.query("SELECT status FROM runs WHERE delivery_id = ?", guid)
+            return bool(rows) and rows[0][0] in FINAL
+
+        self.wait(f"the run of {guid}", done)
+        rid, status = self.query("SELECT id, status FROM runs WHERE delivery_id = ?", guid)[0]
+        return str(rid), str(status)
+
+    def pull(self, number: int = 1) -> dict[str, Any]:
+        return self.fake.repos["octo/hello"].pulls[number]
+
+    def reviews(self, number: int = 1) -> list[dict[str, Any]]:
+        return list(self.fake.repos["octo/hello"].reviews.get(number, []))
+
+    def review_comments(self, number: int = 1) -> list[dict[str, Any]]:
+        return list(self.fake.repos["octo/hello"].review_comments.get(number, []))
+
+    def own_comments(self, number: int = 1) -> list[dict[str, Any]]:
+        return [
+            c
+            for c in self.fake.comments_on("octo", "hello", number)
+            if c["user"]["login"] == self.fake.bot_login
+        ]
+
+    def pull_payload(self, action: str, number: int = 1, **extra: Any) -> dict[str, Any]:
+        pull = self.pull(number)
+        fr = self.fake.repos["octo/hello"]
+        return {
+            "action": action,
+            "number": number,
+            "pull_request": pull,
+            "repository": self.fake._repo_stub(fr.full_name, fr),
+            "installation": {"id": 42},
+            "sender": pull["user"],
+            **extra,
+        }
+
+    def command(self, body: str, number: int = 1, user: str = "maint") -> str:
+        fr = self.fake.repos["octo/hello"]
+        comment = self.fake.add_comment("octo", "hello", number, body, user=user)
+        payload = {
+            "action": "created",
+            "issue": fr.issues[number],
+            "comment": comment,
+            "repository": self.fake._repo_stub(fr.full_name, fr),
+            "installation": {"id": 42},
+            "sender": comment["user"],
+        }
+        return self.post("issue_comment", payload)
+
+    def push(self, sha: str, number: int = 1) -> str:
+        payload = anyio.run(self.fake.push_pull, "octo", "hello", number, sha)
+        return self.post("pull_request", payload)
+
+    def mirror(self) -> Path:
+        return self.data / "repos" / "octo" / "hello.git"
+
+
+def file_at(bare: Path, ref: Callable[[], str]) -> Callable[[str], str | None]:
+    def read(path: str) -> str | None:
+        done = subprocess.run(
+            ["git", f"--git-dir={bare}", "show", f"{ref()}:{path}"], capture_output=True
+        )
+        return done.stdout.decode() if done.returncode == 0 else None
+
+    return read
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("review-e2e")
+    calc = build_calc(root)
+    fake = FakeGitHub()
+    fake.add_repo("octo", "hello", calc.git_dir)
+    fake.add_installation(42, "octo", ["octo/hello"])
+    fake.set_permission("octo", "hello", "octo", "admin")
+    fake.set_permission("octo", "hello", "maint", "write")
+    anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
+    holder: dict[str, World] = {}
+    model = ReviewModel(
+        CALC_RULES,
+        files=file_at(calc.git_dir, lambda: holder["w"].pull()["head"]["sha"]),
+    )
+    llm = FakeLLM()
+    llm.respond_with(model)
+    with (
+        serve_fake_github(fake) as gh_url,
+        serve(llm) as llm_url,
+        running_bot(
+            root,
+            github_url=gh_url,
+            llm_url=llm_url,
+            app_id=fake.app_id,
+            private_key_pem=fake.private_key_pem,
+            webhook_secret=fake.webhook_secret,
+            extra_env={"BOT_APP_SLUG": fake.slug, "BOT_GITHUB_WRITE_INTERVAL": "0"},
+        ) as running,
+    ):
+        w = World(running.url, fake, llm, model, calc, running.db, running.log, root / "data")
+        holder["w"] = w
+        yield w
+
+
+def test_first_review_posts_one_review_one_summary_one_check(world: World) -> None:
+    fake = world.fake
+    start = len(fake.calls)
+    guid = world.post("pull_request", world.pull_payload("opened"))
+    _, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-3000:]
+
+    (review,) = world.reviews()
+    assert review["commit_id"] == world.calc.head1
+    inline = world.review_comments()
+    by_title = {c["body"].split("\n", 1)[0]: c for c in inline}
+    mean = next(c for t, c in by_title.items() if "mean divides by zero" in t)
+    clamp = next(c for t, c in by_title.items() if "clamp swaps" in t)
+    assert (mean["path"], mean["line"]) == ("calc/ops.py", 18)
+    assert (clamp["path"], clamp["line"]) == ("calc/ops.py", 22)
+    # The clamp fix passes the repository's check: a suggestion block. The mean fix fails it.
+    assert "```suggestion\n    return max(lo, min(hi, x))\n```" in clamp["body"]
+    assert "```suggestion" not in mean["body"] and "check.py` failed" in mean["body"]
+    # A finding outside the diff goes into the review's body.
+    assert "**Outside the diff**" in review["body"] and "calc/ops.py:12" in review["body"]
+
+    (summary,) = world.own_comments()
+    assert "### Review" in summary["body"] and "2 new" not in summary["body"]
+    assert "3 new" in summary["body"] and "bot:review-state" in summary["body"]
+    runs = [r for r in fake.check_runs.values() if r["head_sha"] == world.calc.head1]
+    assert len(runs) == 1 and runs[0]["status"] == "completed"
+
+    writes = [c for c in fake.calls[start:] if c.method in ("POST", "PATCH", "PUT")]
+    kinds = [
+        (c.method, c.path.rsplit("/", 1)[-1] if "/pulls/" not in c.path else "reviews")
+        for c in writes
+    ]
+    assert sum(1 for c in writes if c.path.endswith("/reviews")) == 1
+    sticky_writes = [c for c in writes if "/issues/" in c.path and "comments" in c.path]
+    assert len(sticky_writes) <= 2, kinds
+    assert sum(1 for c in writes if c.path.endswith("/check-runs")) == 1
+    # Nothing pushed, no branch or worktree left in the mirror.
+    assert not any("git-receive-pack" in c.path for c in fake.calls)
+    heads = subprocess.run(
+        ["git", f"--git-dir={world.mirror()}", "for-each-ref", "refs/heads/bot/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert heads == ""
+    worktrees = world.mirror() / "worktrees"
+    assert not worktrees.exists() or not any(worktrees.iterdir())
+    world.notes["mean"] = mean
+    world.notes["clamp"] = clamp

@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policies._markdown import Prose, normalize, prose
+
 __all__ = [
     "COMMANDS",
     "HELP_TEXT",
@@ -30,9 +32,6 @@ UNKNOWN = "unknown"
 """`Command.name` for a word after a mention that is not a command."""
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_QUOTE = re.compile(r"^ {0,3}>")
-_INDENTED = re.compile(r"^(?: {4}| {0,3}\t)")
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _SLASH = re.compile(r"^ {0,3}/(?=[A-Za-z])", re.MULTILINE)
 _SEPARATOR = re.compile(r"[ \t]*[:,]?[ \t]*")
@@ -51,132 +50,58 @@ class Command:
     raw: str = ""
 
 
-def _blank(text: str) -> str:
-    """Spaces in place of every character but newlines, so offsets stay put."""
-    return re.sub(r"[^\n]", " ", text)
-
-
-def _strip_blocks(body: str) -> str:
-    """Blank out fenced and indented code blocks and quoted lines, line by line."""
-    out: list[str] = []
-    fence: str | None = None
-    after_blank = True  # an indented code block starts only after a blank line
-    in_indented = False
-    for line in body.split("\n"):
-        if fence is not None:
-            stripped = line.strip()
-            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
-                fence = None
-            out.append(_blank(line))
-            continue
-        blank = not line.strip()
-        opened = _FENCE.match(line)
-        in_indented = not blank and bool(_INDENTED.match(line)) and (after_blank or in_indented)
-        if opened:
-            fence = opened.group(1)
-        if opened or in_indented or _QUOTE.match(line):
-            out.append(_blank(line))
-        else:
-            out.append(line)
-        after_blank = blank
-    return "\n".join(out)
-
-
-def _strip_inline_code(text: str) -> str:
-    """Blank out inline code spans: a run of N backticks up to the next run of exactly N."""
-    pieces: list[str] = []
-    i = 0
-    n = len(text)
-    while i < n:
-        start = text.find("`", i)
-        if start < 0:
-            pieces.append(text[i:])
-            break
-        pieces.append(text[i:start])
-        end_run = start
-        while end_run < n and text[end_run] == "`":
-            end_run += 1
-        ticks = text[start:end_run]
-        close = _find_run(text, ticks, end_run)
-        if close < 0:
-            pieces.append(ticks)
-            i = end_run
-            continue
-        pieces.append(_blank(text[start : close + len(ticks)]))
-        i = close + len(ticks)
-    return "".join(pieces)
-
-
-def _find_run(text: str, ticks: str, start: int) -> int:
-    """Offset of the next backtick run of exactly len(ticks) from `start`, or -1."""
-    i = start
-    while True:
-        found = text.find(ticks, i)
-        if found < 0:
-            return -1
-        end = found + len(ticks)
-        if end < len(text) and text[end] == "`":
-            while end < len(text) and text[end] == "`":
-                end += 1
-            i = end
-            continue
-        return found
-
-
 def strip_non_prose(body: str) -> str:
-    """The comment with code, quotes and HTML comments blanked, offsets unchanged.
+    """The comment with everything GitHub does not show as its own prose blanked.
 
-    A mention inside a fenced or indented code block, an inline code span, a quoted line
-    (`> `) or an HTML comment is not addressed to the app, so quoting an earlier command
-    cannot repeat it.
+    Line ends are normalized to `\\n`; other offsets are unchanged. A mention in a block quote
+    (lazy continuation lines included), code, raw HTML, an HTML comment, `<details>` or
+    `<blockquote>` is not addressed to the app, so quoting an earlier command cannot repeat
+    it. `policies/_markdown.py` says exactly what counts.
     """
-    text = body.replace("\r\n", "\n").replace("\r", "\n")
-    text = _HTML_COMMENT.sub(lambda m: _blank(m.group(0)), text)
-    return _strip_inline_code(_strip_blocks(text))
+    return prose(normalize(body)).text
+
+
+def _slug_pattern(app_slug: str) -> re.Pattern[str]:
+    """`@<app-slug>` alone, in any case."""
+    return re.compile("@" + re.escape(app_slug.strip().lstrip("@")), re.IGNORECASE)
 
 
 def _mention_pattern(app_slug: str) -> re.Pattern[str]:
-    slug = re.escape(app_slug.strip().lstrip("@"))
-    return re.compile(rf"(?<![A-Za-z0-9-])@{slug}(?:\[bot\])?(?![A-Za-z0-9-])", re.IGNORECASE)
+    slug = _slug_pattern(app_slug).pattern
+    return re.compile(rf"(?<![A-Za-z0-9-]){slug}(?:\[bot\])?(?![A-Za-z0-9-])", re.IGNORECASE)
 
 
-def _line_end(text: str, start: int) -> int:
-    end = text.find("\n", start)
-    return len(text) if end < 0 else end
+def _args(
+    body: str, text: Prose, start: int, block: int, *, paragraph: bool, in_parens: bool
+) -> str:
+    """The text from `start` to the end of its line, or for `paragraph` of its paragraph.
 
-
-def _paragraph_end(prose: str, start: int) -> int:
-    """Where the paragraph holding `start` ends: before a blank, code or quoted line."""
-    end = _line_end(prose, start)
-    while end < len(prose):
-        following = _line_end(prose, end + 1)
-        if not prose[end + 1 : following].strip():
-            break
-        end = following
-    return end
-
-
-def _args(body: str, prose: str, start: int, *, paragraph: bool, in_parens: bool) -> str:
-    end = _paragraph_end(prose, start) if paragraph else _line_end(prose, start)
+    `block` is an offset of prose in the same paragraph or heading as `start`.
+    """
+    end = text.block_end(block)
+    if not paragraph:
+        line_end = body.find("\n", start)
+        end = end if line_end < 0 else min(end, line_end)
     # Offsets are shared, so slice the original: code quoted in a question is kept.
     # Hidden HTML comments are not: nobody reading the comment sees them.
-    text = _HTML_COMMENT.sub("", body[start:end]).strip()
-    if in_parens and text.endswith(")"):
-        text = text[:-1].rstrip()
-    return text if any(char.isalnum() for char in text) else ""
+    args = _HTML_COMMENT.sub("", body[start:end]).strip()
+    if in_parens and args.endswith(")"):
+        args = args[:-1].rstrip()
+    return args if any(char.isalnum() for char in args) else ""
 
 
-def _command_at(
-    body: str, prose: str, start: int, *, slash: bool, in_parens: bool
-) -> Command | None:
-    word = _WORD.match(prose, start)
+def _command_at(body: str, text: Prose, start: int, block: int, *, in_parens: bool) -> Command:
+    """The command whose word is at `start`: help when there is no word, unknown when it is
+    not a command."""
+    word = _WORD.match(text.text, start)
     if word is None:
-        return None if slash else Command(name="help")
+        return Command(name="help")
     raw = word.group(0)
     name = raw.lower()
     if name not in COMMANDS:
-        return None if slash else Command(name=UNKNOWN, raw=raw)
-    args = _args(body, prose, word.end(), paragraph=name == "ask", in_parens=in_parens)
+        return Command(name=UNKNOWN, raw=raw)
+    paragraph = name == "ask"
+    args = _args(body, text, word.end(), block, paragraph=paragraph, in_parens=in_parens)
     return Command(name=name, args=args, raw=raw)
 
 
@@ -189,21 +114,30 @@ def parse_command(body: str, *, app_slug: str, slash_commands: bool) -> Command 
     but only for known commands (other tools use slash words as well). A bare mention asks
     for help; a mention followed by another word gives Command(name="unknown", raw=word).
     """
-    normalized = body.replace("\r\n", "\n").replace("\r", "\n")
-    prose = strip_non_prose(normalized)
+    normalized = normalize(body)
+    # Parsing is linear but not cheap: most comments mention neither the app nor a slash
+    # command, and a mention in the prose is one in the source at the same offset.
+    mentioned = _slug_pattern(app_slug).search(normalized)
+    if not mentioned and not (slash_commands and _SLASH.search(normalized)):
+        return None
+    text = prose(normalized)
     found: list[tuple[int, Command]] = []
-    for mention in _mention_pattern(app_slug).finditer(prose):
-        after = _SEPARATOR.match(prose, mention.end())
+    mention = _mention_pattern(app_slug).search(text.text)
+    if mention is not None:
+        after = _SEPARATOR.match(text.text, mention.end())
         start = after.end() if after else mention.end()
-        in_parens = mention.start() > 0 and prose[mention.start() - 1] == "("
-        command = _command_at(normalized, prose, start, slash=False, in_parens=in_parens)
-        if command is not None:
-            found.append((mention.start(), command))
-            break
+        in_parens = mention.start() > 0 and text.text[mention.start() - 1] == "("
+        command = _command_at(normalized, text, start, mention.start(), in_parens=in_parens)
+        found.append((mention.start(), command))
     if slash_commands:
-        for slash in _SLASH.finditer(prose):
-            command = _command_at(normalized, prose, slash.end(), slash=True, in_parens=False)
-            if command is not None:
+        # Only a slash that starts its source line counts: not one after a list marker.
+        for slash in _SLASH.finditer(normalized):
+            at = slash.end() - 1
+            if text.text[at] != "/":
+                continue
+            command = _command_at(normalized, text, slash.end(), at, in_parens=False)
+            # Other tools use slash words as well: only known commands count.
+            if command.name != UNKNOWN:
                 found.append((slash.start(), command))
                 break
     if not found:

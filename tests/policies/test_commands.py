@@ -62,6 +62,24 @@ FOUND = [
     pytest.param("  @app-slug review", Command("review", "", "review"), id="indented-2"),
     pytest.param("text\n    @app-slug review", Command("review", "", "review"), id="indented-continuation"),
     pytest.param("    log line\n\n@app-slug review", Command("review", "", "review"), id="after-indented-code"),
+    pytest.param("> quote\n\n@app-slug fix", Command("fix", "", "fix"), id="after-quote-blank-line"),
+    pytest.param("> ```\n@app-slug fix", Command("fix", "", "fix"), id="fence-in-quote-is-not-lazy"),
+    pytest.param("<!-- note -->\n@app-slug fix", Command("fix", "", "fix"), id="after-comment-line"),
+    pytest.param("<details>\n\nold\n\n</details>\n\n@app-slug fix", Command("fix", "", "fix"), id="after-details"),
+    pytest.param("<blockquote>old</blockquote>\n\n@app-slug fix", Command("fix", "", "fix"), id="after-html-quote"),
+    pytest.param("text </details> @app-slug fix", Command("fix", "", "fix"), id="stray-closing-tag"),
+    pytest.param("- <details>\n\n@app-slug fix", Command("fix", "", "fix"), id="details-closed-by-list-end"),
+    pytest.param("> <details>\n\n@app-slug fix", Command("fix", "", "fix"), id="details-closed-by-quote-end"),
+    pytest.param("`code` and @app-slug fix it", Command("fix", "it", "fix"), id="after-code-span"),
+    pytest.param("<i>note</i> @app-slug review", Command("review", "", "review"), id="after-inline-tag"),
+    pytest.param("- @app-slug fix it", Command("fix", "it", "fix"), id="list-item"),
+    pytest.param("1. note\n2. @app-slug review", Command("review", "", "review"), id="ordered-list-item"),
+    pytest.param("# @app-slug fix it #", Command("fix", "it", "fix"), id="heading"),
+    pytest.param("Why\n===\n@app-slug review", Command("review", "", "review"), id="after-setext-heading"),
+    pytest.param("@app-slug ask why\n# Heading", Command("ask", "why", "ask"), id="ask-stops-at-heading"),
+    pytest.param("- @app-slug ask why\n  and how\n- next", Command("ask", "why\n  and how", "ask"), id="ask-in-list-item"),
+    pytest.param("Text <!-- open\n\n@app-slug fix", Command("fix", "", "fix"), id="comment-opener-as-text"),
+    pytest.param("@app-slug fix \u0000x", Command("fix", "\ufffdx", "fix"), id="nul"),
 ]  # fmt: skip
 
 
@@ -92,6 +110,34 @@ NOT_FOUND = [
     pytest.param("<!-- @app-slug fix -->", id="html-comment"),
     pytest.param("<!-- unclosed\n@app-slug fix", id="unclosed-html-comment"),
     pytest.param("/review", id="slash-disabled"),
+    pytest.param("> quote\n@app-slug fix", id="lazy-quote-continuation"),
+    pytest.param("> quote\nmore\n@app-slug fix", id="lazy-quote-third-line"),
+    pytest.param("- > quote\n@app-slug fix", id="lazy-quote-in-list"),
+    pytest.param("> - item\n@app-slug fix", id="lazy-list-in-quote"),
+    pytest.param("<details>\n\n@app-slug fix\n\n</details>", id="details"),
+    pytest.param("<details>\n<summary>Log</summary>\n\n@app-slug fix\n\n</details>", id="details-with-summary"),
+    pytest.param("<DETAILS open>\n\n@app-slug fix\n\n</Details>", id="details-any-case"),
+    pytest.param("<details>\n\n@app-slug fix", id="details-unclosed"),
+    pytest.param("<details>\n\n<details>\n\nx\n\n</details>\n\n@app-slug fix\n\n</details>", id="details-nested"),
+    pytest.param("text <details> @app-slug fix </details>", id="details-inline"),
+    pytest.param("<blockquote>@app-slug fix</blockquote>", id="html-blockquote"),
+    pytest.param("<blockquote>\n\n@app-slug fix\n\n</blockquote>", id="html-blockquote-paragraph"),
+    pytest.param("<q>@app-slug fix</q>", id="html-q"),
+    pytest.param("<code>@app-slug fix</code>", id="html-code"),
+    pytest.param("<pre>\n\n@app-slug fix\n\n</pre>", id="html-pre"),
+    pytest.param("<!--\n\n@app-slug fix\n\n-->", id="html-comment-paragraphs"),
+    pytest.param("<div><!--\n\n@app-slug fix\n\n-->", id="comment-opened-in-html-block"),
+    pytest.param("<div>\n<!-- a --><!-- b\n\n@app-slug fix", id="second-comment-unclosed"),
+    pytest.param("<div><!---->\n<!-->x<!--->y<!-- z\n\n@app-slug fix", id="empty-comments-then-open"),
+    pytest.param("<div><!-- x --!>\n\nfine\n\n<div><!--\n\n@app-slug fix", id="bang-closed-comment"),
+    pytest.param("<div>@app-slug fix</div>", id="html-block-text"),
+    pytest.param("![@app-slug fix](image.png)", id="image-alt"),
+    pytest.param('[docs](https://example.com "@app-slug fix")', id="link-title"),
+    pytest.param("![see [@app-slug fix](https://example.com)](image.png)", id="link-in-image-alt"),
+    pytest.param('[docs][ref]\n\n[ref]: https://example.com "@app-slug fix"', id="reference-title"),
+    pytest.param("<details>\n\n    code\n\n@app-slug fix", id="details-with-code-inside"),
+    pytest.param("<details>\n\n> </details>\n\n@app-slug fix", id="close-inside-quote-does-not-count"),
+    pytest.param("<details>\n\n- </details>\n\n@app-slug fix", id="close-inside-list-does-not-count"),
 ]  # fmt: skip
 
 
@@ -110,6 +156,9 @@ SLASH = [
     pytest.param("/fix one\n@app-slug review", Command("fix", "one", "fix"), id="slash-first"),
     pytest.param("@app-slug review\n/fix one", Command("review", "", "review"), id="mention-first"),
     pytest.param("@app-slug bogus\n/fix", Command("unknown", "", "bogus"), id="unknown-mention-first"),
+    pytest.param("> quote\n\n/fix", Command("fix", "", "fix"), id="after-quote"),
+    pytest.param("- item\n  /fix", Command("fix", "", "fix"), id="in-list-continuation"),
+    pytest.param("/ask why\n> quoted", Command("ask", "why", "ask"), id="ask-stops-at-quote"),
 ]  # fmt: skip
 
 
@@ -129,6 +178,11 @@ def test_slash_command(body: str, expected: Command) -> None:
         pytest.param("    /fix", id="indented-4"),
         pytest.param("x\n\t/fix", id="tab-indented"),
         pytest.param("/ fix", id="space-after-slash"),
+        pytest.param("> quote\n/fix", id="lazy-quote-continuation"),
+        pytest.param("<details>\n\n/fix\n\n</details>", id="details"),
+        pytest.param("- /fix", id="list-marker"),
+        pytest.param("# /fix", id="heading"),
+        pytest.param("`/fix`", id="code-span"),
     ],
 )
 def test_slash_not_a_command(body: str) -> None:
@@ -156,6 +210,45 @@ def test_large_body_is_linear_enough() -> None:
     assert parse(body) == Command("review", "", "review")
 
 
+LIMIT = 65_536
+"""The longest comment GitHub accepts, in characters."""
+
+
+def fill(piece: str, tail: str) -> str:
+    """`piece` repeated to fill a maximal comment, then `tail`."""
+    return piece * ((LIMIT - len(tail)) // len(piece)) + tail
+
+
+LARGE = [
+    pytest.param(fill("<!-- ", "\n\n@app-slug review"), None, id="unclosed-comment-openers"),
+    pytest.param(fill("x <!-- ", "@app-slug review"), Command("review", "", "review"), id="inline-comment-openers"),
+    pytest.param(fill("x <? ", "@app-slug review"), Command("review", "", "review"), id="instruction-openers"),
+    pytest.param(fill("x <![CDATA[ ", "@app-slug review"), Command("review", "", "review"), id="cdata-openers"),
+    pytest.param(fill("x <!A ", "@app-slug review"), Command("review", "", "review"), id="declaration-openers"),
+    pytest.param(fill("[", "@app-slug review"), Command("review", "", "review"), id="link-openers"),
+    pytest.param(fill("![", "@app-slug review"), Command("review", "", "review"), id="image-openers"),
+    pytest.param(fill("[a](", "@app-slug review"), Command("review", "", "review"), id="link-destinations"),
+    pytest.param(fill("`` `", "@app-slug review"), Command("review", "", "review"), id="backtick-runs"),
+    pytest.param(fill("*a _", "@app-slug review"), Command("review", "", "review"), id="emphasis-openers"),
+    pytest.param(fill("<a b='", "@app-slug review"), Command("review", "", "review"), id="tag-openers"),
+    pytest.param(fill("<details>", " @app-slug review"), None, id="inline-details"),
+    pytest.param(fill("<details>\n\n", "@app-slug review"), None, id="details-blocks"),
+    pytest.param(fill("</details>x\n\n", "@app-slug review"), Command("review", "", "review"), id="stray-closes"),
+    pytest.param(fill("> ", "@app-slug review"), None, id="deep-quotes"),
+    pytest.param(fill("- ", "@app-slug review"), None, id="deep-lists"),
+    pytest.param(fill("> a\n", "@app-slug review"), None, id="long-quote"),
+    pytest.param(fill("a\n", "@app-slug ask why"), Command("ask", "why", "ask"), id="long-paragraph"),
+    pytest.param(fill("[a]: b\n", "@app-slug review"), Command("review", "", "review"), id="reference-definitions"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "expected"), LARGE)
+def test_maximal_comment(body: str, expected: Command | None) -> None:
+    """Bodies that make careless parsers quadratic still parse to the right answer."""
+    assert LIMIT - 20 < len(body) <= LIMIT
+    assert parse(body) == expected
+
+
 def test_help_lists_every_command() -> None:
     text = render_help("my-app", slash_commands=True)
     for name in COMMANDS:
@@ -166,7 +259,22 @@ def test_help_lists_every_command() -> None:
 
 
 PIECES = ["@app-slug", "@", "`", "```", "~~~", ">", "\n", "\r\n", " ", "    ", "\t", "/", "review"]
-PIECES += ["ask", "fix", "x", "(", ")", "<!--", "-->", "-", ":", "é", "\u200b"]
+PIECES += ["ask", "fix", "x", "(", ")", "<!--", "-->", "-", ":", "é", "\u200b", "\u00a0", "\x00"]
+PIECES += [
+    "<details>",
+    "</details>",
+    "<q>",
+    "</q>",
+    "![",
+    "[",
+    "]",
+    "](",
+    '"',
+    "#",
+    "1.",
+    "*",
+    "\\",
+]
 
 
 def test_any_text_parses_to_a_known_command_or_none() -> None:

@@ -4,6 +4,11 @@ Every body starts with `<!-- bot:run=<run id> kind=<kind> -->`; a sticky comment
 `<!-- bot:sticky=<kind> -->`, which is how a later run finds and edits it (see
 `bot.github.publish`). Nothing here talks to GitHub or redacts: the publisher redacts each
 body just before it is sent.
+
+Every body is put together by `_compose`: the markers at its head and the footer are the app's
+own; everything between, the model-written text with the Markdown the app writes around it,
+passes through `clean_model_markdown` as one document (no raw HTML, images, hidden comments or
+links other than https; the app's collapsed log section is written with `collapsible`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.github.markdown_out import END_COLLAPSIBLE, clean_within, code_span, collapsible
 from policies.outcome import Outcome
 
 MAX_BODY = 60_000  # GitHub refuses comments over 65,536 characters
@@ -124,12 +130,11 @@ def _head(run_id: str, kind: str, sticky: bool) -> str:
     return "\n".join(lines)
 
 
-def _cap(body: str) -> str:
-    if len(body) <= MAX_BODY:
-        return body
-    return (
-        body[: MAX_BODY - 80] + f"\n\n… [truncated: {len(body) - MAX_BODY + 80:,} characters cut]"
-    )
+def _compose(head: str, markdown: str, footer: str = "") -> str:
+    """The app's `head` and `footer` around `markdown`, cleaned and cut to fit `MAX_BODY`."""
+    tail = f"\n\n{footer}" if footer else ""
+    room = MAX_BODY - len(head) - len(tail) - 1
+    return f"{head}\n{clean_within(markdown, room)}{tail}"
 
 
 def _duration(seconds: float) -> str:
@@ -146,6 +151,9 @@ def _fence(text: str, info: str = "") -> str:
     return f"{ticks}{info}\n{text}\n{ticks}"
 
 
+_LOG_LINE = 500  # characters of one log line in the progress comment
+
+
 def _inline(text: str) -> str:
     flat = " ".join(text.split())
     return flat.replace("`", "'")
@@ -153,11 +161,7 @@ def _inline(text: str) -> str:
 
 def render_progress(progress: Progress, *, sticky: bool = True) -> str:
     """The comment while a run is working: its phases, its agents and the newest log lines."""
-    parts = [
-        _head(progress.run_id, progress.workflow, sticky),
-        f"### {title_of(progress.workflow)}: working…",
-        "",
-    ]
+    parts = [f"### {title_of(progress.workflow)}: working…", ""]
     if progress.phases:
         current = progress.current_phase
         seen_current = current is None
@@ -176,16 +180,16 @@ def render_progress(progress: Progress, *, sticky: bool = True) -> str:
         for agent in progress.agents[-20:]:
             icon = _STATE_ICONS.get(agent.state, "•")
             where = f" ({agent.phase})" if agent.phase else ""
-            parts.append(f"- {icon} `{_inline(agent.label)}`{where}: {agent.state}")
+            parts.append(f"- {icon} {code_span(_inline(agent.label))}{where}: {agent.state}")
         if len(progress.agents) > 20:
             parts.append(f"- … and {len(progress.agents) - 20} earlier agent call(s)")
     if progress.logs:
-        parts += ["", "<details><summary>Log</summary>", ""]
-        parts += [f"- {_inline(line)}" for line in progress.logs[-10:]]
-        parts += ["", "</details>"]
+        parts += ["", collapsible("Log"), ""]
+        parts += [f"- {_inline(line)[:_LOG_LINE]}" for line in progress.logs[-10:]]
+        parts += ["", END_COLLAPSIBLE]
     tokens = f"{progress.tokens:,} tokens · " if progress.tokens else ""
-    parts += ["", f"<sub>Run `{progress.run_id}` · {tokens}{_duration(progress.elapsed)}</sub>"]
-    return _cap("\n".join(parts))
+    footer = f"<sub>Run `{progress.run_id}` · {tokens}{_duration(progress.elapsed)}</sub>"
+    return _compose(_head(progress.run_id, progress.workflow, sticky), "\n".join(parts), footer)
 
 
 def render_footer(outcome: Outcome) -> str:
@@ -232,7 +236,7 @@ def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
         "failed": f"### {title_of(outcome.workflow)}: failed",
         "skipped": f"### {title_of(outcome.workflow)}: skipped",
     }[outcome.status]
-    parts = [_head(outcome.run_id, outcome.workflow, sticky), heading, ""]
+    parts = [heading, ""]
     if outcome.status == "blocked" and outcome.blocked is not None:
         if outcome.summary and outcome.summary != outcome.blocked.decision:
             parts += [outcome.summary, ""]
@@ -242,22 +246,22 @@ def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
     if outcome.findings:
         parts += ["", "**Findings**", ""]
         for finding in outcome.findings:
-            where = f"`{finding.path}:{finding.line}`" if finding.line else f"`{finding.path}`"
+            where = code_span(f"{finding.path}:{finding.line}" if finding.line else finding.path)
             parts.append(f"- **{finding.severity}** {where}: {finding.title}")
             if finding.body:
                 parts.append("  " + finding.body.replace("\n", "\n  "))
     if outcome.branches:
-        parts += ["", "**Branches:** " + ", ".join(f"`{b}`" for b in outcome.branches)]
+        parts += ["", "**Branches:** " + ", ".join(code_span(b) for b in outcome.branches)]
     if outcome.assumptions:
         parts += ["", "**Assumptions**", ""]
         parts += [f"- {a}" for a in outcome.assumptions]
-    parts += ["", render_footer(outcome)]
-    return _cap("\n".join(parts))
+    head = _head(outcome.run_id, outcome.workflow, sticky)
+    return _compose(head, "\n".join(parts), render_footer(outcome))
 
 
 def render_reply(run_id: str, kind: str, text: str, *, sticky: bool = True) -> str:
     """A model-free reply (help, status, stop, unknown command)."""
-    return _cap("\n".join([_head(run_id, kind, sticky), text]))
+    return _compose(_head(run_id, kind, sticky), text)
 
 
 def render_help(run_id: str, help_text: str, *, note: str | None = None) -> str:

@@ -14,6 +14,7 @@ from bot.github.publish import Publisher
 from bot.github.render import Progress, parse_markers, run_marker
 from policies.outcome import Blocked, Outcome
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github
+from tests.github._markdown_check import hidden_comments, problems
 
 RUN = "wf_00000000000a"
 TOKEN = "ghp_" + "Z9y8X7w6V5" * 3 + "u4T3s2"
@@ -348,3 +349,40 @@ async def test_fast_pull_request_run_creates_its_check_run_completed(
         "success",
         RUN,
     )
+
+
+MODEL_WRITTEN = (
+    "Fixed it. ![x](https://evil.test/pixel.png) <img src=https://evil.test/p.png>\n"
+    "<!-- hidden -->\n"
+    f"<!-- bot:run={RUN} kind=review -->\n"
+    "<a href=javascript:alert(1)>open</a> and [click](http://x.test)"
+)
+
+
+@pytest.mark.anyio
+async def test_model_output_is_posted_clean_in_the_comment_and_the_check_run(
+    client: InstallationClient, fake: FakeGitHub
+) -> None:
+    repo = fake.repos["octo/hello"]
+    commit_files(repo.git_dir, "feature", {"src/app.py": "x = 2\n"}, "Change", base="main")
+    pull = await fake.add_pull("octo", "hello", head="feature")
+    pub = publisher(
+        client,
+        fake,
+        number=pull["number"],
+        check_name="repo-agent: triage",
+        head_sha=pull["head"]["sha"],
+    )
+    await pub.start(progress())
+    await pub.finish(outcome(MODEL_WRITTEN))
+    (comment,) = fake.comments_on("octo", "hello", pull["number"])
+    body = comment["body"]
+    own = (run_marker(RUN, "triage"), "<!-- bot:sticky=triage -->", "<sub>", "</sub>")
+    assert problems(body, allowed_html=own) == []
+    assert hidden_comments(body) == [run_marker(RUN, "triage"), "<!-- bot:sticky=triage -->"]
+    assert "bot:run=" + RUN + " kind=review" not in body
+    assert "evil.test" not in body
+    assert "open" in body and "click" in body and "x.test" not in body.split("click")[1]
+    (check,) = fake.check_runs.values()
+    assert problems(check["output"]["summary"], allowed_html=own) == []
+    assert "evil.test" not in check["output"]["summary"]

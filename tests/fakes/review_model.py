@@ -98,8 +98,10 @@ class ReviewModel:
     rules: Sequence[Rule] = ()
     files: Callable[[str], str | None] = lambda _path: None
     generic: bool = False
+    review_delay: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
     reviewed_paths: list[list[str]] = field(default_factory=list)
+    focused: list[bool] = field(default_factory=list)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = user_prompt(body)
@@ -126,6 +128,7 @@ class ReviewModel:
         block = match.group(2) if match else ""
         paths = _SECTION.findall(block)
         self.reviewed_paths.append(paths)
+        self.focused.append("This is a follow-up review" in prompt)
         findings: list[dict[str, Any]] = []
         seen_generic: set[str] = set()
         for path, line, code in added_lines(block):
@@ -168,7 +171,8 @@ class ReviewModel:
                         "explanation": f"`{path}:{line}` is new.",
                     }
                 )
-        return structured({"findings": findings})
+        reply = structured({"findings": findings})
+        return Reply(calls=reply.calls, delay=self.review_delay) if self.review_delay else reply
 
     def verify(self, prompt: str) -> Reply:
         listed = prompt.split("Candidates (JSON):", 1)[1].split("\n", 2)[1]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from bot.agents.sandbox import probe_sandbox
@@ -120,8 +120,8 @@ async def test_no_commit_or_unrelated_commit(repo: tuple[Path, str], tmp_path: P
 async def test_the_check_command_decides(repo: tuple[Path, str]) -> None:
     bare, head = repo
     # The engine's worktrees turn per-worktree config on in the mirror (bare: core.bare=true).
-    subprocess.run(
-        ["git", f"--git-dir={bare}", "config", "extensions.worktreeConfig", "true"], check=True
+    await anyio.run_process(
+        ["git", f"--git-dir={bare}", "config", "extensions.worktreeConfig", "true"]
     )
     good = commit_files(bare, "bot/s-3", {"m.py": SOURCE.replace("x + 1", "x - 1")}, "f", base=head)
     passing = await prove(bare, head, good, "python3 -c 'import m; assert m.f(3) == 2'")

@@ -328,14 +328,18 @@ def clean_model_markdown(text: str) -> str:
 
 
 def clean_within(text: str, limit: int) -> str:
-    """`clean_model_markdown(text)`, cut first (with a note) so that the result fits `limit`."""
+    """`clean_model_markdown(text)`, cut first (with a note) so that the result fits `limit`.
+
+    The cut comes before the cleaning: cutting clean text could open a code span and let what
+    was inside it render."""
     budget = limit
-    while True:
+    while budget > 0:
         cut = text
         if len(text) > budget:
             keep = max(0, budget - 80)
             cut = text[:keep] + f"\n\n… [truncated: {len(text) - keep:,} characters cut]"
         cleaned = clean_model_markdown(cut)
-        if len(cleaned) <= limit or budget <= 0:
-            return cleaned[:limit] if len(cleaned) > limit else cleaned
+        if len(cleaned) <= limit:
+            return cleaned
         budget -= len(cleaned) - limit + 80
+    return ""

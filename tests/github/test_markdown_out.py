@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.github.markdown_out import as_code_block, clean_model_markdown
+from bot.github.markdown_out import as_code_block, clean_model_markdown, clean_within
 from tests.github._markdown_check import hidden_comments, problems
 
 
@@ -108,3 +108,13 @@ def test_code_block_fallback_cannot_be_closed_from_inside() -> None:
     block = as_code_block(text)
     assert block.startswith("`````text\n")
     assert problems(block) == []
+
+
+def test_a_cut_never_opens_a_code_span() -> None:
+    text = "x" * 900 + " `<img src=https://evil.test/p.png>` and `http://evil.test`" * 20
+    for limit in (930, 950, 1000, 1200):
+        out = clean_within(text, limit)
+        assert len(out) <= limit
+        assert problems(out) == []
+        assert "[truncated:" in out
+    assert clean_within(text, 10) == ""

@@ -3,7 +3,9 @@
 Pure functions. Model-written parts (titles, explanations, the summary) arrive cleaned by the
 caller; what is rendered here around them (headings, counts, markers, the suggestion fence) is
 the app's own. Each inline comment carries `<!-- bot:finding=<fingerprint> -->`, so the app can
-tell its findings' threads apart from anyone else's.
+tell its findings' threads apart from anyone else's. Everything but the markers and `<sub>` lines
+passes through `clean_model_markdown` (no raw HTML, images, hidden comments or non-https links);
+the summary's collapsed file list is written with `collapsible`, and `render_outcome` cleans it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.github.markdown_out import (
+    END_COLLAPSIBLE,
+    clean_model_markdown,
+    clean_within,
+    collapsible,
+)
 from bot.github.render import run_marker
 
 FINDING_MARKER = "<!-- bot:finding={} -->"
@@ -58,11 +66,15 @@ def comment_body(f: Shown) -> str:
     """An inline comment: severity, title, explanation, and a proven suggestion if any."""
     parts = [f"**{f.severity}** · {f.category}: {f.title}", "", f.explanation.strip()]
     if f.suggestion is not None:
-        parts += ["", fence(f.suggestion, "suggestion"), f"<sub>Checked: {f.proof}</sub>"]
+        parts += ["", fence(f.suggestion, "suggestion")]
+    own = []
+    proof = clean_model_markdown(" ".join(f.proof.split()))
+    if f.suggestion is not None:
+        own.append(f"<sub>Checked: {proof}</sub>")
     elif f.proof:
-        parts += ["", f"<sub>No suggestion: {f.proof}.</sub>"]
-    parts.append(FINDING_MARKER.format(f.fingerprint))
-    return "\n".join(parts)
+        own.append(f"<sub>No suggestion: {proof}.</sub>")
+    own.append(FINDING_MARKER.format(f.fingerprint))
+    return "\n".join([clean_model_markdown("\n".join(parts)), *own])
 
 
 def _listed(f: Shown) -> list[str]:
@@ -92,15 +104,16 @@ def review_body(
         parts += ["", "**More findings**", ""]
         for f in overflow:
             parts += _listed(f)
-    body = "\n".join(parts)
-    if len(body) > MAX_REVIEW_BODY:
-        body = body[: MAX_REVIEW_BODY - 60] + "\n\n… (the rest is in the summary comment)"
-    return body
+    rest = "\n".join(parts[1:])
+    room = MAX_REVIEW_BODY - len(parts[0]) - 1
+    if len(rest) > room:
+        rest = rest[: room - 60] + "\n\n… (the rest is in the summary comment)"
+    return f"{parts[0]}\n{clean_within(rest, room)}"
 
 
 def fallback_body(base: str, inline: Sequence[Shown]) -> str:
     """The review body when GitHub refused the inline comments: every comment moved into it."""
-    parts = [base, "", "**On the changed lines**", ""]
+    parts = ["**On the changed lines**", ""]
     for f in inline:
         parts += _listed(f)
         if f.suggestion is not None:
@@ -108,8 +121,8 @@ def fallback_body(base: str, inline: Sequence[Shown]) -> str:
                 "  Suggested fix:\n"
                 + "\n".join("  " + ln for ln in fence(f.suggestion, "diff").split("\n"))
             )
-    body = "\n".join(parts)
-    return body if len(body) <= MAX_REVIEW_BODY else body[: MAX_REVIEW_BODY - 40] + "\n\n…"
+    listing = clean_within("\n".join(parts), MAX_REVIEW_BODY - len(base) - 2)
+    return f"{base}\n\n{listing}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +175,7 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
     reviewed = list(facts.reviewed)
     parts += [
         "",
-        f"<details><summary>Files reviewed: {len(reviewed)} · not reviewed: {len(facts.skipped)}</summary>",
+        collapsible(f"Files reviewed: {len(reviewed)} · not reviewed: {len(facts.skipped)}"),
         "",
     ]
     parts += [f"- `{p}`" for p in reviewed[:300]]
@@ -180,5 +193,5 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
             "",
         ]
         parts += [f"- `{p}`" for p in facts.unverified[:100]]
-    parts += ["", "</details>"]
+    parts += ["", END_COLLAPSIBLE]
     return "\n".join(parts)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import posixpath
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,31 +12,15 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
+from bot import hostgit
 from bot.agents.large_files import WHOLE_READ_LIMIT, Sink
+from bot.gitguard import WorktreeQuarantined
 
 _REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/~^@{}+-]{0,199}$")
 
 
 class GitError(Exception):
     """A git command failed; the message is fit to show to an agent."""
-
-
-def git_env() -> dict[str, str]:
-    """A minimal environment for git: no user or system config, no prompts, no pager."""
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": "/nonexistent",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_PAGER": "cat",
-        "PAGER": "cat",
-        "LANG": "C.UTF-8",
-        "GIT_AUTHOR_NAME": os.environ.get("BOT_GIT_NAME", "bot"),
-        "GIT_AUTHOR_EMAIL": os.environ.get("BOT_GIT_EMAIL", "bot@localhost"),
-        "GIT_COMMITTER_NAME": os.environ.get("BOT_GIT_NAME", "bot"),
-        "GIT_COMMITTER_EMAIL": os.environ.get("BOT_GIT_EMAIL", "bot@localhost"),
-    }
 
 
 def check_rev(rev: str) -> str:
@@ -58,12 +40,12 @@ class GitOutput:
 async def run_git(
     args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = None
 ) -> GitOutput:
-    """Run one git command with the safe environment and collect its output."""
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
-    if git_dir is not None:
-        argv += ["--git-dir", str(git_dir)]
-    argv += list(args)
-    done = await anyio.run_process(argv, cwd=cwd, env=git_env(), check=False)
+    """Run one git command through `bot.hostgit` and collect its output; GitError when the
+    worktree it would run in is quarantined."""
+    try:
+        done = await hostgit.run_async(args, cwd=cwd, git_dir=git_dir)
+    except WorktreeQuarantined as exc:
+        raise GitError(str(exc)) from exc
     return GitOutput(done.returncode, done.stdout, done.stderr)
 
 
@@ -104,13 +86,7 @@ class ObjectReader:
 
     async def _start(self) -> Process:
         if self._process is None:
-            self._process = await anyio.open_process(
-                ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=git_env(),
-            )
+            self._process = await hostgit.open_async(["cat-file", "--batch"], git_dir=self.git_dir)
         return self._process
 
     async def _read_exactly(self, process: Process, count: int) -> bytes:

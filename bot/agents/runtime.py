@@ -309,6 +309,9 @@ class AgentRuntime:
                 bad.append(text)
             results.append({"role": "tool", "tool_call_id": tc.id, "content": text})
             state.transcript.add("tool", text, name=tc.name)
+            if toolbox.quarantined is not None:  # its `.git` was tampered with: stop here
+                state.messages.extend(results)
+                return f"the agent's worktree was quarantined: {toolbox.quarantined}"
             if state.finished:
                 break
         state.messages.extend(results)

@@ -1,29 +1,48 @@
-"""The writing tools of an agent's own sparse worktree: write, edit, run a command, commit."""
+"""The writing tools of an agent's own sparse worktree: write, edit, run a command, commit.
+
+Every tool first checks the worktree's `.git` (`bot.gitguard`): once it is found changed the
+worktree is quarantined, every tool call fails and the runtime ends the agent. Writes land only
+where `resolve_writable` allows (inside the tree, never in any `.git`) and never through a link.
+`commit` refuses nested repositories and gitlinks, so host git never has a submodule to enter.
+"""
 
 from __future__ import annotations
 
-import posixpath
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from bot import gitguard
 from bot.agents import sandbox
 from bot.agents.gitread import run_git
-from bot.agents.paths import ToolError, check_path, resolve_in
+from bot.agents.paths import (
+    ToolError,
+    check_path,
+    read_no_follow,
+    resolve_in,
+    resolve_writable,
+    write_no_follow,
+)
 from bot.agents.toolargs import int_arg, str_arg
 from bot.engine import worktree as worktree_ops
 from bot.engine.git import GitError as EngineGitError
 from bot.engine.types import Workspace
+from bot.gitguard import WorktreeQuarantined
 
 WRITE_CAP = 2 * 1024 * 1024
+EDIT_CAP = 32 * 1024 * 1024
+NESTED_CAP = 20  # nested repositories named in one refusal
 
 
 async def materialize(worktree: Path, paths: list[str]) -> None:
     """Check these files out of the sparse worktree's index (the engine's helper, off-loop)."""
     try:
         await anyio.to_thread.run_sync(worktree_ops.materialize, worktree, paths)
+    except WorktreeQuarantined as exc:
+        raise ToolError(str(exc)) from exc
     except EngineGitError as exc:
         raise ToolError(f"cannot check out {', '.join(paths)}: {exc}") from exc
 
@@ -32,6 +51,8 @@ async def materialize_all(worktree: Path) -> None:
     """Check the whole tree out (before a command runs)."""
     try:
         await anyio.to_thread.run_sync(worktree_ops.materialize_all, worktree)
+    except WorktreeQuarantined as exc:
+        raise ToolError(str(exc)) from exc
     except EngineGitError as exc:
         raise ToolError(f"cannot check out the whole tree: {exc}") from exc
 
@@ -45,9 +66,20 @@ class WorktreeTools:
 
     @property
     def _worktree(self) -> Path:
+        """The worktree, after checking that its `.git` is the one the engine made."""
         if self.workspace.worktree is None:
             raise ToolError("this agent has no worktree to write to")
+        try:
+            gitguard.check(self.workspace.worktree)
+        except WorktreeQuarantined as exc:
+            raise ToolError(str(exc)) from exc
         return self.workspace.worktree
+
+    @property
+    def quarantined(self) -> str | None:
+        """Why this agent's worktree was quarantined (the agent cannot go on), or None."""
+        worktree = self.workspace.worktree
+        return gitguard.quarantined(worktree) if worktree is not None else None
 
     async def _materialized(self, path: str) -> Path:
         """The file's real location in the worktree, checked out first (with any link on
@@ -61,11 +93,13 @@ class WorktreeTools:
                 await materialize(worktree, [real])
         return target
 
-    async def _writable_target(self, path: str) -> Path:
+    async def _writable_target(self, path: str) -> str:
+        """Where a write to `path` lands, relative to the worktree (checked out first)."""
         target = await self._materialized(path)
+        real = resolve_writable(self._worktree, path)
         if target.is_dir():
             raise ToolError(f"{path} is a directory")
-        return target
+        return real
 
     async def _tracked_parents(self, path: str) -> list[str]:
         """Parent paths the base tree holds as files or links (not directories): they must
@@ -90,12 +124,8 @@ class WorktreeTools:
         data = content.encode("utf-8")
         if len(data) > WRITE_CAP:
             raise ToolError(f"content too large ({len(data)} bytes; at most {WRITE_CAP})")
-        target = await self._writable_target(path)
-        resolve_in(self._worktree, posixpath.dirname(path))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        resolve_in(self._worktree, path)
-        existed = target.exists()
-        target.write_bytes(data)
+        real = await self._writable_target(path)
+        existed = write_no_follow(self._worktree.resolve(), real, data)
         return f"{'overwrote' if existed else 'created'} {path} ({len(data)} bytes)"
 
     async def _tool_edit_file(self, args: Mapping[str, Any]) -> str:
@@ -105,10 +135,12 @@ class WorktreeTools:
         assert new is not None
         if not old:
             raise ToolError("`old_text` must not be empty; use write_file to create a file")
-        target = await self._writable_target(path)
-        if not target.is_file():
-            raise ToolError(f"no such file: {path}")
-        text = target.read_bytes().decode("utf-8", "surrogateescape")
+        real = await self._writable_target(path)
+        root = self._worktree.resolve()
+        raw = read_no_follow(root, real, EDIT_CAP + 1)
+        if len(raw) > EDIT_CAP:
+            raise ToolError(f"{path} is too large to edit (over {EDIT_CAP // (1024 * 1024)} MiB)")
+        text = raw.decode("utf-8", "surrogateescape")
         count = text.count(old)
         if count == 0:
             raise ToolError(
@@ -119,7 +151,7 @@ class WorktreeTools:
                 f"`old_text` occurs {count} times in {path}; include more surrounding lines "
                 "so it is unique, or set replace_all"
             )
-        target.write_bytes(text.replace(old, new).encode("utf-8", "surrogateescape"))
+        write_no_follow(root, real, text.replace(old, new).encode("utf-8", "surrogateescape"))
         return f"edited {path}: replaced {count} occurrence(s)"
 
     async def _tool_run_command(self, args: Mapping[str, Any]) -> str:
@@ -139,12 +171,28 @@ class WorktreeTools:
         if not message:
             raise ToolError("the commit message is empty")
         worktree = self._worktree
+        nested = await anyio.to_thread.run_sync(nested_repositories, worktree)
+        if nested:
+            raise ToolError(
+                "refusing to commit: nested git repositories are never committed (their "
+                "contents would become a submodule link); remove their `.git` or move them "
+                "out of the tree: " + ", ".join(nested)
+            )
         added = await run_git(["add", "-A", "--sparse"], cwd=worktree)
         if added.code != 0:
             added = await run_git(["add", "-A"], cwd=worktree)
         if added.code != 0:
             raise ToolError(
                 f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
+            )
+        links = await self._new_gitlinks(worktree)
+        if links:
+            await run_git(
+                ["--literal-pathspecs", "reset", "-q", "HEAD", "--", *links], cwd=worktree
+            )
+            raise ToolError(
+                "refusing to commit submodule links (gitlinks); they were unstaged: "
+                + ", ".join(links[:NESTED_CAP])
             )
         staged = await run_git(["diff", "--cached", "--quiet"], cwd=worktree)
         if staged.code == 0:
@@ -160,3 +208,41 @@ class WorktreeTools:
         branch = self.workspace.branch or "the worktree's branch"
         summary = stat.stdout.decode("utf-8", "replace").strip().splitlines()
         return f"committed {sha[:12]} on {branch}" + (f": {summary[-1].strip()}" if summary else "")
+
+    async def _new_gitlinks(self, worktree: Path) -> list[str]:
+        """Gitlinks (mode 160000) staged in the index that HEAD does not hold as they are."""
+        staged = await run_git(["ls-files", "--stage", "-z"], cwd=worktree)
+        base = await run_git(["ls-tree", "-r", "-z", "--full-tree", "HEAD"], cwd=worktree)
+        if staged.code != 0 or base.code != 0:
+            raise ToolError("cannot read the index to check it for submodule links")
+        before = _gitlinks(base.stdout)
+        after = _gitlinks(staged.stdout)
+        return sorted(path for path, sha in after.items() if before.get(path) != sha)
+
+
+def _gitlinks(listing: bytes) -> dict[str, str]:
+    """`path -> sha` of the mode-160000 records in `ls-files --stage -z` or `ls-tree -z`."""
+    found: dict[str, str] = {}
+    for record in listing.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        fields = meta.split()
+        if name and fields and fields[0] == b"160000":
+            sha = fields[2] if fields[1] == b"commit" else fields[1]
+            found[name.decode("utf-8", "surrogateescape")] = sha.decode()
+    return found
+
+
+def nested_repositories(worktree: Path) -> list[str]:
+    """Directories below the worktree's root that hold a `.git` of their own (a directory, a
+    file or a link), found without following links; at most NESTED_CAP of them."""
+    found: list[str] = []
+    root = worktree.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        names = [*dirnames, *filenames]
+        if here != root and any(name.casefold() == ".git" for name in names):
+            found.append(here.relative_to(root).as_posix())
+            if len(found) >= NESTED_CAP:
+                break
+        dirnames[:] = [d for d in dirnames if d.casefold() != ".git"]
+    return sorted(found)

@@ -296,7 +296,29 @@ def _group(files: Sequence[ChangedFile]) -> list[list[ChangedFile]]:
             groups.append(group)
             by_key.setdefault(("stem", _stem(f.path)), group)
             by_key.setdefault(("dir", _dir(f.path)), group)
-    return groups
+    return _pack(groups)
+
+
+def _pack(groups: list[list[ChangedFile]]) -> list[list[ChangedFile]]:
+    """Small groups left over are packed together: every agent call costs its instructions
+    and context again, which on a small change outweighs the change itself."""
+    out: list[list[ChangedFile]] = []
+    spare: list[ChangedFile] | None = None
+    for group in groups:
+        lines = sum(f.changed for f in group)
+        if lines >= UNIT_SMALL_LINES:
+            out.append(group)
+            continue
+        if (
+            spare is not None
+            and len(spare) + len(group) <= UNIT_MAX_FILES
+            and sum(f.changed for f in spare) + lines <= UNIT_MAX_LINES
+        ):
+            spare.extend(group)
+            continue
+        spare = list(group)
+        out.append(spare)
+    return out
 
 
 def plan_review(

@@ -98,6 +98,9 @@ class ReviewState(BaseModel):
     patches: dict[str, str] = Field(default_factory=dict)
     findings: list[StoredFinding] = Field(default_factory=list)
     paused: bool = False
+    summary: str = Field(default="", max_length=6000)
+    """The advisor's last summary of the pull request, shown again by a follow-up review
+    that found nothing new (it makes no advisor call)."""
 
     @property
     def last_head(self) -> str | None:

@@ -244,7 +244,12 @@ class _Trust:
 
 
 def issue_parts(
-    issue: Issue, comments: Sequence[IssueComment], trust: _Trust, *, run_id: str | None = None
+    issue: Issue,
+    comments: Sequence[IssueComment],
+    trust: _Trust,
+    *,
+    run_id: str | None = None,
+    own_kind: str | None = None,
 ) -> list[Part]:
     """The issue (or PR conversation) title, labels, body and comments as parts."""
     kind = "pull request" if issue.is_pull_request else "issue"
@@ -266,6 +271,8 @@ def issue_parts(
         markers = parse_markers(comment.body)
         if run_id is not None and markers.run_id == run_id:
             continue  # this run's own progress comment
+        if own_kind is not None and markers.sticky == own_kind and _is_bot(comment.user):
+            continue  # the app's earlier report of this kind: the run has it in better form
         text = sanitize(comment.body)
         if not text:
             continue
@@ -289,6 +296,7 @@ def pull_parts(
     trust: _Trust,
     *,
     changes_listed: bool = True,
+    skip_own: bool = False,
 ) -> list[Part]:
     """A pull request's refs, changed files, diff and review comments as parts."""
     lines = [
@@ -323,6 +331,8 @@ def pull_parts(
             )
         )
     for comment in review_comments:
+        if skip_own and _is_bot(comment.user) and "<!-- bot:finding=" in comment.body:
+            continue  # the app's own findings: a review run gets them as its memory
         where = f"{comment.path}:{comment.line}" if comment.line else comment.path
         text = sanitize(comment.body)
         if text:
@@ -353,6 +363,7 @@ async def fetch_context(
     fence: str | None = None,
     budget_tokens: int = BUDGET_TOKENS,
     pull: PullRequest | None = None,
+    own_kind: str | None = None,
 ) -> RunContext:
     """Read the issue or PR of `trigger` from GitHub (or from `payload` when it has it) into a RunContext.
 
@@ -379,7 +390,7 @@ async def fetch_context(
         and all(c.id != trigger.comment_id for c in comments)
     ):
         comments.append(IssueComment.model_validate(raw_comment))
-    parts = issue_parts(issue, comments, trust, run_id=run_id)
+    parts = issue_parts(issue, comments, trust, run_id=run_id, own_kind=own_kind)
     head_sha = trigger.head_sha
     base_sha: str | None = None
     if trigger.target_kind == "pull_request":
@@ -390,7 +401,15 @@ async def fetch_context(
         files = [] if local_changes else await client.list_pull_files(trigger.number)
         diff = "" if local_changes else await client.get_pull_diff(trigger.number)
         reviews = await client.list_review_comments(trigger.number)
-        parts += pull_parts(pull, files, diff, reviews, trust, changes_listed=not local_changes)
+        parts += pull_parts(
+            pull,
+            files,
+            diff,
+            reviews,
+            trust,
+            changes_listed=not local_changes,
+            skip_own=own_kind is not None,
+        )
         head_sha = head_sha or pull.head.sha
         base_sha = pull.base.sha
     fence = fence or new_fence()

@@ -104,6 +104,7 @@ async def run_review(
             payload=payload,
             default_branch=None,
             pull=pull,
+            own_kind="review",
         )
         if context.comments_fetched:
             publisher.know_comments(context.comments)
@@ -157,6 +158,7 @@ async def run_review(
                         for f in state.findings
                     ],
                     "suggest": config.max_suggestions,
+                    "follow_up": prep.previous is not None and not prep.full,
                 },
             }
             policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
@@ -193,6 +195,10 @@ async def run_review(
             result = finished.result
             model_summary = clean_model_text(str(result.get("summary") or ""))
         done = await runner.conclude(git_dir, prep, result, config=config)
+        if model_summary and not prep.nothing_to_review:
+            done.state = done.state.model_copy(update={"summary": model_summary[:6000]})
+        elif not model_summary or prep.nothing_to_review:
+            model_summary = "\n\n".join(part for part in (state.summary, model_summary) if part)
         await runner.reclaim_run(git_dir, details)
         current = await client.get_pull(trigger.number)
         stale = current.head.sha != prep.head

@@ -117,6 +117,18 @@ def fenced(name: str, text: str, fence: str, *, trusted: bool, author: str | Non
     return f'<{tag} fence="{fence}" source="{safe_name}"{who}>\n{body}\n</{tag} fence="{fence}">'
 
 
+def still_there(text: str, finding: StoredFinding) -> bool:
+    """Whether the code a finding was anchored to is still in the file, anywhere."""
+    if not finding.code or finding.line is None:
+        return False
+    span = finding.line - (finding.start_line or finding.line) + 1
+    lines = text.split("\n")
+    return any(
+        code_hash("\n".join(lines[i : i + span])) == finding.code
+        for i in range(max(0, len(lines) - span + 1))
+    )
+
+
 def _numbered(text: str, start: int, end: int) -> str:
     lines = text.split("\n")
     first, last = max(1, start), min(len(lines), end)
@@ -147,7 +159,9 @@ async def prepare(
             delta = await diffs.push_changes(git_dir, previous or "", head)
             if delta is not None:
                 pushed = {f.path: f for f in delta}
-    plan = plan_review(_changed(changes.files), limits_of(config), unchanged=unchanged)
+    # A follow-up shows each file's delta, so its units are sized by the delta.
+    sized = [pushed.get(f.path, f) if f.path in pushed else f for f in changes.files]
+    plan = plan_review(_changed(sized), limits_of(config), unchanged=unchanged)
     by_path = changes.by_path()
     author = pull.user.login if pull.user is not None else None
     units: list[dict[str, Any]] = []
@@ -165,13 +179,21 @@ async def prepare(
                 header = f"### {path} ({patch.status}, +{patch.additions} -{patch.deletions})"
                 text = patch.patch
             pieces.append(f"{header}\n{text}")
-        body = sanitize("\n\n".join(pieces), markup=False)[:BLOCK_LIMIT]
+        texts = [sanitize(piece, markup=False) for piece in pieces]
+        body = "\n\n".join(texts)[:BLOCK_LIMIT]
         units.append(
             {
                 "id": f"u{n + 1}",
                 "paths": list(unit.paths),
                 "focus": focus,
                 "block": fenced("changes", body, fence, trusted=author_trusted, author=author),
+                # One block per file, for a verifier that needs only some of them.
+                "file_blocks": {
+                    path: fenced(
+                        "changes", text[:BLOCK_LIMIT], fence, trusted=author_trusted, author=author
+                    )
+                    for path, text in zip(unit.paths, texts, strict=True)
+                },
             }
         )
     reviewed_paths = set(plan.paths)
@@ -183,6 +205,8 @@ async def prepare(
             if finding.path not in signatures and finding.path not in reviewed_paths:
                 continue  # the file left the pull request: its lines are the base's again
             text = await diffs.read_file(git_dir, head, finding.path) or ""
+            if still_there(text, finding):
+                continue  # its code is unchanged (perhaps moved): nothing to re-check
             line = finding.line or 1
             code = _numbered(text, line - RECHECK_CONTEXT, line + RECHECK_CONTEXT)
             recheck.append(

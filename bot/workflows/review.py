@@ -43,24 +43,20 @@ meta = WorkflowMeta(
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 
 REVIEW_TASK = """\
-You are reviewing part of {pr}: the files {paths}. Their changes are in the data block named
-"changes" below (a unified diff against the merge base; new-side line numbers are those of
-the head commit, which your tools read).
+Review part of {pr}: {paths}. The data block "changes" below holds their diff against the
+merge base; line numbers on the new side are the head commit's, which your tools read.
 
-Report only real problems that this change introduces or exposes: wrong behaviour, security
-holes, data loss, races, mishandled errors, broken interfaces, changed behaviour without a
-test. Leave out matters of taste. Read the surrounding code with your tools before you report
-anything, and cite what you read as `path:line` in the explanation.
-
-For each problem give the path, the new-side line range it is about, its severity and
-category, a one-line title and the explanation. When a small fix within those lines exists,
-put the exact new text of all those lines in `replacement`.{focus}
-If you find nothing wrong, return an empty list: an empty review is a good review."""
+Report only real problems the change introduces or exposes (wrong behaviour, security holes,
+data loss, races, mishandled errors, broken interfaces, untested behaviour changes), not
+matters of taste. Read the surrounding code before reporting, and cite it as `path:line`.
+Per problem: path, new-side line range, severity, category, a one-line title, the
+explanation, and, when a small fix within those lines exists, `replacement`: the exact new
+text of all those lines.{focus}
+No problem found is a fine answer: return an empty list."""
 
 FOCUS = """
-
-This is a follow-up review: the block shows only what changed since the last review. Review
-those changes; the rest of the file is context, and what it contains was reviewed before."""
+This is a follow-up review: the block shows only what changed since the last review; the
+rest of each file was reviewed before and is context."""
 
 VERIFY_TASK = """\
 You are verifying candidate findings that a reviewer reported on {pr}, for the files {paths}.
@@ -139,12 +135,18 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     pr = str(args.get("target") or "the pull request")
     units: list[dict[str, Any]] = list(review.get("units") or [])
     known = review.get("known") or []
-    known_json = json.dumps(known, ensure_ascii=False)[:24_000]
     unverified: list[str] = []
     candidates_total = 0
 
     def with_unit(task: str, unit: dict[str, Any]) -> str:
         return context_prompt(task, fence, context + "\n\n" + str(unit["block"]))
+
+    def changes_of(unit: dict[str, Any], paths: set[str]) -> str:
+        """Only the files the candidates are about, without the conversation: the verifier
+        judges code, not intentions."""
+        blocks = unit.get("file_blocks") or {}
+        chosen = [str(blocks[p]) for p in unit["paths"] if p in paths and p in blocks]
+        return "\n\n".join(chosen) if chosen else str(unit["block"])
 
     async def reviewer(_prev: Any, unit: dict[str, Any], _i: int) -> list[ReviewFinding]:
         nonlocal candidates_total
@@ -173,14 +175,15 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         if not found:
             return []
         listed = [{"index": i, **_finding_json(f)} for i, f in enumerate(found)]
+        related = [k for k in known if isinstance(k, dict) and k.get("path") in unit["paths"]]
         task = VERIFY_TASK.format(
             pr=pr,
             paths=_paths(unit),
             candidates=json.dumps(listed, ensure_ascii=False),
-            known=known_json,
+            known=json.dumps(related, ensure_ascii=False)[:24_000],
         )
         result = await wf.agent(
-            with_unit(task, unit),
+            context_prompt(task, fence, changes_of(unit, {f.path for f in found})),
             agent_type="reviewer",
             label=f"verify {unit['id']}",
             phase="Review",
@@ -260,18 +263,6 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
 
         await wf.parallel([suggest(i) for i in fixable])
 
-    wf.phase("Summarize")
-    summary_task = SUMMARY_TASK.format(
-        pr=pr,
-        findings=json.dumps([_finding_json(f) for f in verified], ensure_ascii=False)[:24_000],
-    )
-    summary = await wf.agent(
-        context_prompt(summary_task, fence, context),
-        agent_type="advisor",
-        label="summarize",
-        phase="Summarize",
-        schema=ReviewSummary,
-    )
     out: dict[str, Any] = {
         "summary": "",
         "assumptions": [],
@@ -285,6 +276,24 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
             "rechecks": rechecks,
         },
     }
+    if review.get("follow_up") and not any(f.severity in ("critical", "high") for f in verified):
+        # A follow-up asks the advisor again only when a push brought something serious (a
+        # decision may be needed); otherwise the runner shows the last summary, and the new
+        # findings speak for themselves in the review.
+        return out
+
+    wf.phase("Summarize")
+    summary_task = SUMMARY_TASK.format(
+        pr=pr,
+        findings=json.dumps([_finding_json(f) for f in verified], ensure_ascii=False)[:24_000],
+    )
+    summary = await wf.agent(
+        context_prompt(summary_task, fence, context),
+        agent_type="advisor",
+        label="summarize",
+        phase="Summarize",
+        schema=ReviewSummary,
+    )
     if summary.ok:
         verdict = ReviewSummary.model_validate(summary.structured)
         out["summary"] = verdict.summary

@@ -2,7 +2,7 @@
 
 `fake_llm.respond_with(ReviewModel(rules))`. It reads what a real model would read:
 
-- reviewer ("You are reviewing part of"): the fenced "changes" block; every added line that
+- reviewer ("Review part of"): the fenced "changes" block; every added line that
   matches a `Rule` becomes a finding at that line (plus the rule's extra findings elsewhere
   in the file); with `generic=True`, the first added line of every file also becomes one,
   so real repositories get findings too;
@@ -105,7 +105,7 @@ class ReviewModel:
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = user_prompt(body)
-        if prompt.startswith("You are reviewing part of"):
+        if prompt.startswith("Review part of"):
             self.calls["review"] += 1
             return self.review(prompt)
         if prompt.startswith("You are verifying"):

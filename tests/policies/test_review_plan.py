@@ -83,7 +83,8 @@ def test_plan_ranks_groups_and_names_every_file() -> None:
         cf("gone.py", 3, status="removed"),
     ]
     plan = plan_review(files, PlanLimits())
-    assert plan.units[0].paths == ("app/auth.py", "app/util.py")
+    # Related small files first, then what is left of the small ones packed in.
+    assert plan.units[0].paths == ("app/auth.py", "app/util.py", "tests/test_util.py", "README.md")
     assert ("app/core.py",) in [u.paths for u in plan.units]
     named = set(plan.paths) | {s.path for s in plan.skipped}
     assert named == {f.path for f in files}
@@ -92,6 +93,13 @@ def test_plan_ranks_groups_and_names_every_file() -> None:
         "gone.py": "removed",
     }
     assert plan.tokens == sum(u.tokens for u in plan.units)
+
+
+def test_small_groups_are_packed_up_to_the_unit_limits() -> None:
+    files = [cf(f"d{i}/f{i}.py", 10) for i in range(6)] + [cf("big/x.py", 100)]
+    plan = plan_review(files, PlanLimits())
+    sizes = sorted(len(u.paths) for u in plan.units)
+    assert sizes == [1, 2, 4]
 
 
 def test_module_and_its_test_share_a_unit() -> None:

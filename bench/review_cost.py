@@ -1,0 +1,256 @@
+"""Review cost on real pull requests: the first review, the follow-up after a push, a full one.
+
+For every pull request in the list, the repository (a git bundle) is served by the fake GitHub
+with the pull request at `commits[-2]`; the app reviews it, the head is pushed to
+`commits[-1]` and the app reviews the push, then `@app review full` reviews the final head
+from scratch. The fake model answers every role at once (`tests.fakes.review_model`, with a
+finding on the first new line of each file) and reports tokens deterministically (a
+request's characters / 4), so the figures compare what the app sends, not a model's mood.
+
+Printed per pull request: files in the PR and in the push; input tokens and model calls of
+the first review, the follow-up and the full re-review; the follow-up's share of the full
+re-review against its target; GitHub writes per review. The last line is a one-line verdict.
+
+Targets: per PR, follow-up tokens at most (push files / PR files) of the full re-review plus
+10 points; over all PRs, at most 40% of the full re-reviews' tokens; per review, one review
+posted at most, at most two writes of the sticky summary, one check run created and completed.
+
+    .venv/bin/python bench/review_cost.py [--bundle PATH --prs PATH] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = ROOT.parent / "shared" / "real-repos"
+
+from bot.agents.runtime import build_runner  # noqa: E402
+from bot.agents.sandbox import SandboxStatus  # noqa: E402
+from bot.engine.engine import Engine  # noqa: E402
+from bot.execute import RunExecutor  # noqa: E402
+from bot.github.checkout import Mirrors  # noqa: E402
+from bot.github.client import GitHubApp, RetryPolicy  # noqa: E402
+from bot.settings import Settings  # noqa: E402
+from bot.store import Store  # noqa: E402
+from policies.event import Trigger  # noqa: E402
+from tests.fakes.github import FakeGitHub, serve_fake_github  # noqa: E402
+from tests.fakes.llm import FakeLLM  # noqa: E402
+from tests.fakes.review_model import ReviewModel  # noqa: E402
+
+
+@dataclass
+class Figures:
+    tokens: int
+    calls: int
+    reviews: int
+    sticky_writes: int
+    checks_created: int
+    checks_completed: bool
+
+
+async def review(
+    executor: RunExecutor,
+    store: Store,
+    fake: FakeGitHub,
+    model: ReviewModel,
+    number: int,
+    delivery: str,
+    *,
+    head: str | None,
+    command: str | None = None,
+) -> Figures:
+    calls_before = sum(model.calls.values())
+    mark = len(fake.calls)
+    trigger = Trigger(
+        workflow="review",
+        repo_full_name="octo/hello",
+        installation_id=42,
+        target_kind="pull_request",
+        number=number,
+        actor="maint",
+        delivery_id=delivery,
+        args="full" if command else "",
+        head_sha=head,
+        command=command,
+    )
+    run = store.create_run(
+        delivery_id=delivery,
+        repo="octo/hello",
+        target_kind="pull_request",
+        number=number,
+        workflow="review",
+        mode="webhook",
+    )
+    await executor(trigger, run)
+    record = store.get_run(run.id)
+    assert record is not None and record.outcome is not None, "the review recorded no outcome"
+    if record.status == "failed":
+        raise RuntimeError(f"review failed: {record.outcome.get('summary')}")
+    usage = record.outcome.get("usage") or {}
+    calls = fake.calls[mark:]
+    writes = [c for c in calls if c.method in ("POST", "PATCH", "PUT")]
+    created = [c for c in writes if c.path.endswith("/check-runs")]
+    completed = any(
+        isinstance(c.json, dict) and c.json.get("status") == "completed"
+        for c in writes
+        if "/check-runs" in c.path
+    )
+    return Figures(
+        tokens=int(usage.get("input") or 0),
+        calls=sum(model.calls.values()) - calls_before,
+        reviews=sum(1 for c in writes if c.path.endswith("/reviews")),
+        sticky_writes=sum(1 for c in writes if "/issues/" in c.path and "comments" in c.path),
+        checks_created=len(created),
+        checks_completed=completed,
+    )
+
+
+async def bench(bundle: Path, prs: list[dict[str, Any]], workdir: Path) -> int:
+    bare = workdir / "remote" / "octo" / "hello.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(bare)], check=True)
+    fake = FakeGitHub()
+    fake.add_repo("octo", "hello", bare, default_branch="master")
+    fake.add_installation(42, "octo", ["octo/hello"])
+    model = ReviewModel(generic=True)
+    llm = FakeLLM()
+    llm.respond_with(model)
+    data = workdir / "data"
+    rows = []
+    with serve_fake_github(fake) as gh_url:
+        settings = Settings(model="fake-model", llm_base_url=llm.base_url, llm_stream=False)
+        runner = build_runner(
+            settings, http_client=llm.client(), sandbox=SandboxStatus(False, "benchmark")
+        )
+        github = GitHubApp(
+            fake.app_id,
+            fake.private_key_pem,
+            api_url=gh_url,
+            app_slug=fake.slug,
+            policy=RetryPolicy(backoff_s=0.01, mutation_interval_s=0.0),
+        )
+        store = Store.open(data / "bot.sqlite3")
+        executor = RunExecutor(
+            github=github,
+            engine=Engine(runner, data_dir=data),
+            mirrors=Mirrors(data, web_url=gh_url, allow_http=True),
+            store=store,
+            app_slug=fake.slug,
+            progress_interval=600.0,
+        )
+        try:
+            for n, pr in enumerate(prs, start=1):
+                started = time.perf_counter()
+                await fake.add_pull(
+                    "octo",
+                    "hello",
+                    head=pr["commits"][-2],
+                    base=pr["base"],
+                    number=n,
+                    title=pr["title"],
+                    user="author",
+                )
+                first = await review(
+                    executor, store, fake, model, n, f"d{n}-1", head=pr["commits"][-2]
+                )
+                await fake.push_pull("octo", "hello", n, pr["commits"][-1])
+                follow = await review(
+                    executor, store, fake, model, n, f"d{n}-2", head=pr["commits"][-1]
+                )
+                full = await review(
+                    executor, store, fake, model, n, f"d{n}-3", head=None, command="review"
+                )
+                rows.append((pr, first, follow, full, time.perf_counter() - started))
+        finally:
+            await github.aclose()
+            store.close()
+
+    header = (
+        f"{'PR':>5} {'files':>5} {'push':>4} | {'first tok':>9} {'calls':>5} | "
+        f"{'follow tok':>10} {'calls':>5} | {'full tok':>8} {'calls':>5} | "
+        f"{'share':>6} {'target':>6} | writes (review/sticky/check)"
+    )
+    print(header)
+    print("-" * len(header))
+    failures = []
+    follow_total = full_total = 0
+    write_problems = 0
+    for pr, first, follow, full, _seconds in rows:
+        files, pushed = len(pr["files"]), len(pr["last_push_files"])
+        share = follow.tokens / full.tokens if full.tokens else 0.0
+        target = pushed / files + 0.10
+        mark = "" if share <= target else "  <- over"
+        if share > target:
+            failures.append(pr["pr"])
+        follow_total += follow.tokens
+        full_total += full.tokens
+        writes = []
+        for f in (first, follow, full):
+            ok = (
+                f.reviews <= 1
+                and f.sticky_writes <= 2
+                and f.checks_created == 1
+                and f.checks_completed
+            )
+            write_problems += 0 if ok else 1
+            writes.append(f"{f.reviews}/{f.sticky_writes}/{f.checks_created}{'' if ok else '!'}")
+        print(
+            f"{pr['pr']:>5} {files:>5} {pushed:>4} | {first.tokens:>9,} {first.calls:>5} | "
+            f"{follow.tokens:>10,} {follow.calls:>5} | {full.tokens:>8,} {full.calls:>5} | "
+            f"{share:>6.0%} {target:>6.0%} | {'  '.join(writes)}{mark}"
+        )
+    overall = follow_total / full_total if full_total else 0.0
+    print("-" * len(header))
+    print(
+        f"follow-ups: {follow_total:,} tokens; full re-reviews: {full_total:,} tokens; "
+        f"share {overall:.0%} (target at most 40%)"
+    )
+    print(f"model calls by role: {dict(Counter(model.calls))}")
+    ok = not failures and overall <= 0.40 and write_problems == 0
+    verdict = "PASS" if ok else "MISS"
+    detail = []
+    if failures:
+        detail.append(f"per-PR target missed on {', '.join(map(str, failures))}")
+    if overall > 0.40:
+        detail.append(f"overall share {overall:.0%} > 40%")
+    if write_problems:
+        detail.append(f"{write_problems} review(s) over the write budget")
+    print(
+        f"verdict: {verdict}: {len(rows)} PRs, follow-ups {overall:.0%} of full re-reviews"
+        + (f"; {'; '.join(detail)}" if detail else "; every per-PR and write target met")
+    )
+    return 0 if ok else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bundle", type=Path, default=SHARED / "starlette.bundle")
+    parser.add_argument("--prs", type=Path, default=SHARED / "starlette-prs.json")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N pull requests")
+    args = parser.parse_args()
+    if not args.bundle.exists() or not args.prs.exists():
+        print(f"no bundle or PR list at {args.bundle} / {args.prs}; pass --bundle and --prs")
+        return 2
+    prs = json.loads(args.prs.read_text())
+    if args.limit:
+        prs = prs[: args.limit]
+    with tempfile.TemporaryDirectory() as tmp:
+        return anyio.run(bench, args.bundle, prs, Path(tmp))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

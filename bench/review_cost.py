@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -120,7 +119,7 @@ async def review(
 
 async def bench(bundle: Path, prs: list[dict[str, Any]], workdir: Path) -> int:
     bare = workdir / "remote" / "octo" / "hello.git"
-    subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(bare)], check=True)
+    await anyio.run_process(["git", "clone", "-q", "--bare", str(bundle), str(bare)])
     fake = FakeGitHub()
     fake.add_repo("octo", "hello", bare, default_branch="master")
     fake.add_installation(42, "octo", ["octo/hello"])

@@ -300,16 +300,24 @@ class Worker:
                 # Decided on defaults; events meant for the bot then skip with this message.
                 config, config_error = parse_repo_config(None), str(exc)
                 log.warning("repository config is invalid", extra={"error": config_error})
-            permission: str | None = None
-            if needs_permission(event, config, self.app_slug, config_error=config_error):
-                permission = await self.hooks.permission_lookup(event)
-            return event, decide(
-                event,
-                config,
-                app_slug=self.app_slug,
-                permission=permission,
-                config_error=config_error,
+            # Both parse the comment as CommonMark: a hostile 64 KiB comment takes seconds,
+            # which must not stall the event loop (and every other job with it).
+            wanted = await anyio.to_thread.run_sync(
+                lambda: needs_permission(event, config, self.app_slug, config_error=config_error)
             )
+            permission: str | None = None
+            if wanted:
+                permission = await self.hooks.permission_lookup(event)
+            decision = await anyio.to_thread.run_sync(
+                lambda: decide(
+                    event,
+                    config,
+                    app_slug=self.app_slug,
+                    permission=permission,
+                    config_error=config_error,
+                )
+            )
+            return event, decision
 
     async def _start_run(self, delivery: DeliveryRecord, trigger: Trigger) -> None:
         # The mode comes from values set here, never from the payload: always webhook.

@@ -389,3 +389,25 @@ class _Lines:
 
     def flush(self) -> None:
         return None
+
+
+async def test_comments_are_parsed_off_the_event_loop(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parsing a hostile 64 KiB comment takes seconds; it must not stall every other job."""
+    import threading
+
+    from bot import worker as worker_module
+
+    threads: list[bool] = []
+    real = worker_module.decide
+
+    def watched(*args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(worker_module, "decide", watched)
+    worker = env.worker(WorkerHooks())
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    await worker.run_until_idle()
+    assert threads == [False]

@@ -10,8 +10,9 @@ import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
 from bot.engine.sanitize import strip_terminal
-from bot.github.render import RunRow, render_help, render_status, render_stop
+from bot.github.render import RunRow, render_help, render_reply, render_status, render_stop
 from bot.log import get_logger
+from bot.review.memory import load_state, save_state
 from policies.commands import render_help as help_text
 
 if TYPE_CHECKING:
@@ -68,10 +69,21 @@ async def answer_command(
     engine: Engine,
     app_slug: str,
 ) -> None:
-    """Reply to `help`, `status` or `stop` on the command's issue or PR."""
+    """Reply to `help`, `status`, `stop`, `pause` or `resume` on the command's issue or PR."""
     target = target_name(kind, number)
     if command == "help":
         body = render_help(run_id, help_text(app_slug))
+    elif command in ("pause", "resume"):
+        paused = command == "pause"
+        state = await load_state(store, repo, number, bot_login=f"{app_slug}[bot]")
+        await save_state(store, repo, number, state.model_copy(update={"paused": paused}))
+        text = (
+            f"Automatic reviews of this pull request are paused. Comment `@{app_slug} resume` "
+            f"to turn them on again; `@{app_slug} review` still reviews on request."
+            if paused
+            else "Automatic reviews of this pull request are on again: each push is reviewed."
+        )
+        body = render_reply(run_id, command, text)
     else:
         rows = await anyio.to_thread.run_sync(
             lambda: runs_for_target(store, repo, kind, number, exclude=run_id)

@@ -22,6 +22,8 @@ COMMANDS: Mapping[str, str] = {
     "review": "review this pull request and comment on problems",
     "fix": "make the change this issue or pull request asks for, on a new branch",
     "ask": "answer a question about the code, e.g. `ask where are tokens refreshed?`",
+    "pause": "stop reviewing this pull request automatically on pushes",
+    "resume": "review this pull request on pushes again",
     "stop": "stop the run going on here",
     "status": "show the state of the runs here",
     "help": "show this list",

@@ -100,8 +100,10 @@ def _command_skip(command: Command, event: Event, config: RepoConfig) -> Skip | 
         return Skip(SkipReason.UNKNOWN_COMMAND, command.raw, extra)
     if command.name == "ask" and not command.args:
         return Skip(SkipReason.UNKNOWN_COMMAND, "ask needs a question", extra)
-    if command.name == "review" and event.target_kind != "pull_request":
-        return Skip(SkipReason.UNKNOWN_COMMAND, "review works on pull requests only", extra)
+    if command.name in ("review", "pause", "resume") and event.target_kind != "pull_request":
+        return Skip(
+            SkipReason.UNKNOWN_COMMAND, f"{command.name} works on pull requests only", extra
+        )
     if command.name == "review" and not config.review.enabled:
         return Skip(SkipReason.WORKFLOW_DISABLED, "review", extra)
     if command.name == "fix" and not config.fix.enabled:

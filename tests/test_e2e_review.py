@@ -389,3 +389,22 @@ def test_a_fork_pull_request_is_reviewed_and_nothing_is_pushed(world: World) -> 
         check=True,
     ).stdout
     assert refs == ""
+
+
+def test_pause_and_resume_turn_automatic_reviews_off_and_on(world: World) -> None:
+    bare = world.calc.git_dir
+    _, status = world.finished(world.command("@repo-agent pause"))
+    assert status == "succeeded"
+    replies = [c for c in world.own_comments() if "paused" in c["body"]]
+    assert replies and "@repo-agent resume" in replies[-1]["body"]
+    calls_before = dict(world.model.calls)
+    files = {**snapshot("head1"), **snapshot("head2"), "README.md": "# calc\n\nPaused.\n"}
+    paused_head = commit_files(bare, "paused", files, "Docs while paused", base="main")
+    _, status = world.finished(world.push(paused_head))
+    assert status == "skipped" and world.model.calls == calls_before
+    _, status = world.finished(world.command("@repo-agent resume"))
+    assert status == "succeeded"
+    files["README.md"] = "# calc\n\nResumed.\n"
+    resumed = commit_files(bare, "resumed", files, "Docs again", base="main")
+    _, status = world.finished(world.push(resumed))
+    assert status == "succeeded" and world.model.calls["review"] > calls_before["review"]

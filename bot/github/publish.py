@@ -53,7 +53,9 @@ log = get_logger(__name__)
 CommentKind = Literal["issue_comment", "review_comment", "review"]
 """Where a command was written: an issue or PR comment, a diff line's comment, a review."""
 
-STICKY_KINDS: frozenset[str] = frozenset({"triage", "review", "fix", "help", "status", "stop"})
+STICKY_KINDS: frozenset[str] = frozenset(
+    {"triage", "review", "fix", "help", "status", "stop", "pause", "resume"}
+)
 
 
 def is_sticky(kind: str) -> bool:

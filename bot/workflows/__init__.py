@@ -17,7 +17,7 @@ WORKFLOWS: dict[str, tuple[WorkflowMeta, WorkflowFn]] = {
 }
 
 # Answered by the executor without a model.
-MODEL_FREE: frozenset[str] = frozenset({"help", "status", "stop"})
+MODEL_FREE: frozenset[str] = frozenset({"help", "status", "stop", "pause", "resume"})
 
 
 def get_workflow(name: str) -> tuple[WorkflowMeta, WorkflowFn] | None:

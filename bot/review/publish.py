@@ -12,7 +12,7 @@ would multiply writes and spread one review over many notifications.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,14 +90,31 @@ async def close_fixed(
     comment_id: int | None,
     thread_id: str | None,
     sha: str,
+    answered: Collection[int] = (),
 ) -> None:
-    """Say on the app's own thread that `sha` fixed it, and resolve the thread."""
+    """Say on the app's own thread that `sha` fixed it, and resolve the thread.
+
+    `answered` holds the comments the app already replied "Fixed in" to (see
+    `fixed_replies`): a retried run resolves such a thread without a second reply."""
     if comment_id is None:
         return
-    await client.reply_to_review_comment(number, comment_id, f"Fixed in {sha}.")
+    if comment_id not in answered:
+        await client.reply_to_review_comment(number, comment_id, f"Fixed in {sha}.")
     if thread_id is None:
         return
     try:
         await client.resolve_review_thread(thread_id)
     except NotFound:
         log.warning("the thread to resolve is gone", extra={"thread": thread_id})
+
+
+async def fixed_replies(client: InstallationClient, number: int, *, bot_login: str) -> set[int]:
+    """The review comments the app has already answered with "Fixed in"."""
+    return {
+        c.in_reply_to_id
+        for c in await client.list_review_comments(number)
+        if c.in_reply_to_id is not None
+        and c.user is not None
+        and c.user.login.lower() == bot_login.lower()
+        and c.body.startswith("Fixed in ")
+    }

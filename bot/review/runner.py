@@ -32,7 +32,7 @@ from bot.log import get_logger
 from bot.progress import clean_model_text
 from bot.review import diffs
 from bot.review.memory import apply_threads, load_state, save_state
-from bot.review.publish import Posted, close_fixed, post_review
+from bot.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.review.suggest import prove_suggestion, reclaim
 from policies.config import ReviewConfig
@@ -439,6 +439,11 @@ async def publish(
             bot_login=bot_login,
             redact=redact,
         )
+    answered = (
+        await fixed_replies(client, number, bot_login=bot_login)
+        if any(f.comment_id for f in done.fixed)
+        else set()
+    )
     for finding in done.fixed:
         await close_fixed(
             client,
@@ -446,6 +451,7 @@ async def publish(
             comment_id=finding.comment_id,
             thread_id=finding.thread_id,
             sha=prep.head,
+            answered=answered,
         )
     if posted.comment_ids:
         state = state.model_copy(

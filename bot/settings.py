@@ -143,15 +143,16 @@ class Settings(BaseModel):
     def secret_values(self) -> list[str]:
         """The configured secrets' plain values, for redaction."""
         out: list[str] = []
-        for secret in (
-            self.webhook_secret,
-            self.private_key,
-            self.llm_api_key,
-            self.anthropic_api_key,
-        ):
+        for secret in (self.webhook_secret, self.llm_api_key, self.anthropic_api_key):
             if secret is not None:
                 parts = (v.strip() for v in secret.get_secret_value().split(","))
                 out.extend(v for v in parts if len(v) >= 6)
+        try:
+            pem = self.private_key_pem()  # from BOT_PRIVATE_KEY or the file at its path
+        except SettingsError:
+            pem = None  # unreadable: nothing to redact, and the app reports it where it needs it
+        if pem and pem.strip():
+            out.append(pem)
         return out
 
 

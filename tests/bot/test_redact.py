@@ -5,6 +5,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -114,3 +118,99 @@ def test_install_applies_to_log_lines() -> None:
     assert "webhook-shh-123" not in stream.getvalue()
     assert line["msg"] == "token [redacted github token] and secret [redacted secret]"
     assert line["tok"] == "[redacted github token]"
+
+
+def _key_pem() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def _body_lines(pem: str) -> list[str]:
+    return [line for line in pem.strip().splitlines() if not line.startswith("-----")]
+
+
+def test_the_key_read_from_bot_private_key_path_is_a_literal_secret(tmp_path: Path) -> None:
+    pem = _key_pem()
+    path = tmp_path / "app.pem"
+    path.write_text(pem)
+    redactor = install(Settings(private_key_path=path))
+    log.set_redactor(Redactor())
+    lines = _body_lines(pem)
+    headless = "\n".join(lines)  # the PEM body without its BEGIN and END lines
+    out = redactor(f"dump:\n{headless}\nend")
+    assert all(line not in out for line in lines)
+    assert out.startswith("dump:\n") and out.endswith("\nend")
+    one = redactor(f"line {lines[3]} alone")
+    assert lines[3] not in one
+
+
+def test_the_key_given_in_bot_private_key_is_redacted_line_by_line() -> None:
+    pem = _key_pem()
+    redactor = Redactor(Settings(private_key=pem).secret_values())
+    lines = _body_lines(pem)
+    out = redactor(json.dumps({"key": "\n".join(lines[2:9])}))
+    assert all(line not in out for line in lines)
+
+
+@pytest.mark.parametrize(
+    "disguise",
+    [
+        pytest.param(lambda t: "\u200b".join(t), id="zero-width-between-every-character"),
+        pytest.param(lambda t: t[:10] + "\u2063" + t[10:25] + "\u00ad" + t[25:], id="invisible"),
+        pytest.param(lambda t: t[:4].upper() + t[4:], id="upper-case-prefix"),
+        pytest.param(lambda t: " ".join(t), id="spaced-out"),
+        pytest.param(lambda t: t[:12] + "\n" + t[12:30] + "\n  " + t[30:], id="newlines"),
+        pytest.param(lambda t: json.dumps(t[:15] + "\n" + t[15:]), id="json-escaped-newline"),
+        pytest.param(lambda t: json.dumps("\u200d".join(t)), id="json-escaped-zero-width"),
+    ],
+)
+def test_a_disguised_github_token_is_redacted(disguise: Callable[[str], str]) -> None:
+    token = "ghs_" + "Q7rX2mK9pL4vN8wB3zT6yH1cF5dJ0sGa"[:32] + "e1R4"
+    out = redact(f"before {disguise(token)} after")
+    flat = "".join(c for c in re.sub(r"\\u[0-9a-f]{4}|\\n", "", out) if c.isalnum())
+    assert token[4:] not in flat
+    assert all(token[i : i + 8] not in flat for i in range(4, len(token) - 8))
+    assert out.startswith("before ") and out.endswith(" after")
+
+
+def test_webhook_secrets_are_redacted_however_they_are_split() -> None:
+    settings = Settings(webhook_secret=" first-secret-value , second-secret-value ")
+    redactor = Redactor(settings.secret_values())
+    out = redactor("a first-secret-\nvalue b s e c o n d - s e c r e t - v a l u e c")
+    assert "first" not in out and "s e c o n d" not in out
+    assert out.startswith("a ") and out.endswith(" c")
+
+
+def test_a_url_encoded_pem_is_redacted() -> None:
+    pem = _key_pem()
+    out = redact("key=" + quote(pem, safe="") + "&next=1")
+    assert "MII" not in out
+    assert out.startswith("key=[redacted private key]") and out.endswith("&next=1")
+
+
+def test_invisible_characters_outside_secrets_are_kept() -> None:
+    text = "ping @\u200bocto about the 👨\u200d👩\u200d👧 emoji"
+    assert redact(text) == text
+
+
+def test_every_format_character_counts_as_invisible() -> None:
+    import sys
+    import unicodedata
+
+    from bot.redact import _INVISIBLE_CHAR
+
+    missing = [
+        hex(code)
+        for code in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) in ("Cf", "Cc")
+        and not chr(code).isspace()
+        and _INVISIBLE_CHAR.match(chr(code)) is None
+    ]
+    assert missing == []

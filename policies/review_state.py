@@ -23,7 +23,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -98,6 +98,9 @@ class ReviewState(BaseModel):
     patches: dict[str, str] = Field(default_factory=dict)
     findings: list[StoredFinding] = Field(default_factory=list)
     paused: bool = False
+    units: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    """Verified findings of units a superseded run finished, by unit key (a hash of the
+    unit's files and changes): the next run reuses those whose changes are the same."""
     summary: str = Field(default="", max_length=6000)
     """The advisor's last summary of the pull request, shown again by a follow-up review
     that found nothing new (it makes no advisor call)."""

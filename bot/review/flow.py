@@ -108,6 +108,9 @@ async def run_review(
         )
         if context.comments_fetched:
             publisher.know_comments(context.comments)
+        # A running review of this pull request stops first: what it finished is in the
+        # memory that is loaded next.
+        await _supersede(ex, trigger, run)
         state, dismissed = await runner.load(
             ex.store, client, trigger.number, comments=context.comments, bot_login=ex.bot_login
         )
@@ -115,7 +118,6 @@ async def run_review(
             log.info("automatic reviews are paused on this pull request")
             await ex._record(run.id, "skipped", None)
             return
-        await _supersede(ex, trigger, run)
         phases = tuple(p.title for p in review_workflow.meta.phase_list())
         await publisher.start(Progress(run_id=run.id, workflow="review", phases=phases), defer=True)
         git_dir = await ex.mirrors.ensure_commit(client, pull.head.sha, pull_number=trigger.number)
@@ -133,6 +135,7 @@ async def run_review(
         prep.dismissed_now = dismissed
         model_summary = ""
         result: dict[str, Any] = {}
+        finished_units: dict[str, Any] = {}
         if prep.nothing_to_review:
             model_summary = (
                 f"Nothing changed that needs a review since `{(prep.previous or prep.head)[:12]}`."
@@ -159,6 +162,8 @@ async def run_review(
                     ],
                     "suggest": config.max_suggestions,
                     "follow_up": prep.previous is not None and not prep.full,
+                    "cached": state.units,
+                    "done": finished_units,
                 },
             }
             policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
@@ -184,7 +189,15 @@ async def run_review(
                 usage=usage_of(finished, ex.clock() - started),
             )
             if finished.status == "aborted" and SUPERSEDED in (finished.error or ""):
-                await runner.reclaim_run(git_dir, details)
+                await runner.reclaim_run(git_dir, finished)
+                # What this run finished is kept for the run that superseded it.
+                kept = {**state.units, **finished_units}
+                await runner.remember(
+                    ex.store,
+                    trigger.repo_full_name,
+                    trigger.number,
+                    state.model_copy(update={"units": dict(list(kept.items())[-100:])}),
+                )
                 summary = runner.summary_of(prep, None, "", superseded_by="a newer push")
                 outcome = Outcome("skipped", summary, run.id, "review", usage=facts.usage)
                 await ex._publish(publisher, run.id, outcome)
@@ -195,6 +208,7 @@ async def run_review(
             result = finished.result
             model_summary = clean_model_text(str(result.get("summary") or ""))
         done = await runner.conclude(git_dir, prep, result, config=config)
+        done.state = done.state.model_copy(update={"units": {}})
         if model_summary and not prep.nothing_to_review:
             done.state = done.state.model_copy(update={"summary": model_summary[:6000]})
         elif not model_summary or prep.nothing_to_review:

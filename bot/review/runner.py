@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,13 @@ def fenced(name: str, text: str, fence: str, *, trusted: bool, author: str | Non
     return f'<{tag} fence="{fence}" source="{safe_name}"{who}>\n{body}\n</{tag} fence="{fence}">'
 
 
+def unit_key(paths: Sequence[str], body: str) -> str:
+    """The identity of a unit's review: its files and the exact changes shown (hunk headers
+    and their line numbers included), so reused findings point at the same lines."""
+    digest = hashlib.sha256("\0".join([*paths, body]).encode("utf-8")).hexdigest()
+    return digest[:24]
+
+
 def still_there(text: str, finding: StoredFinding) -> bool:
     """Whether the code a finding was anchored to is still in the file, anywhere."""
     if not finding.code or finding.line is None:
@@ -184,6 +192,7 @@ async def prepare(
         units.append(
             {
                 "id": f"u{n + 1}",
+                "key": unit_key(unit.paths, body),
                 "paths": list(unit.paths),
                 "focus": focus,
                 "block": fenced("changes", body, fence, trusted=author_trusted, author=author),

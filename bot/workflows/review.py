@@ -120,6 +120,11 @@ Verified findings (JSON):
 {findings}"""
 
 
+class UnitFailed(RuntimeError):
+    """A unit's reviewer or verifier failed: the unit is dropped (and named as unverified),
+    and nothing of it is remembered for reuse."""
+
+
 def _paths(unit: dict[str, Any]) -> str:
     return ", ".join(f"`{p}`" for p in unit["paths"])
 
@@ -148,8 +153,15 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         chosen = [str(blocks[p]) for p in unit["paths"] if p in paths and p in blocks]
         return "\n\n".join(chosen) if chosen else str(unit["block"])
 
+    cached: dict[str, Any] = review.get("cached") or {}
+    done: dict[str, Any] = review.get("done") if isinstance(review.get("done"), dict) else {}
+
     async def reviewer(_prev: Any, unit: dict[str, Any], _i: int) -> list[ReviewFinding]:
         nonlocal candidates_total
+        reused = cached.get(str(unit.get("key")))
+        if isinstance(reused, list):
+            wf.log(f"reused the finished review of {', '.join(unit['paths'])}")
+            return [ReviewFinding.model_validate(f) for f in reused]
         task = REVIEW_TASK.format(
             pr=pr, paths=_paths(unit), focus=FOCUS if unit.get("focus") else ""
         )
@@ -163,7 +175,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         if not result.ok:
             wf.log(f"review of {', '.join(unit['paths'])} failed: {result.error}")
             unverified.extend(unit["paths"])
-            return []
+            raise UnitFailed(str(result.error))
         found = UnitReview.model_validate(result.structured).findings
         in_unit = [f for f in found if f.path in unit["paths"]]
         candidates_total += len(in_unit)
@@ -172,8 +184,16 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     async def verifier(
         found: list[ReviewFinding], unit: dict[str, Any], _i: int
     ) -> list[ReviewFinding]:
-        if not found:
-            return []
+        if str(unit.get("key")) in cached:
+            kept = found  # verified by the run that reviewed these same changes
+        elif not found:
+            kept = []
+        else:
+            kept = await verify(found, unit)
+        done[str(unit.get("key"))] = [_finding_json(f) for f in kept]
+        return kept
+
+    async def verify(found: list[ReviewFinding], unit: dict[str, Any]) -> list[ReviewFinding]:
         listed = [{"index": i, **_finding_json(f)} for i, f in enumerate(found)]
         related = [k for k in known if isinstance(k, dict) and k.get("path") in unit["paths"]]
         task = VERIFY_TASK.format(
@@ -193,7 +213,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         if not result.ok:
             wf.log(f"verification of {', '.join(unit['paths'])} failed: {result.error}")
             unverified.extend(unit["paths"])
-            return []
+            raise UnitFailed(str(result.error))
         report = VerifierReport.model_validate(result.structured)
         keep = {v.index for v in report.verdicts if v.keep}
         return [f for i, f in enumerate(found) if i in keep]

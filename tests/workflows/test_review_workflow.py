@@ -1,0 +1,118 @@
+"""The review workflow on the real engine with a scripted runner: pipeline, reuse, failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.engine.engine import Engine
+from bot.engine.types import AgentInvocation
+from bot.workflows import review
+from tests.engine.scripted import POLICY, Script, ScriptedRunner
+
+pytestmark = pytest.mark.anyio
+FENCE = "0123456789abcdef"
+
+FINDING = {
+    "path": "a.py",
+    "start_line": 3,
+    "end_line": 3,
+    "severity": "medium",
+    "category": "bug",
+    "title": "Off by one",
+    "explanation": "`a.py:3`",
+}
+ACCEPTED = {
+    "criteria": [
+        {"id": cid, "status": "accepted", "evidence": ["a.py:3"], "note": ""}
+        for cid in ("evidence", "in-change", "not-repeated")
+    ]
+}
+
+
+def unit(n: int, path: str) -> dict[str, Any]:
+    return {"id": f"u{n}", "key": f"key-{n}", "paths": [path], "block": f"changes of {path}"}
+
+
+def args(units: list[dict[str, Any]], **review_args: Any) -> dict[str, Any]:
+    return {
+        "target": "pull request #1",
+        "fence": FENCE,
+        "context": "context",
+        "review": {"units": units, "known": [], "recheck": [], "suggest": 0, **review_args},
+    }
+
+
+def rule(call: AgentInvocation) -> Script | None:
+    if call.label.startswith("review "):
+        path = "a.py" if call.label.endswith("u1") else "b.py"
+        return Script(structured={"findings": [{**FINDING, "path": path}]})
+    if call.label.startswith("verify "):
+        return Script(structured={"verdicts": [{"index": 0, "keep": True}], "acceptance": ACCEPTED})
+    if call.label == "summarize":
+        return Script(structured={"summary": "One finding."})
+    return None
+
+
+async def test_finished_units_are_recorded_and_reused(tmp_path: Path) -> None:
+    runner = ScriptedRunner(rule=rule)
+    engine = Engine(runner, data_dir=tmp_path)
+    done: dict[str, Any] = {}
+    units = [unit(1, "a.py"), unit(2, "b.py")]
+    first = await engine.run(
+        review.meta, review.workflow, args(units, done=done), interaction=POLICY, repo=None
+    )
+    assert first.status == "completed"
+    assert set(done) == {"key-1", "key-2"}
+    assert sorted(f["path"] for f in first.result["review"]["findings"]) == ["a.py", "b.py"]
+
+    runner.calls.clear()
+    second = await engine.run(
+        review.meta,
+        review.workflow,
+        args(units, cached={"key-1": done["key-1"]}),
+        interaction=POLICY,
+        repo=None,
+    )
+    labels = [c.label for c in runner.calls]
+    assert "review u1" not in labels and "verify u1" not in labels
+    assert "review u2" in labels and "verify u2" in labels
+    assert len(second.result["review"]["findings"]) == 2
+
+
+async def test_a_unit_whose_verifier_fails_posts_nothing_and_is_not_remembered(
+    tmp_path: Path,
+) -> None:
+    def failing(call: AgentInvocation) -> Script | None:
+        if call.label == "verify u1":
+            return Script(error="the model timed out")
+        return rule(call)
+
+    runner = ScriptedRunner(rule=failing)
+    done: dict[str, Any] = {}
+    details = await Engine(runner, data_dir=tmp_path).run(
+        review.meta,
+        review.workflow,
+        args([unit(1, "a.py")], done=done),
+        interaction=POLICY,
+        repo=None,
+    )
+    assert details.status == "completed"
+    result = details.result["review"]
+    assert result["findings"] == [] and result["unverified"] == ["a.py"]
+    assert done == {}
+
+
+async def test_a_follow_up_with_nothing_serious_makes_no_advisor_call(tmp_path: Path) -> None:
+    runner = ScriptedRunner(rule=rule)
+    details = await Engine(runner, data_dir=tmp_path).run(
+        review.meta,
+        review.workflow,
+        args([unit(1, "a.py")], follow_up=True),
+        interaction=POLICY,
+        repo=None,
+    )
+    assert "summarize" not in [c.label for c in runner.calls]
+    assert details.result["summary"] == ""

@@ -2,7 +2,8 @@
 
 Parses like GitHub (CommonMark with raw HTML, GFM tables) with a plain markdown-it instance,
 accepting every link scheme, and lists each raw HTML piece, image, link that is not plain
-`https://`, and bare non-`https` address outside code (GitHub links those by itself).
+`https://`, and bare non-`https` address outside code (GitHub links those by itself: `www.`
+after a space or `*_~(`, an `http://` or `ftp://` anywhere, an e-mail address).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ _MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]
 _MD.validateLink = lambda url: True  # type: ignore[method-assign]
 
 _BARE = re.compile(
-    r"(?:http|ftp)://|(?<![A-Za-z0-9])www\.[A-Za-z0-9]|\b(?:mailto|xmpp):"
+    r"(?:http|ftp)://|(?:^|(?<=[\s*_~(]))www\.[A-Za-z0-9]|\b(?:mailto|xmpp):"
     r"|[A-Za-z0-9._+-]+@[A-Za-z0-9_-]+\.[A-Za-z0-9]",
     re.IGNORECASE,
 )
@@ -59,6 +60,8 @@ def problems(body: str, *, allowed_html: tuple[str, ...] = ()) -> list[str]:
             run = ""
     text_runs.append(run)
     for text in text_runs:
+        # an https address GitHub links runs to the next space, whatever it holds
+        text = re.sub(r"https://[^\s<]*", " ", text, flags=re.IGNORECASE)
         for match in _BARE.finditer(text):
             found.append(f"bare address: {text[match.start() : match.start() + 40]!r}")
     return found

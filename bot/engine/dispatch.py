@@ -6,6 +6,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from bot.engine.calls import (
     AgentResult,
     CallRejected,
     ResolvedCall,
+    new_upstream_fence,
     resolve_call,
     result_text,
 )
@@ -106,6 +108,11 @@ class CallDispatch:
     stop_reason: str | None
     finished: anyio.Event
 
+    @cached_property
+    def upstream_fence(self) -> str:
+        """This run's token for the fences around upstream results (see `upstream_block`)."""
+        return new_upstream_fence()
+
     def notify(self, *, force_write: bool = False) -> None:
         raise NotImplementedError
 
@@ -169,6 +176,7 @@ class CallDispatch:
             default_model=self.config.default_model,
             default_effort=self.config.default_effort,
             upstream=upstream,
+            fence=self.upstream_fence,
         )
 
     def _reject(self, agent: AgentDetails, reason: str) -> AgentResult:
@@ -183,7 +191,7 @@ class CallDispatch:
         key: str | None = None
         if call.replayable and self.identity is not None:
             key = call_key(
-                prompt=call.prompt,
+                prompt=call.key_prompt,
                 schema=call.schema,
                 agent_type=call.agent_type,
                 model=call.model,

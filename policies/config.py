@@ -108,6 +108,10 @@ class TriageConfig(_Section):
     """Triage of newly opened issues."""
 
     enabled: bool = Field(default=True, description="Triage issues when they are opened.")
+    apply_labels: bool = Field(
+        default=False,
+        description="Apply the repository labels triage chose (otherwise only suggest them).",
+    )
 
 
 class CommandsConfig(_Section):
@@ -120,6 +124,25 @@ class FixConfig(_Section):
     """The `fix` command, the one that writes code and pushes a branch."""
 
     enabled: bool = Field(default=True, description="Allow `fix` to change code on a new branch.")
+    check_command: str | None = Field(
+        default=None,
+        max_length=500,
+        description="The command a fix must be checked with (run sandboxed, offline).",
+    )
+    check_timeout: int = Field(
+        default=300, ge=10, le=1800, description="Seconds the check command may run."
+    )
+    protected_paths: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Glob patterns of paths a fix may not change without a decision.",
+    )
+    max_deleted_lines: int = Field(
+        default=200,
+        ge=0,
+        le=1_000_000,
+        description="Deleted lines a fix may make in total before it needs a decision.",
+    )
 
 
 class AgentConfig(_Section):

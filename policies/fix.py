@@ -8,18 +8,28 @@ dependency manifests and lock files, and anything that touches credentials. `req
 applies the same rules to the paths a request names, so such a request stops before any
 agent runs. Either report becomes a BLOCKED decision through `blocked_for`; the report never
 quotes a secret it found, only where it is.
+
+The branch name, the pull request text and the commit trailer are built in `_fix_text` and
+exported from here.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from policies._fix_text import (
+    CheckResult,
+    branch_name,
+    co_author_trailer,
+    code_span,
+    is_fix_branch,
+    pull_request_text,
+    with_trailer,
+)
 from policies.config import FixConfig
-from policies.outcome import UsageSummary
 from policies.review_plan import LOCK_FILES, glob_match
 
 __all__ = [
@@ -142,10 +152,6 @@ _LISTED = 5  # actions named in the decision line
 _LISTED_WHY = 30  # actions named in the explanation, per reason
 _WORKFLOW_MENTION = re.compile(r"\.github[/\\]+workflows\b[^\s`'\"<>()\[\],;]*", re.IGNORECASE)
 _PATH_MENTION = re.compile(r"[\w.\-/]+")
-_TITLE_MAX = 100
-_SUMMARY_MAX = 20_000
-_SLUG_MAX = 40
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,28 +181,6 @@ class RiskReport:
         return "workflow" not in self.kinds
 
 
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """What the repository's check command did; `exit_code` None when it timed out."""
-
-    command: str
-    exit_code: int | None
-    timeout: int = 0
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
-
-
-def _code(text: str) -> str:
-    """`text` as an inline code span, whatever backticks and control characters it holds."""
-    flat = _printable(text)
-    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if flat.startswith(("`", " ")) or flat.endswith(("`", " ")) or not flat else ""
-    return f"{ticks}{pad}{flat}{pad}{ticks}"
-
-
 def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
@@ -223,8 +207,8 @@ def _action(status: str, path: str, old_path: str | None) -> str:
     letter = status[:1].upper()
     verb = _VERBS.get(letter, "change")
     if letter in ("R", "C") and old_path and old_path != path:
-        return f"{verb} {_code(old_path)} to {_code(path)}"
-    return f"{verb} {_code(path)}"
+        return f"{verb} {code_span(old_path)} to {code_span(path)}"
+    return f"{verb} {code_span(path)}"
 
 
 def _reasons(found: Mapping[RiskKind, list[str]]) -> RiskReport | None:
@@ -261,7 +245,7 @@ def classify_change(
     for path, text in (added or {}).items():
         for what, pattern in _SECRETS:
             if pattern.search(text):
-                found.setdefault("credentials", []).append(f"add {what} to {_code(path)}")
+                found.setdefault("credentials", []).append(f"add {what} to {code_span(path)}")
     if deleted > config.max_deleted_lines:
         found["deleted_lines"] = [
             f"delete {deleted} lines in total (`fix.max_deleted_lines` is "
@@ -280,19 +264,19 @@ def request_risk(text: str, config: FixConfig | None = None) -> RiskReport | Non
     """
     found: dict[RiskKind, list[str]] = {}
     for match in _WORKFLOW_MENTION.finditer(text):
-        found.setdefault("workflow", []).append(f"change {_code(match.group().rstrip('.'))}")
+        found.setdefault("workflow", []).append(f"change {code_span(match.group().rstrip('.'))}")
     for match in _PATH_MENTION.finditer(_WORKFLOW_MENTION.sub(" ", text)):
         path = match.group().rstrip(".").removeprefix("./")
         if not re.search(r"[A-Za-z0-9]", path):
             continue
-        action = f"change {_code(path)}"
+        action = f"change {code_span(path)}"
         if config is not None and glob_match(path, config.protected_paths):
             found.setdefault("protected", []).append(action)
         file_like = "." in path or "/" in path or path.lower().startswith("id_")
         if file_like and _credential_path(path):
             found.setdefault("credentials", []).append(action)
         if _name(path).lower() in LOCK_FILES:
-            found.setdefault("dependencies", []).append(f"rewrite {_code(path)}")
+            found.setdefault("dependencies", []).append(f"rewrite {code_span(path)}")
     report = _reasons(found)
     return RiskReport(report.reasons, source="request") if report else None
 
@@ -333,127 +317,3 @@ def choice_of(decision: str) -> FixChoice | None:
         if flat == text.lower():
             return choice
     return None
-
-
-# --- branch -------------------------------------------------------------------------------
-
-
-def _slug(title: str) -> str:
-    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
-    slug = ""
-    for word in re.findall(r"[a-z0-9]+", ascii_text.lower()):
-        joined = f"{slug}-{word}" if slug else word
-        if len(joined) > _SLUG_MAX:
-            return slug or word[:_SLUG_MAX]
-        slug = joined
-    return slug
-
-
-def branch_name(issue_number: int, title: str, existing: Collection[str]) -> str:
-    """`bot/fix-<n>-<slug>`, with `-2`, `-3`, ... when that name is taken.
-
-    The slug holds only lower-case ASCII letters, digits and single dashes, so git accepts it.
-    Names in `existing` may carry `refs/heads/`; they are compared without regard to case.
-    """
-    if issue_number < 1:
-        raise ValueError(f"an issue number is positive, got {issue_number}")
-    slug = _slug(title)
-    base = f"bot/fix-{issue_number}-{slug}" if slug else f"bot/fix-{issue_number}"
-    taken = {name.removeprefix("refs/heads/").lower() for name in existing}
-    name, n = base, 1
-    while name.lower() in taken:
-        n += 1
-        name = f"{base}-{n}"
-    return name
-
-
-def is_fix_branch(name: str, issue_number: int) -> bool:
-    """Whether `name` is a branch `branch_name` could have made for this issue."""
-    return bool(
-        re.fullmatch(rf"bot/fix-{issue_number}(?:-[a-z0-9-]+)?", name.removeprefix("refs/heads/"))
-    )
-
-
-# --- pull request and commit text ---------------------------------------------------------
-
-
-def _check_line(check: CheckResult | None) -> str:
-    if check is None:
-        return "Not configured: set `fix.check_command` in `.github/bot.yml` to run one."
-    if check.exit_code is None:
-        return f"{_code(check.command)} timed out after {check.timeout} s."
-    if check.exit_code == 0:
-        return f"{_code(check.command)} passed."
-    return f"{_code(check.command)} failed with exit code {check.exit_code}."
-
-
-def _usage_line(usage: UsageSummary) -> str:
-    cost = "cost unknown" if usage.cost is None else f"cost ${usage.cost:.4f}"
-    return (
-        f"{usage.input_tokens:,} input and {usage.output_tokens:,} output tokens, {cost}, "
-        f"{usage.wall_seconds:.0f} s."
-    )
-
-
-def pull_request_text(
-    *,
-    number: int,
-    title: str,
-    summary: str,
-    check: CheckResult | None,
-    assumptions: Sequence[str],
-    usage: UsageSummary,
-    closes: bool = True,
-) -> tuple[str, str]:
-    """The draft pull request's title and body for a fix of issue or pull request `number`.
-
-    `summary` (what changed and why) is already cleaned by the caller. With `closes` the body
-    says `Fixes #<n>`, so merging closes the issue; otherwise it only refers to it.
-    """
-    flat = _printable(title).strip()
-    head = f"Fix: {flat}" if flat else f"Fix #{number}"
-    if len(head) > _TITLE_MAX:
-        head = head[: _TITLE_MAX - 1].rstrip() + "…"
-    text = summary.strip() or "The change is in the commits of this pull request."
-    if len(text) > _SUMMARY_MAX:
-        text = text[:_SUMMARY_MAX].rstrip() + "\n\n(cut here)"
-    listed = [f"- {' '.join(a.split())}" for a in assumptions if a.strip()] or ["None."]
-    body = "\n".join(
-        [
-            f"Fixes #{number}" if closes else f"Requested in #{number}.",
-            "",
-            "## What changed and why",
-            "",
-            text,
-            "",
-            "## Check",
-            "",
-            _check_line(check),
-            "",
-            "## Assumptions",
-            "",
-            *listed,
-            "",
-            "---",
-            f"Usage: {_usage_line(usage)}",
-        ]
-    )
-    return head, body
-
-
-def co_author_trailer(login: str, user_id: int) -> str:
-    """The `Co-authored-by` trailer for a GitHub user, with their noreply address."""
-    if not _LOGIN.fullmatch(login) or user_id < 1:
-        raise ValueError(f"not a GitHub login and user id: {login!r}, {user_id}")
-    return f"Co-authored-by: {login} <{user_id}+{login}@users.noreply.github.com>"
-
-
-def with_trailer(message: str, trailer: str) -> str:
-    """`message` with `trailer` appended as a trailer (once, after a blank line)."""
-    text = message.rstrip()
-    lines = text.splitlines()
-    if trailer in lines:
-        return text + "\n"
-    after_trailers = len(lines) > 1 and lines[-1].startswith("Co-authored-by: ")
-    separator = "\n" if after_trailers else "\n\n"
-    return f"{text}{separator}{trailer}\n"

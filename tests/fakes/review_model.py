@@ -31,6 +31,7 @@ from tests.fakes.llm import Reply, text, tool_call
 
 _SECTION = re.compile(r"^### (\S+) \(", re.MULTILINE)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_FIRST_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.MULTILINE)
 _BLOCK = re.compile(
     r'<(untrusted-data|data) fence="[0-9a-f]+" source="changes"[^>]*>\n(.*?)\n</\1 fence=',
     re.DOTALL,
@@ -98,6 +99,7 @@ class ReviewModel:
     rules: Sequence[Rule] = ()
     files: Callable[[str], str | None] = lambda _path: None
     generic: bool = False
+    outside: bool = False
     review_delay: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
     reviewed_paths: list[list[str]] = field(default_factory=list)
@@ -169,6 +171,22 @@ class ReviewModel:
                         "category": "other",
                         "title": f"Check the new line in {path}",
                         "explanation": f"`{path}:{line}` is new.",
+                    }
+                )
+        if self.outside:
+            # A finding about a line before the first hunk of the unit's first file: outside
+            # the diff, so it belongs in the review's body.
+            first = _FIRST_HUNK.search(block)
+            if paths and first and int(first.group(1)) > 3:
+                findings.append(
+                    {
+                        "path": paths[0],
+                        "start_line": 1,
+                        "end_line": 1,
+                        "severity": "medium",
+                        "category": "api",
+                        "title": f"The module header of {paths[0]} no longer matches",
+                        "explanation": f"`{paths[0]}:1`.",
                     }
                 )
         reply = structured({"findings": findings})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +42,19 @@ async def http_backend(
     content_type: str | None,
     content_encoding: str | None,
     git_protocol: str | None,
+    extra_env: Mapping[str, str] | None = None,
+    config: Sequence[tuple[str, str]] = (),
 ) -> CgiAnswer:
-    """Answer one smart-HTTP request for `git_dir` by running `git http-backend` as a CGI."""
+    """Answer one smart-HTTP request for `git_dir` by running `git http-backend` as a CGI.
+
+    `config` adds command-line-scope settings (hooks, receive rules) and `extra_env` variables
+    the hooks read.
+    """
+    settings = [
+        ("http.receivepack", "true"),
+        ("uploadpack.allowAnySHA1InWant", "true"),
+        *config,
+    ]
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "GIT_PROJECT_ROOT": str(git_dir.parent),
@@ -54,12 +66,12 @@ async def http_backend(
         "REMOTE_USER": "x-access-token",
         "REMOTE_ADDR": "127.0.0.1",
         "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_COUNT": "2",
-        "GIT_CONFIG_KEY_0": "http.receivepack",
-        "GIT_CONFIG_VALUE_0": "true",
-        "GIT_CONFIG_KEY_1": "uploadpack.allowAnySHA1InWant",
-        "GIT_CONFIG_VALUE_1": "true",
+        "GIT_CONFIG_COUNT": str(len(settings)),
+        **(extra_env or {}),
     }
+    for i, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
     if content_type:
         env["CONTENT_TYPE"] = content_type
     if content_encoding:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import PlainTextResponse, Response
 
 from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
 from tests.fakes._github_git import git, pull_changes
-from tests.fakes._github_state import FakeError, is_sha, iso, user_json
+from tests.fakes._github_state import FakeError, invalid, is_sha, iso, user_json
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
@@ -40,6 +41,14 @@ def check_run_fields(data: dict[str, Any]) -> None:
         value = (data.get("output") or {}).get(key)
         if isinstance(value, str) and len(value) > 65535:
             raise FakeError(422, f"Validation Failed: output.{key} is too long (maximum 65535)")
+
+
+async def branch_sha(git_dir: Path, branch: str) -> str | None:
+    """The commit branch `branch` points at, or None when there is no such branch."""
+    found = await git(
+        git_dir, "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{commit}}", check=False
+    )
+    return found.strip() or None
 
 
 def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]:
@@ -74,21 +83,31 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         head, base = body_field(ctx, "head"), body_field(ctx, "base")
         title = body_field(ctx, "title")
         fr = ctx.fr
-        for branch in (head, base):
-            found = await git(
-                fr.git_dir, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False
-            )
-            if not found.strip():
-                raise FakeError(422, f"Validation Failed: no branch {branch}")
+        if not isinstance(title, str) or not title.strip():
+            raise invalid(field="title")
+        if not isinstance(head, str) or not isinstance(base, str):
+            raise invalid(field="head" if not isinstance(head, str) else "base")
+        owner, colon, branch = head.rpartition(":")
+        if colon and owner.lower() != fr.owner.lower():
+            raise invalid(field="head")  # a fork's branch: the fake holds no forks to open from
+        head_sha = await branch_sha(fr.git_dir, branch)
+        if head_sha is None:
+            raise invalid(field="head")
+        base_sha = await branch_sha(fr.git_dir, base)
+        if base_sha is None:
+            raise invalid(field="base")
+        label = f"{fr.owner}:{branch}"
         for existing in fr.pulls.values():
-            if existing["head"]["ref"] == head and existing["state"] == "open":
-                raise FakeError(
-                    422, f"Validation Failed: A pull request already exists for {head}."
-                )
+            same = existing["head"]["label"] == label and existing["base"]["ref"] == base
+            if same and existing["state"] == "open":
+                raise invalid(f"A pull request already exists for {label}.")
+        ahead = await git(fr.git_dir, "rev-list", "--count", f"{base_sha}..{head_sha}")
+        if int(ahead.strip() or 0) == 0:
+            raise invalid(f"No commits between {base} and {branch}")
         pull = await fake.add_pull(
             fr.owner,
             fr.name,
-            head=head,
+            head=branch,
             base=base,
             title=title,
             body=(ctx.json or {}).get("body", ""),
@@ -97,13 +116,42 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         )
         return ok(pull, 201)
 
+    async def request_reviewers(ctx: Ctx) -> Response:
+        pull = pull_of(ctx)
+        data = ctx.json if isinstance(ctx.json, dict) else {}
+        logins = data.get("reviewers", [])
+        teams = data.get("team_reviewers", [])
+        if not isinstance(logins, list) or not isinstance(teams, list) or not (logins or teams):
+            raise FakeError(422, "Invalid request: 'reviewers' wasn't supplied.")
+        fr = ctx.fr
+        for login in logins:
+            if not isinstance(login, str):
+                raise FakeError(422, "Invalid request: reviewers must be logins.")
+            if login.lower() == pull["user"]["login"].lower():
+                raise FakeError(422, "Review cannot be requested from pull request author.")
+            if fr.permissions.get(login.lower(), "none") == "none" or teams:
+                raise FakeError(
+                    422,
+                    "Reviews may only be requested from collaborators. One or more of the users "
+                    f"or teams you specified is not a collaborator of the {fr.full_name} "
+                    "repository.",
+                )
+        requested: list[dict[str, Any]] = pull["requested_reviewers"]
+        for login in logins:
+            if all(r["login"].lower() != login.lower() for r in requested):
+                requested.append(user_json(login))
+        return ok(pull, 201)
+
     async def list_pulls(ctx: Ctx) -> Response:
         state = ctx.request.query_params.get("state", "open")
         head = ctx.request.query_params.get("head")
+        base = ctx.request.query_params.get("base")
         pulls = [
             pull
             for _, pull in sorted(ctx.fr.pulls.items(), reverse=True)
-            if state in ("all", pull["state"]) and (head is None or pull["head"]["label"] == head)
+            if state in ("all", pull["state"])
+            and (head is None or pull["head"]["label"] == head)
+            and (base is None or pull["base"]["ref"] == base)
         ]
         return fake.page(ctx.request, pulls)
 
@@ -185,6 +233,7 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         ("POST", r + "/pulls", "token", open_pull),
         ("GET", r + "/pulls", "token", list_pulls),
         ("GET", r + "/pulls/{number:int}", "token", get_pull),
+        ("POST", r + "/pulls/{number:int}/requested_reviewers", "token", request_reviewers),
         ("GET", r + "/pulls/{number:int}/files", "token", pull_files),
         ("GET", r + "/pulls/{number:int}/comments", "token", review_comments),
         ("GET", r + "/pulls/{number:int}/reviews", "token", list_reviews),

@@ -16,7 +16,14 @@ from starlette.routing import Route
 from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
 from tests.fakes._github_git import git, http_backend
 from tests.fakes._github_json import installation_json, repo_json
+from tests.fakes._github_labels import label_routes
 from tests.fakes._github_pulls import pull_routes
+from tests.fakes._github_push import (
+    follow_pushes,
+    new_push_log,
+    read_push_log,
+    receive_settings,
+)
 from tests.fakes._github_reviews import review_routes
 from tests.fakes._github_state import (
     DOCS,
@@ -41,6 +48,7 @@ _RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("*", r"/check-runs(/|$)", ("checks",)),
     ("*", r"/pulls(/|$)", ("pull_requests",)),
     ("*", r"/issues/", ("issues", "pull_requests")),
+    ("*", r"/labels(/|$)", ("issues", "pull_requests")),
     ("*", r"/contents/", ("contents",)),
 ]
 
@@ -103,11 +111,10 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                 response = await handler(ctx)
             except FakeError as exc:
                 extra = {"WWW-Authenticate": 'Basic realm="GitHub"'} if auth == "git" else {}
-                response = JSONResponse(
-                    {"message": exc.message, "documentation_url": DOCS},
-                    exc.status,
-                    headers=extra,
-                )
+                content: dict[str, Any] = {"message": exc.message, "documentation_url": DOCS}
+                if exc.errors is not None:
+                    content["errors"] = exc.errors
+                response = JSONResponse(content, exc.status, headers=extra)
             if fault is not None:  # applied, but the answer is lost in a fault
                 response = fault_response(fault)
             for name, value in fake.response_headers.items():
@@ -381,16 +388,26 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
 
     async def git_http(ctx: Ctx) -> Response:
         request = ctx.request
-        answer = await http_backend(
-            ctx.fr.git_dir,
-            ctx.param("rest"),
-            method=request.method,
-            query=request.url.query,
-            body=ctx.body,
-            content_type=request.headers.get("content-type"),
-            content_encoding=request.headers.get("content-encoding"),
-            git_protocol=request.headers.get("git-protocol"),
-        )
+        pushing = request.method == "POST" and ctx.param("rest") == "git-receive-pack"
+        log = new_push_log() if pushing else None
+        env, config = receive_settings(ctx.fr, log) if log is not None else ({}, [])
+        try:
+            answer = await http_backend(
+                ctx.fr.git_dir,
+                ctx.param("rest"),
+                method=request.method,
+                query=request.url.query,
+                body=ctx.body,
+                content_type=request.headers.get("content-type"),
+                content_encoding=request.headers.get("content-encoding"),
+                git_protocol=request.headers.get("git-protocol"),
+                extra_env=env,
+                config=config,
+            )
+        finally:
+            pushes = read_push_log(ctx.fr, log) if log is not None else []
+            fake.pushes.extend(pushes)
+        await follow_pushes(fake, ctx.fr, pushes)
         return Response(answer.body, answer.status, headers=dict(answer.headers))
 
     r = "/repos/{owner}/{repo}"
@@ -418,6 +435,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             review_comment_reaction,
         ),
         *pull_routes(fake, r),
+        *label_routes(fake, r),
         *review_routes(fake, r),
         ("GET", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
         ("POST", "/{owner}/{repo}.git/{rest:path}", "git", git_http),

@@ -125,9 +125,22 @@ def public_key_of(private_key_pem: str) -> Any:
 
 
 class FakeError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """An error answer: GitHub's `message`, and for a 422 its `errors` list when it sends one."""
+
+    def __init__(
+        self, status: int, message: str, errors: list[dict[str, Any]] | None = None
+    ) -> None:
         self.status = status
         self.message = message
+        self.errors = errors
+
+
+def invalid(message: str | None = None, *, field: str | None = None) -> FakeError:
+    """GitHub's 422 `Validation Failed`: a custom message, or a field that is invalid."""
+    error: dict[str, Any] = {"resource": "PullRequest", "code": "custom", "message": message}
+    if field is not None:
+        error = {"resource": "PullRequest", "field": field, "code": "invalid"}
+    return FakeError(422, "Validation Failed", [error])
 
 
 @dataclass
@@ -155,6 +168,16 @@ class Fault:
     body: Any
     raw: bytes | None = None
     after_apply: bool = False
+
+
+@dataclass(frozen=True)
+class Push:
+    """One ref a push changed on a repository of the fake (`old`/`new` all zeros: none)."""
+
+    repo: str
+    ref: str
+    old: str
+    new: str
 
 
 @dataclass
@@ -189,6 +212,8 @@ class FakeRepo:
     review_comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     permissions: dict[str, str] = field(default_factory=dict)
+    protected: set[str] = field(default_factory=set)  # branches besides the default one
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # by lower-case name
     next_number: int = 1
 
     @property

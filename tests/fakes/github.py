@@ -11,7 +11,12 @@ It checks the App JWT (RS256 against its key pair; `iss`, `iat`, `exp` within 10
 `/app*` routes and its own expiring installation tokens on repository routes (a token
 narrowed to other repositories gets 404; `revoke_tokens()` makes every token 401); git
 at `/{owner}/{repo}.git` needs the token as HTTP Basic `x-access-token:<token>` and
-serves clone, fetch and push through `git http-backend`. Every request is appended to
+serves clone, fetch and push through `git http-backend`. Pushes are held to branch
+protection as GitHub words it (`GH006` for the default branch and `protect_branch(...)`
+ones), force pushes are refused, and each changed ref is kept in `pushes`; a push moves the
+open pull requests of its branch. `POST /pulls` refuses a head with no commits ahead or with
+an open pull already; reviewers must be collaborators other than the author; adding a label
+the repository lacks creates it (`add_label` makes one up front). Every request is appended to
 `calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
 and malformed answers. Repositories for it are built with `init_bare_repo` and
 `commit_files` (from `tests.fakes.gitrepo`, re-exported here).
@@ -38,6 +43,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from tests.fakes._github_json import issue_json
+from tests.fakes._github_labels import label_of
 from tests.fakes._github_pulls import build_pull
 from tests.fakes._github_reviews import push_pull
 from tests.fakes._github_routes import build_routes
@@ -48,6 +54,7 @@ from tests.fakes._github_state import (
     FakeRepo,
     Fault,
     Installation,
+    Push,
     Token,
     iso,
     new_private_key_pem,
@@ -61,6 +68,7 @@ __all__ = [
     "Call",
     "FakeGitHub",
     "FakeRepo",
+    "Push",
     "commit_files",
     "init_bare_repo",
     "make_fake_github",
@@ -103,6 +111,7 @@ class FakeGitHub:
         self.review_comment_pull: dict[int, tuple[str, int]] = {}
         self.threads: dict[str, dict[str, Any]] = {}  # review threads by node id
         self.manifest_codes: dict[str, dict[str, Any]] = {}
+        self.pushes: list[Push] = []  # refs changed by git pushes, in order
         self._faults: list[Fault] = []
         self._ids = itertools.count(1_000_001)
         self._lock = threading.Lock()
@@ -137,6 +146,23 @@ class FakeGitHub:
     def set_permission(self, owner: str, repo: str, login: str, perm: str) -> None:
         self.repos[f"{owner}/{repo}"].permissions[login.lower()] = perm
 
+    def protect_branch(self, owner: str, repo: str, branch: str) -> None:
+        """Refuse pushes to `branch` as a branch protection rule would (the default branch
+        always is)."""
+        self.repos[f"{owner}/{repo}"].protected.add(branch)
+
+    def add_label(
+        self,
+        owner: str,
+        repo: str,
+        name: str,
+        *,
+        color: str = "ededed",
+        description: str | None = None,
+    ) -> dict[str, Any]:
+        """A label of the repository (as `GET /labels` lists it); the existing one if known."""
+        return label_of(self, self.repos[f"{owner}/{repo}"], name, color, description)
+
     def add_issue(
         self,
         owner: str,
@@ -159,7 +185,7 @@ class FakeGitHub:
             title=title,
             body=body,
             user=user,
-            labels=[{"id": self._id(), "name": n, "color": "ededed"} for n in labels or []],
+            labels=[label_of(self, fr, n) for n in labels or []],
             state=state,
             association=self._association(fr, user),
         )

@@ -15,11 +15,12 @@ author can make the app *do* is decided elsewhere (commands need checked write p
 
 Sanitizing removes what a reader on GitHub would not see: HTML comments (where hidden
 instructions hide), `<script>`/`<style>` blocks, Markdown "comment" link definitions
-(`[//]: # (...)`), images (replaced by `[image]`), zero-width, bidirectional and other format
-characters, Unicode tag characters and variation-selector smuggling, and control characters.
-HTML comments go even inside code blocks, where GitHub would show them: losing a visible
-comment costs less than passing a hidden one. Diffs are code, so only the invisible characters
-are removed from them.
+(`[//]: # (...)`), images with their alt text (replaced by `[image]`), link and reference
+titles and HTML attributes (`bot.github.hidden_text`, with a CommonMark parser; code is kept
+as written), zero-width, bidirectional and other format characters, Unicode tag characters and
+variation-selector smuggling, and control characters. HTML comments go even inside code
+blocks, where GitHub would show them: losing a visible comment costs less than passing a
+hidden one. Diffs are code, so only the invisible characters are removed from them.
 
 Each field is cut at its limit with a visible marker (4,000 characters for bodies and
 comments, more for the diff), and the whole context has a budget in tokens (characters / 4);
@@ -35,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot.github.hidden_text import drop_hidden_text
 from bot.github.models import Issue, IssueComment, PullRequest, ReviewComment
 from bot.github.render import parse_markers
 from policies.triggers import WRITE_PERMISSIONS
@@ -49,12 +51,12 @@ DIFF_LIMIT = 40_000
 FILES_LIMIT = 8_000
 BUDGET_TOKENS = 30_000
 MIN_SHRINK = 1_000  # a part is cut to fit only when at least this many characters remain
+MARKDOWN_LIMIT = 2 * FIELD_LIMIT  # characters of one text read as Markdown (see hidden_text)
 
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _INVISIBLE_BLOCK = re.compile(
     r"<(script|style|template|noscript)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.DOTALL | re.IGNORECASE
 )
-_MEDIA_TAG = re.compile(r"</?(?:img|picture|source|video|audio|iframe|object|embed)\b[^>]*>", re.I)
 _COMMENT_LINK_DEF = re.compile(
     r"^ {0,3}\[(?://|#|comment|_)\]:[^\n]*$|^ {0,3}\[[^\]\n]+\]:\s*(?:#|<>)(?:\s[^\n]*)?$",
     re.MULTILINE | re.IGNORECASE,
@@ -90,7 +92,7 @@ def sanitize(text: str | None, *, markup: bool = True) -> str:
         out = _HTML_COMMENT.sub("[hidden HTML comment removed]", out)
         out = _INVISIBLE_BLOCK.sub("", out)
         out = _COMMENT_LINK_DEF.sub("", out)
-        out = _MEDIA_TAG.sub("[image]", out)
+        out = drop_hidden_text(out, limit=MARKDOWN_LIMIT)
         out = _BLANK_RUNS.sub("\n\n\n", out)
     return out.strip("\n")
 

@@ -7,7 +7,11 @@ for a comment command the command's comment (it is part of the thread).
 Trust. Every piece of text is data, never instructions: it sits between an opening line
 `<data fence="F" ...>` (or `<untrusted-data fence="F" ...>`) and a closing line carrying the same
 `F`, a random token drawn per run that the text cannot contain, so nothing inside can close the
-block early. Text is marked untrusted when its author is a bot, or when the author is not the
+block early. Every field from GitHub is inside a block, the title, labels, logins, branch
+names, file names and review comment paths included; outside the blocks the prompt holds only
+the repository's name and the issue's number. Short fields (refs, file names, labels, logins)
+are folded onto one line each (`plain`), so a name cannot pass for another line of a list.
+Text is marked untrusted when its author is a bot, or when the author is not the
 run's actor with checked write permission and GitHub's `author_association` is not OWNER,
 MEMBER or COLLABORATOR. `author_association` is not a permission (a MEMBER of the org may lack
 write access to this repository), so this is a coarse label for the model; what an untrusted
@@ -63,6 +67,7 @@ _COMMENT_LINK_DEF = re.compile(
 )
 _BLANK_RUNS = re.compile(r"\n{4,}")
 _ATTR_SAFE = re.compile(r"[^A-Za-z0-9_.:#/\[\] -]")
+_REPO_UNSAFE = re.compile(r"[^A-Za-z0-9_./-]")  # GitHub's own alphabet for owner/name
 
 
 def _visible_char(ch: str) -> bool:
@@ -81,6 +86,12 @@ def strip_invisible(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     return "".join(ch for ch in text if _visible_char(ch))
+
+
+def plain(text: str | None) -> str:
+    """A short field shown as plain text (a ref, a file name, a label, a login): invisible
+    characters removed and all whitespace, newlines included, folded into single spaces."""
+    return " ".join(strip_invisible(text or "").split())
 
 
 def sanitize(text: str | None, *, markup: bool = True) -> str:
@@ -226,6 +237,11 @@ def _login(user: Any) -> str | None:
     return getattr(user, "login", None)
 
 
+def _shown_login(user: Any) -> str | None:
+    """The login as the model reads it; trust is decided on the login as GitHub sent it."""
+    return plain(_login(user)) or None
+
+
 def _is_bot(user: Any) -> bool:
     return bool(getattr(user, "is_bot", False))
 
@@ -255,9 +271,10 @@ def issue_parts(
 ) -> list[Part]:
     """The issue (or PR conversation) title, labels, body and comments as parts."""
     kind = "pull request" if issue.is_pull_request else "issue"
-    labels = sanitize(", ".join(label.name for label in issue.labels)) or "(none)"
-    author = _login(issue.user)
-    head = f"Title: {sanitize(issue.title)}\nAuthor: {author or 'unknown'}\nLabels: {labels}"
+    labels = ", ".join(plain(label.name) for label in issue.labels) or "(none)"
+    author = _shown_login(issue.user)
+    title = plain(sanitize(issue.title))
+    head = f"Title: {title}\nAuthor: {author or 'unknown'}\nLabels: {labels}"
     body = sanitize(issue.body) or "(no description)"
     parts = [
         Part(
@@ -283,7 +300,7 @@ def issue_parts(
                 f"comment {comment.id}",
                 truncate(text, FIELD_LIMIT),
                 trust.of(comment.user, comment.author_association),
-                _login(comment.user),
+                _shown_login(comment.user),
                 priority=10 + (total - position),  # newest comments are kept first
             )
         )
@@ -301,24 +318,24 @@ def pull_parts(
     skip_own: bool = False,
 ) -> list[Part]:
     """A pull request's refs, changed files, diff and review comments as parts."""
+    # Branch names and file names are the PR author's words as much as the diff is: one
+    # line each, so that no name can pass for another line of the list.
     lines = [
-        f"Base: {pull.base.ref} @ {pull.base.sha}",
-        f"Head: {pull.head.label or pull.head.ref} @ {pull.head.sha}",
+        f"Base: {plain(pull.base.ref)} @ {plain(pull.base.sha)}",
+        f"Head: {plain(pull.head.label or pull.head.ref)} @ {plain(pull.head.sha)}",
     ]
     if changes_listed:
         lines.append(f"Changed files: {len(files)} (+{pull.additions} -{pull.deletions})")
     lines += [
-        f"- {sanitize(f.filename, markup=False)} ({f.status}, +{f.additions} -{f.deletions})"
-        for f in files
+        f"- {plain(f.filename)} ({plain(f.status)}, +{f.additions} -{f.deletions})" for f in files
     ]
-    # File names and the head label are the PR author's words as much as the diff is.
     author_trusted = trust.of(pull.user, pull.author_association)
     parts = [
         Part(
             "changed files",
             truncate("\n".join(lines), FILES_LIMIT),
             author_trusted,
-            _login(pull.user),
+            _shown_login(pull.user),
             priority=1,
         )
     ]
@@ -328,22 +345,23 @@ def pull_parts(
                 "diff",
                 truncate(sanitize(diff, markup=False), DIFF_LIMIT),
                 author_trusted,
-                _login(pull.user),
+                _shown_login(pull.user),
                 priority=40,
             )
         )
     for comment in review_comments:
         if skip_own and _is_bot(comment.user) and "<!-- bot:finding=" in comment.body:
             continue  # the app's own findings: a review run gets them as its memory
-        where = f"{comment.path}:{comment.line}" if comment.line else comment.path
+        where = plain(comment.path) + (f":{comment.line}" if comment.line else "")
         text = sanitize(comment.body)
         if text:
             parts.append(
                 Part(
-                    f"review comment {comment.id} on {_attr(where)}",
-                    truncate(text, FIELD_LIMIT),
+                    # The name is shown outside the fence when the budget leaves the part out.
+                    f"review comment {comment.id}",
+                    truncate(f"On {where}:\n{text}", FIELD_LIMIT),
                     trust.of(comment.user, comment.author_association),
-                    _login(comment.user),
+                    _shown_login(comment.user),
                     priority=30,
                 )
             )
@@ -393,6 +411,9 @@ async def fetch_context(
     ):
         comments.append(IssueComment.model_validate(raw_comment))
     parts = issue_parts(issue, comments, trust, run_id=run_id, own_kind=own_kind)
+    if default_branch:
+        # Set by the repository's admins, but a name from GitHub all the same: fenced.
+        parts.insert(0, Part("repository", f"Default branch: {plain(default_branch)}", True))
     head_sha = trigger.head_sha
     base_sha: str | None = None
     if trigger.target_kind == "pull_request":
@@ -417,10 +438,9 @@ async def fetch_context(
     fence = fence or new_fence()
     blocks, included, omitted = assemble(parts, fence=fence, budget_tokens=budget_tokens)
     kind = "Pull request" if trigger.target_kind == "pull_request" else "Issue"
-    header = f"Repository: {trigger.repo_full_name}" + (
-        f" (default branch `{default_branch}`)" if default_branch else ""
-    )
-    header += f"\n{kind} #{trigger.number}: {sanitize(issue.title)}"
+    # Outside the fence only what GitHub's own rules confine: the title is in the first block.
+    repo = _REPO_UNSAFE.sub("", trigger.repo_full_name)
+    header = f"Repository: {repo}\n{kind} #{trigger.number}"
     return RunContext(
         fence=fence,
         header=header,
@@ -430,8 +450,8 @@ async def fetch_context(
         default_branch=default_branch,
         head_sha=head_sha,
         base_sha=base_sha,
-        labels=tuple(label.name for label in issue.labels),
-        issue_title=sanitize(issue.title),
+        labels=tuple(plain(label.name) for label in issue.labels),
+        issue_title=plain(sanitize(issue.title)),
         comments=tuple(comments),
         comments_fetched=comments_fetched,
         author_trusted=trust.of(issue.user, issue.author_association),

@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
-from bot.github.context import context_prompt
+from bot.github.context import context_prompt, plain
 from bot.workflows.schemas import (
     RecheckReport,
     ReviewFinding,
@@ -126,7 +126,8 @@ class UnitFailed(RuntimeError):
 
 
 def _paths(unit: dict[str, Any]) -> str:
-    return ", ".join(f"`{p}`" for p in unit["paths"])
+    # The PR author's file names, in the task's text: quoted, one line each.
+    return ", ".join(json.dumps(plain(p), ensure_ascii=False) for p in unit["paths"])
 
 
 def _finding_json(f: ReviewFinding) -> dict[str, Any]:

@@ -9,11 +9,12 @@ naming the information only the reporter can give.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
-from bot.github.context import context_prompt
+from bot.github.context import context_prompt, plain
 from bot.workflows.schemas import BlockedReport, CodeRef, ExplorerReport, TriageVerdict
 
 meta = WorkflowMeta(
@@ -51,7 +52,10 @@ DEFAULT_GAP = BlockedReport(
 
 def _labels_instruction(repo_labels: Sequence[str] | None) -> str:
     if repo_labels:
-        listed = ", ".join(f"`{label}`" for label in repo_labels[:100])
+        # Names from GitHub, in the task's text: quoted, one line each.
+        listed = ", ".join(
+            json.dumps(plain(label), ensure_ascii=False) for label in repo_labels[:100]
+        )
         return f"choose only from the repository's labels: {listed}"
     return "suggest short conventional labels (for example `bug`, `enhancement`, `docs`)"
 

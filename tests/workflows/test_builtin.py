@@ -86,7 +86,7 @@ async def test_triage_actionable(tmp_path: Path) -> None:
     explore, conclude = runner.calls
     assert explore.prompt.startswith("You are triaging issue #7")
     assert CONTEXT in explore.prompt
-    assert "choose only from the repository's labels: `bug`, `docs`" in conclude.prompt
+    assert 'choose only from the repository\'s labels: "bug", "docs"' in conclude.prompt
     assert "The crash is in `src/app.py:3`." in conclude.prompt  # the explorer's report handed on
     result = details.result
     assert "**Suggested labels:** `bug`" in result["summary"]

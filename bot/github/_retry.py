@@ -100,6 +100,9 @@ def error_for(response: httpx.Response) -> GitHubError:
         if isinstance(data, dict):
             message = str(data.get("message") or "")
             docs = data.get("documentation_url")
+            details = _validation_details(data.get("errors"))
+            if details:  # a 422 says "Validation Failed" and puts the reason here
+                message = f"{message}: {details}" if message else details
     except ValueError:
         message = response.text[:200]
     status = response.status_code
@@ -110,6 +113,23 @@ def error_for(response: httpx.Response) -> GitHubError:
     if status >= 500:
         return RetryableError(status, message, docs)
     return GitHubError(status, message, docs)
+
+
+def _validation_details(errors: object) -> str:
+    """The reasons in a 422's `errors` list: each one's `message`, or its field and code."""
+    if not isinstance(errors, list):
+        return ""
+    parts: list[str] = []
+    for error in errors[:5]:
+        if isinstance(error, str):
+            parts.append(error)
+        elif isinstance(error, dict):
+            text = error.get("message") or " ".join(
+                str(error[key]) for key in ("field", "code") if error.get(key)
+            )
+            if text:
+                parts.append(str(text))
+    return "; ".join(parts)[:500]
 
 
 def _seconds(value: str | None) -> float | None:

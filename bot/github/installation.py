@@ -1,4 +1,4 @@
-"""One installation's calls on one repository: issues, comments, pulls, reviews, check runs.
+"""One installation's calls on one repository: issues, comments, labels, pulls, reviews, checks.
 
 Built by `GitHubApp.installation(installation_id, owner, repo)`; see `bot.github.client`
 for authentication, retries and errors.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
@@ -22,6 +22,7 @@ from bot.github.models import (
     CheckRun,
     Issue,
     IssueComment,
+    Label,
     Permission,
     PullFile,
     PullRequest,
@@ -385,15 +386,59 @@ class InstallationClient:
     async def create_pull(
         self, *, head: str, base: str, title: str, body: str, draft: bool = False
     ) -> PullRequest:
-        """Open a pull request from branch `head` (in this repository) into `base`."""
+        """Open a pull request from branch `head` (in this repository) into `base`, a draft
+        with `draft`. A retried create finds the first one instead of opening two; GitHub's
+        422 (`A pull request already exists for ...`, `No commits between ...`) is raised as
+        `GitHubError` with that reason in its message."""
         payload = {"head": head, "base": base, "title": title, "body": body, "draft": draft}
 
         async def find() -> PullRequest | None:
-            query = {"head": f"{self.owner}:{head}", "state": "open"}
-            found = models_of(PullRequest, await self._paginate("/pulls", query))
-            return found[0] if found else None
+            return await self.find_open_pull_by_head(head, base=base)
 
         return await self._create(PullRequest, "/pulls", payload, find)
+
+    async def find_open_pull_by_head(
+        self, branch: str, *, base: str | None = None
+    ) -> PullRequest | None:
+        """The open pull request from `branch` of this repository (into `base` when given)."""
+        query = {"head": f"{self.owner}:{branch}", "state": "open"}
+        if base is not None:
+            query["base"] = base
+        found = models_of(PullRequest, await self._paginate("/pulls", query))
+        return found[0] if found else None
+
+    async def request_reviewers(self, number: int, logins: Sequence[str]) -> PullRequest:
+        """Ask `logins` to review the pull request (asking again is harmless).
+
+        GitHub answers 422 (`GitHubError`) when one is the pull request's author or not a
+        collaborator of the repository; nobody is asked then.
+        """
+        response = await self.request(
+            "POST",
+            self._repo_path(f"/pulls/{number}/requested_reviewers"),
+            json={"reviewers": list(logins)},
+        )
+        return model_of(PullRequest, response)
+
+    # -- labels ----------------------------------------------------------------------------
+
+    async def list_labels(self) -> list[Label]:
+        """Every label of the repository, all pages."""
+        return models_of(Label, await self._paginate("/labels"))
+
+    async def add_labels(self, number: int, names: Sequence[str]) -> list[Label]:
+        """Add `names` to an issue or pull request; the labels it has afterwards.
+
+        Adding a label it already has changes nothing, so a retry is safe; GitHub creates a
+        label the repository lacks, so callers pick from `list_labels()` first. No names: no
+        call, and an empty list.
+        """
+        if not names:
+            return []
+        response = await self.request(
+            "POST", self._repo_path(f"/issues/{number}/labels"), json={"labels": list(names)}
+        )
+        return models_of(Label, json_of(response))
 
     async def list_reviews(self, number: int) -> list[Review]:
         return models_of(Review, await self._paginate(f"/pulls/{number}/reviews"))

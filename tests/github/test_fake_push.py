@@ -164,7 +164,6 @@ async def test_pull_requests_are_refused_as_github_refuses_them(
 ) -> None:
     bare = fake.repos["octo/hello"].git_dir
     commit_files(bare, "bot/fix-1", {"fix.txt": "fixed\n"}, "Fix", base="main")
-    commit_files(bare, "bot/empty", {}, "Nothing", base="main")
     git(bare, f"--git-dir={bare}", "update-ref", "refs/heads/bot/same", tip(fake, "main"))
 
     def pull(head: str, base: str = "main") -> dict[str, object]:

@@ -11,7 +11,8 @@ applies to existing mirrors). A fetch brings only what is asked: a pull request'
 `refs/pull/<n>/head` (which works for pulls from forks too, read-only) with the
 default branch, a named branch, or else the commit itself. `ensure_commit` does
 not touch the network when the commit is already there. `push_branch` pushes a
-commit to a `bot/...` branch, never to any other.
+commit to a `bot/...` branch, never to any other and never forced; a refusal by the remote
+(branch protection, a non-fast-forward) raises `PushRefused` with git's lines.
 
 The token reaches git only through the environment: `GIT_CONFIG_COUNT`/`KEY`/`VALUE`
 set `http.extraHeader: Authorization: Basic <base64(x-access-token:TOKEN)>` for the
@@ -52,6 +53,7 @@ from bot.log import get_logger
 log = get_logger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_BRANCH_PART = re.compile(r"^[A-Za-z0-9._-]+$")
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _PROXY_VARIABLES = (
     "http_proxy",
@@ -71,6 +73,55 @@ DEFAULT_HEAD = "refs/remotes/origin/HEAD"
 
 class CheckoutError(RuntimeError):
     """A mirror could not be created or fetched; the message says what git said (no token)."""
+
+
+class PushRefused(CheckoutError):
+    """The remote (or git, for a non-fast-forward) refused a push; `lines` are git's words."""
+
+    def __init__(self, branch: str, lines: Sequence[str]) -> None:
+        self.branch = branch
+        self.lines = tuple(lines)
+        detail = "; ".join(self.lines) or "no output"
+        super().__init__(f"the push to {branch} was refused: {detail}")
+
+
+def check_bot_branch(branch: str) -> None:
+    """Raise `CheckoutError` unless `branch` is a branch name the bot may push to.
+
+    `bot/` and then parts of letters, digits, `.`, `_` and `-`, none starting with `.` or `-`
+    or ending with `.lock`; no `..`, no empty part, at most 200 characters. That leaves out
+    every character git or a refspec reads specially (`+`, `:`, `~`, `^`, `@{`, spaces,
+    control characters).
+    """
+    parts = branch.split("/")
+    ok = (
+        len(branch) <= 200
+        and len(parts) >= 2
+        and parts[0] == "bot"
+        and ".." not in branch
+        and all(
+            _BRANCH_PART.fullmatch(part)
+            and not part.startswith((".", "-"))
+            and not part.endswith((".lock", "."))
+            for part in parts[1:]
+        )
+    )
+    if not ok:
+        raise CheckoutError(
+            f"the bot pushes only to bot/* branches with plain names, not {branch!r}"
+        )
+
+
+def _refusal_lines(stderr: str) -> list[str]:
+    """What git said about a refused push: the remote's errors and the refused refs."""
+    keep = []
+    for line in stderr.splitlines():
+        text = " ".join("".join(ch for ch in line if ch.isprintable()).split())
+        if text.startswith(("remote: error", "!", "error:", "fatal:", "hint: Updates")):
+            keep.append(text[:300])
+    if not keep and stderr.strip():
+        keep.append(stderr.strip().splitlines()[-1][:300])
+    return keep[:8]
 
 
 class RepoSource(Protocol):
@@ -114,7 +165,7 @@ class Mirrors:
     def path_for(self, owner: str, repo: str) -> Path:
         """`<data_dir>/repos/<owner>/<repo>.git`; odd names are refused, not escaped."""
         for part in (owner, repo):
-            if not _NAME.match(part) or part in (".", ".."):
+            if not _NAME.fullmatch(part) or part in (".", ".."):
                 raise CheckoutError(f"not a repository name: {part!r}")
         return self.root / owner / f"{repo}.git"
 
@@ -135,7 +186,7 @@ class Mirrors:
         `refs/remotes/origin/HEAD`) are fetched; with `branch`, that branch; with neither,
         the commit by its id (also the fallback when a ref no longer leads to `sha`).
         """
-        if not _SHA.match(sha):
+        if not _SHA.fullmatch(sha):
             raise CheckoutError(f"not a commit id: {sha!r}")
         git_dir = self.path_for(source.owner, source.repo)
         if git_dir.is_dir() and await self._has_commit(git_dir, sha):
@@ -206,38 +257,51 @@ class Mirrors:
         return git_dir
 
     async def push_branch(
-        self, source: RepoSource, sha: str, branch: str, *, force: bool = False
-    ) -> None:
-        """Push `sha` from the mirror to `refs/heads/<branch>`; only `bot/...` branches.
+        self,
+        source: RepoSource,
+        sha: str,
+        branch: str,
+        *,
+        default_branch: str | None = None,
+    ) -> str:
+        """Push commit `sha` from the mirror to `refs/heads/<branch>`; return `sha`.
 
-        Worktrees share the mirror's object database, so a commit made in an agent's
-        worktree can be pushed from here. `force` replaces the branch's earlier tip
-        (the bot's own branch only, never another).
+        Only a `bot/...` branch (see `check_bot_branch`), never `default_branch`, and never
+        forced: the refspec has no `+`, so git refuses a commit that does not descend from the
+        branch's tip. All of that is checked before any network call. Worktrees share the
+        mirror's object database, so a commit made in an agent's worktree is pushed from here,
+        with only the objects the remote lacks. A push the remote refuses (branch protection,
+        a non-fast-forward) raises `PushRefused` naming the branch and git's own lines.
         """
-        if not _SHA.match(sha):
+        if not _SHA.fullmatch(sha):
             raise CheckoutError(f"not a commit id: {sha!r}")
-        if not branch.startswith("bot/") or ".." in branch or branch.endswith((".lock", "/")):
-            raise CheckoutError(f"the bot pushes only to bot/* branches, not {branch!r}")
+        check_bot_branch(branch)
+        if default_branch is not None and branch == default_branch:
+            raise CheckoutError(f"the bot never pushes to the default branch ({branch})")
         git_dir = self.path_for(source.owner, source.repo)
-        if not await self._has_commit(git_dir, sha):
+        if not git_dir.is_dir() or not await self._has_commit(git_dir, sha):
             raise CheckoutError(f"{sha[:12]} is not in the mirror of {source.owner}/{source.repo}")
-        refspec = f"{'+' if force else ''}{sha}:refs/heads/{branch}"
         async with self._locked(git_dir):
             token = await source.token()
-            await self._git(
+            code, stderr = await self._git(
                 git_dir,
                 [
                     "push",
                     "--quiet",
                     "--no-verify",
                     "--no-recurse-submodules",
+                    "--no-follow-tags",
                     self.remote_url(source.owner, source.repo),
-                    refspec,
+                    f"{sha}:refs/heads/{branch}",
                 ],
                 token=token,
+                check=False,
             )
             _touch(git_dir)
+        if code != 0:
+            raise PushRefused(branch, _refusal_lines(stderr))
         log.info("branch pushed", extra={"repo": f"{source.owner}/{source.repo}", "branch": branch})
+        return sha
 
     async def sweep(self, now: float | None = None) -> list[Path]:
         """Delete mirrors unused for too long and stale worktrees; return what was removed."""

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from bot.github.checkout import LAST_USED, CheckoutError, Mirrors
+from bot.github.checkout import LAST_USED, CheckoutError, Mirrors, PushRefused
 from bot.github.client import GitHubApp, InstallationClient, RetryPolicy
 from tests.fakes.github import (
     FakeGitHub,
@@ -347,6 +347,116 @@ async def test_only_bot_branches_are_pushed(
     assert rev(bare, "refs/heads/main") != head
     token = await gh.token()
     assert all(token.encode() not in data for data in file_contents(data_dir).values())
+
+
+async def mirror_with_main(fake: FakeGitHub, base_url: str, data_dir: Path) -> tuple[Mirrors, Path]:
+    mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
+    bare = fake.repos["octo/hello"].git_dir
+    git_dir = await mirrors.ensure_commit(client_for(fake), rev(bare, "main"), branch="main")
+    return mirrors, git_dir
+
+
+async def test_a_new_bot_branch_is_pushed_then_fast_forwarded_with_the_token_in_a_header(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    mirrors, git_dir = await mirror_with_main(fake, base_url, data_dir)
+    first = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    assert await mirrors.push_branch(gh, first, "bot/fix-7-crash", default_branch="main") == first
+    second = commit_files(git_dir, "work", {"more.txt": "more\n"}, "More")
+    assert await mirrors.push_branch(gh, second, "bot/fix-7-crash") == second
+
+    bare = fake.repos["octo/hello"].git_dir
+    assert rev(bare, "refs/heads/bot/fix-7-crash") == second
+    assert [(p.ref, p.old, p.new) for p in fake.pushes] == [
+        ("refs/heads/bot/fix-7-crash", "0" * 40, first),
+        ("refs/heads/bot/fix-7-crash", first, second),
+    ]
+    pushes = fake.calls_to("POST", "/octo/hello.git/git-receive-pack")
+    assert len(pushes) == 2 and all(c.auth == "basic" and c.status == 200 for c in pushes)
+    token = await gh.token()
+    for call in fake.calls:
+        assert token not in call.path and token not in str(call.query)
+    assert all(token.encode() not in data for data in file_contents(data_dir).values())
+
+
+@pytest.mark.parametrize(
+    "branch",
+    [
+        pytest.param("main", id="default-branch"),
+        pytest.param("feature", id="not-bot"),
+        pytest.param("bot", id="bare-prefix"),
+        pytest.param("bot/", id="empty-part"),
+        pytest.param("bot//x", id="double-slash"),
+        pytest.param("bot/../main", id="dot-dot"),
+        pytest.param("bot/x..y", id="dot-dot-inside"),
+        pytest.param("-bot/x", id="leading-dash"),
+        pytest.param("bot/-x", id="part-leading-dash"),
+        pytest.param("bot/.x", id="part-leading-dot"),
+        pytest.param("bot/x.lock", id="lock"),
+        pytest.param("+bot/x", id="force-plus"),
+        pytest.param("bot/x:refs/heads/main", id="refspec-colon"),
+        pytest.param("bot/x y", id="space"),
+        pytest.param("bot/x\n", id="newline"),
+        pytest.param("bot/x\x00", id="nul"),
+        pytest.param("bot/x\x1b[31m", id="escape"),
+        pytest.param("bot/x~1", id="tilde"),
+        pytest.param("bot/x^", id="caret"),
+        pytest.param("bot/@{-1}", id="reflog"),
+        pytest.param("bot/" + "x" * 200, id="too-long"),
+    ],
+)
+async def test_a_branch_the_bot_may_not_push_is_refused_before_any_network_call(
+    fake: FakeGitHub, base_url: str, data_dir: Path, branch: str
+) -> None:
+    mirrors, git_dir = await mirror_with_main(fake, base_url, data_dir)
+    sha = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    calls = len(fake.calls)
+    with pytest.raises(CheckoutError, match="bot/"):
+        await mirrors.push_branch(client_for(fake), sha, branch)
+    assert len(fake.calls) == calls and fake.pushes == []
+
+
+async def test_the_default_branch_is_refused_even_when_named_like_a_bot_branch(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    mirrors, git_dir = await mirror_with_main(fake, base_url, data_dir)
+    sha = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    calls = len(fake.calls)
+    with pytest.raises(CheckoutError, match="default branch"):
+        await mirrors.push_branch(client_for(fake), sha, "bot/main", default_branch="bot/main")
+    assert len(fake.calls) == calls
+
+
+async def test_a_rewritten_branch_is_never_force_pushed(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    mirrors, git_dir = await mirror_with_main(fake, base_url, data_dir)
+    first = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    await mirrors.push_branch(gh, first, "bot/fix-7")
+    rewritten = commit_files(git_dir, "other", {"fix.txt": "other\n"}, "Redo", base="main")
+    with pytest.raises(PushRefused) as refused:
+        await mirrors.push_branch(gh, rewritten, "bot/fix-7")
+    assert refused.value.branch == "bot/fix-7" and "bot/fix-7" in str(refused.value)
+    assert any("rejected" in line for line in refused.value.lines), refused.value.lines
+    assert rev(fake.repos["octo/hello"].git_dir, "refs/heads/bot/fix-7") == first
+    assert len(fake.pushes) == 1
+
+
+async def test_a_push_the_remote_refuses_says_what_github_said(
+    fake: FakeGitHub, base_url: str, data_dir: Path
+) -> None:
+    gh = client_for(fake)
+    fake.protect_branch("octo", "hello", "bot/locked")
+    mirrors, git_dir = await mirror_with_main(fake, base_url, data_dir)
+    sha = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    with pytest.raises(PushRefused) as refused:
+        await mirrors.push_branch(gh, sha, "bot/locked")
+    message = str(refused.value)
+    assert message.startswith("the push to bot/locked was refused: ")
+    assert "GH006: Protected branch update failed for refs/heads/bot/locked." in message
+    assert (await gh.token()) not in message and fake.pushes == []
 
 
 async def test_a_commit_no_longer_on_its_branch_is_fetched_by_id(

@@ -57,7 +57,7 @@ _OWN_CLOSE = "\ue000/details\ue001"
 _STRAY_MARK = re.compile("[\ue000\ue001]")
 
 # Everything the rewrite could change needs one of these; text without them is returned as is.
-_MAYBE = re.compile(r"[<\[@]|://|www\.|```|~~~|\b(?:mailto|xmpp):", re.IGNORECASE)
+_MAYBE = re.compile(r"[<\[@]|:\\?/|www\\?\.|```|~~~|\b(?:mailto|xmpp)\\?:", re.IGNORECASE)
 
 # The addresses GitHub links without being asked (its "extended autolinks"), matched loosely:
 # the start of each match goes into a code span, which is what stops the link.
@@ -187,6 +187,7 @@ def _apply(text: str, start: int, end: int, edits: list[Edit]) -> str:
 def _scan(content: str, spans: list[Span], start: int, end: int, edits: list[Edit]) -> None:
     """The edits that `content[start:end]`, holding `spans`, needs."""
     masked = list(content[start:end])
+    escaped: set[int] = set()
     for span in spans:
         replacement: str | None = None
         if span.rule == "html_inline":
@@ -211,16 +212,23 @@ def _scan(content: str, spans: list[Span], start: int, end: int, edits: list[Edi
             continue  # text, emphasis, line breaks: scanned below as running text
         if replacement is not None:
             edits.append(Edit(span.start, span.end, " ".join(replacement.split("\n"))))
+        if span.rule == "escape" and span.end - span.start == 2:
+            # GitHub finds bare addresses after escapes are undone (`a\@evil.test` links):
+            # the escaped character stays in the running text, its backslash drops out.
+            masked[span.start - start] = ""
+            escaped.add(span.start + 1)
+            continue
         for index in range(span.start, span.end):
             masked[index - start] = " "
+    # Running text without dropped backslashes, and where each of its characters came from.
+    where = [start + i for i, piece in enumerate(masked) if piece != ""]
     running = "".join(masked)
     for begin, stop in _unsafe_addresses(running):
-        edits.append(
-            Edit(start + begin, start + stop, code_span(content[start + begin : start + stop]))
-        )
+        first, last = where[begin], where[stop - 1] + 1
+        edits.append(Edit(first, last, code_span(content[first:last])))
     for index, char in enumerate(running):
-        if char == "<":
-            edits.append(Edit(start + index, start + index, "\\"))
+        if char == "<" and where[index] not in escaped:
+            edits.append(Edit(where[index], where[index], "\\"))
 
 
 def _rendered(content: str, spans: list[Span], start: int, end: int) -> str:

@@ -118,3 +118,19 @@ def test_a_cut_never_opens_a_code_span() -> None:
         assert problems(out) == []
         assert "[truncated:" in out
     assert clean_within(text, 10) == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("\n> .\\@awww.evil.test/x", id="escaped-at"),
+        pytest.param("see www\\.evil.test/a", id="escaped-www-dot"),
+        pytest.param("x http\\://evil.test", id="escaped-colon"),
+        pytest.param("mailto\\:x@y.z", id="escaped-mailto"),
+    ],
+)
+def test_an_escape_inside_a_bare_address_does_not_keep_it_a_link(text: str) -> None:
+    """GitHub finds bare addresses in the text after escapes are undone."""
+    cleaned = clean_model_markdown(text)
+    assert problems(cleaned) == [], cleaned
+    assert "`" in cleaned

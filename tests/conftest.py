@@ -8,6 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# The property tests explore the same examples on every run: a failure on CI is reproducible
+# (and no run is red by the luck of the draw). `HYPOTHESIS_PROFILE=explore` draws fresh ones.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -74,6 +74,13 @@ class Settings(BaseModel):
     first_response_timeout: float = Field(default=45.0, gt=0)
     tool_timeout: float = Field(default=180.0, gt=0)
     max_turns: int = Field(default=50, ge=1, le=500)
+    # Per-command sandbox limits (bot/agents/sandbox_limits.py); 0 turns one off.
+    sandbox_memory_mb: int = Field(default=2048, ge=0)
+    sandbox_pids: int = Field(default=256, ge=0)
+    sandbox_file_mb: int = Field(default=256, ge=0)
+    sandbox_cpu_seconds: int = Field(default=120, ge=0)
+    sandbox_tmp_mb: int = Field(default=256, ge=0)
+    sandbox_grow_mb: int = Field(default=512, ge=0)
     role_models: dict[str, str] = Field(default_factory=dict)
     agent_types: dict[str, dict[str, Any]] = Field(default_factory=dict)
     repo_agent_tools: str | None = None

@@ -25,7 +25,8 @@ from bot.agents.models import (
 )
 from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.prompt import system_prompt
-from bot.agents.sandbox import SandboxStatus, probe_sandbox
+from bot.agents.sandbox import DEFAULT_LIMITS, SandboxStatus, probe_sandbox
+from bot.agents.sandbox_limits import SandboxLimits
 from bot.agents.tools import TOOL_RESULT_CAP, Toolbox, ToolError, cap_output
 from bot.agents.toolspecs import (
     CLARIFICATION_SPEC_PARAMETERS,
@@ -54,6 +55,7 @@ class Limits:
     backoff: float = 1.0
     backoff_cap: float = 20.0
     output_cap: int = OUTPUT_CAP
+    sandbox: SandboxLimits = DEFAULT_LIMITS
 
 
 @dataclass(slots=True)
@@ -153,6 +155,7 @@ class AgentRuntime:
                 call.agent_type.tools,
                 sandbox_ok=self.sandbox.ok,
                 command_timeout=self.limits.tool_timeout,
+                sandbox_limits=self.limits.sandbox,
             )
             try:
                 return await self._run(call, chat, model, toolbox)
@@ -453,7 +456,8 @@ def build_runner(
     default = models.get(settings.llm_provider.lower())
     if default is None:
         return NoModelRunner()
-    status = sandbox if sandbox is not None else probe_sandbox()
+    box_limits = SandboxLimits.from_settings(settings)
+    status = sandbox if sandbox is not None else probe_sandbox(limits=box_limits)
     if not status.ok:
         _log.warning("sandbox unavailable; run_command withheld", extra={"reason": status.reason})
     return AgentRuntime(
@@ -465,6 +469,7 @@ def build_runner(
             first_response_timeout=settings.first_response_timeout,
             tool_timeout=settings.tool_timeout,
             max_turns=settings.max_turns,
+            sandbox=box_limits,
         ),
         role_models=settings.role_models,
         prices=settings.model_prices,

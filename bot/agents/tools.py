@@ -26,7 +26,8 @@ from bot.agents.rendering import (
     cut_line,
     render_text,
 )
-from bot.agents.sandbox import DEFAULT_TIMEOUT
+from bot.agents.sandbox import DEFAULT_LIMITS, DEFAULT_TIMEOUT
+from bot.agents.sandbox_limits import SandboxLimits
 from bot.agents.toolargs import int_arg, str_arg
 from bot.agents.toolspecs import TOOL_SPECS
 from bot.agents.worktree_tools import WorktreeTools
@@ -85,9 +86,11 @@ class Toolbox(WorktreeTools):
         sandbox_ok: bool = False,
         command_timeout: float = DEFAULT_TIMEOUT,
         grep_timeout: float = GREP_TIMEOUT,
+        sandbox_limits: SandboxLimits = DEFAULT_LIMITS,
     ) -> None:
         self.workspace = workspace
         self.command_timeout = command_timeout
+        self.sandbox_limits = sandbox_limits
         self.grep_timeout = min(grep_timeout, command_timeout)
         self.commits: list[str] = []
         names = [n for n in tool_names if n in TOOL_SPECS]

@@ -26,6 +26,7 @@ from bot.agents.paths import (
     resolve_writable,
     write_no_follow,
 )
+from bot.agents.sandbox_limits import SandboxLimits
 from bot.agents.toolargs import int_arg, str_arg
 from bot.engine import worktree as worktree_ops
 from bot.engine.git import GitError as EngineGitError
@@ -63,6 +64,7 @@ class WorktreeTools:
     workspace: Workspace
     commits: list[str]
     command_timeout: float
+    sandbox_limits: SandboxLimits
 
     @property
     def _worktree(self) -> Path:
@@ -163,7 +165,9 @@ class WorktreeTools:
         await materialize_all(worktree)
         # Stop the command a little before the tool timeout, so its partial output survives.
         limit = min(timeout, max(1.0, self.command_timeout - 2.0))
-        result = await sandbox.run_sandboxed(worktree, command, time_limit=limit)
+        result = await sandbox.run_sandboxed(
+            worktree, command, time_limit=limit, limits=self.sandbox_limits
+        )
         return result.render()
 
     async def _tool_commit(self, args: Mapping[str, Any]) -> str:

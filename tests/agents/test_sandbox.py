@@ -25,7 +25,9 @@ def tree(tmp_path: Path) -> Path:
 
 
 def test_probe_runs_true_in_the_sandbox() -> None:
-    assert probe_sandbox() == sandbox.SandboxStatus(True)
+    status = probe_sandbox()
+    assert status.ok and status.reason == ""
+    assert status.limits[0].startswith("memory 2048 MiB")
 
 
 def test_probe_reports_a_missing_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,7 @@ import anyio
 from bot.agents.models import ModelError
 from bot.agents.runtime import build_model
 from bot.agents.sandbox import probe_sandbox
+from bot.agents.sandbox_limits import SandboxLimits
 from bot.github.doctor_checks import make_github_check
 from bot.settings import Settings, SettingsError, load_settings
 
@@ -142,9 +143,15 @@ async def check_model(ctx: DoctorContext) -> CheckResult:
 
 
 async def check_sandbox(ctx: DoctorContext) -> CheckResult:
-    status = await anyio.to_thread.run_sync(probe_sandbox)
+    limits = SandboxLimits() if ctx.settings is None else SandboxLimits.from_settings(ctx.settings)
+    status = await anyio.to_thread.run_sync(lambda: probe_sandbox(limits=limits))
     if status.ok:
-        return CheckResult("sandbox", "ok", "bubblewrap runs commands isolated (no network)")
+        return CheckResult(
+            "sandbox",
+            "ok",
+            "bubblewrap runs commands isolated (no network); per command: "
+            + ", ".join(status.limits),
+        )
     return CheckResult(
         "sandbox",
         "warn",

@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bot import doctor
 from bot.agents.runtime import AgentRuntime, build_runner
 from bot.agents.sandbox import CommandResult, SandboxStatus, probe_sandbox, run_sandboxed
 from bot.agents.sandbox_cgroups import cgroup_places, leftover_cgroups
@@ -342,3 +343,11 @@ def test_the_runner_takes_its_sandbox_limits_from_the_settings() -> None:
     assert isinstance(runner, AgentRuntime)
     assert runner.limits.sandbox == replace(SandboxLimits(), pids=99)
 
+
+@pytest.mark.anyio
+async def test_doctor_says_which_sandbox_limits_hold() -> None:
+    settings = load_settings({"BOT_SANDBOX_MEMORY_MB": "512", "BOT_SANDBOX_PIDS": "0"}, dotenv=None)
+    result = await doctor.check_sandbox(doctor.DoctorContext(settings))
+    assert result.status == "ok"
+    assert "memory 512 MiB (" in result.detail and "processes unlimited" in result.detail
+    assert "CPU 120 s per process" in result.detail and "/tmp 256 MiB" in result.detail

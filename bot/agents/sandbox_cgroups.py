@@ -28,7 +28,6 @@ CONTROLLERS = ("memory", "pids")
 Places = dict[str, tuple[int, Path]]
 
 
-
 def cgroup_places(cgroup_text: str, mountinfo_text: str) -> Places:
     """Where a command's cgroup would go, per controller, from /proc/self/cgroup and
     /proc/self/mountinfo. Pure: whether the place is writable is checked elsewhere."""

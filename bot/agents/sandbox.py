@@ -305,7 +305,8 @@ async def _confine(confinement: Confinement, info_r: int, block_w: int, outer: i
         child = None
     try:
         if child is not None:  # otherwise bwrap failed early, and says why in its output
-            confinement.attach(child)
+            # Off the event loop: joining a cgroup waits for the kernel (about 8 ms with v1).
+            await anyio.to_thread.run_sync(confinement.attach, child)
     except OSError as exc:
         os.close(block_w)
         return f"[the sandbox could not apply its limits ({exc}); the command did not run]"

@@ -78,7 +78,7 @@ def test_fix_and_triage_settings() -> None:
     text = (
         "triage: {apply_labels: true}\n"
         "fix:\n  check_command: make test\n  check_timeout: 60\n"
-        "  protected_paths: [\"deploy/**\"]\n  max_deleted_lines: 0\n"
+        '  protected_paths: ["deploy/**"]\n  max_deleted_lines: 0\n'
     )
     config = parse_repo_config(text)
     assert config.triage.apply_labels is True

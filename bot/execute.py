@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from bot.engine.engine import Engine
+    from bot.engine.workflow import WorkflowFn, WorkflowMeta
     from bot.github.checkout import Mirrors
     from bot.github.client import GitHubApp, InstallationClient
     from bot.store import RunRecord, Store
@@ -245,29 +246,17 @@ class RunExecutor:
                 "question": sanitize(trigger.args),
                 "repo_labels": None,
             }
-            policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._pump, publisher, tracker)
-                finished = await self.engine.run(
-                    meta,
-                    fn,
-                    args,
-                    interaction=policy,
-                    repo=git_dir,
-                    base=base,
-                    run_id=run.id,
-                    on_update=tracker.update,
-                )
-                details = finished
-                tasks.cancel_scope.cancel()
-            facts = RunFacts(
+            finished = details = await self.run_workflow(
+                meta,
+                fn,
+                args,
+                git_dir=git_dir,
+                base=base,
                 run_id=run.id,
-                workflow=trigger.workflow,
-                status=finished.status,
-                # An agent's error may quote what the model wrote.
-                error=None if finished.error is None else clean_model_text(finished.error),
-                usage=usage_of(finished, self.clock() - started),
+                publisher=publisher,
+                tracker=tracker,
             )
+            facts = self.facts_of(finished, run.id, trigger.workflow, started)
             outcome = outcome_from_run(
                 finished.result,
                 facts,
@@ -295,6 +284,47 @@ class RunExecutor:
                 "comment_id": publisher.comment_id,
                 "seconds": round(self.clock() - started, 3),
             },
+        )
+
+    async def run_workflow(
+        self,
+        meta: WorkflowMeta,
+        fn: WorkflowFn,
+        args: dict[str, Any],
+        *,
+        git_dir: Path,
+        base: str,
+        run_id: str,
+        publisher: Publisher,
+        tracker: Tracker,
+    ) -> RunDetails:
+        """The workflow on the engine in webhook mode, its progress pumped to the comment."""
+        policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._pump, publisher, tracker)
+            finished = await self.engine.run(
+                meta,
+                fn,
+                args,
+                interaction=policy,
+                repo=git_dir,
+                base=base,
+                run_id=run_id,
+                on_update=tracker.update,
+            )
+            tasks.cancel_scope.cancel()
+        return finished
+
+    def facts_of(
+        self, finished: RunDetails, run_id: str, workflow: str, started: float
+    ) -> RunFacts:
+        return RunFacts(
+            run_id=run_id,
+            workflow=workflow,
+            status=finished.status,
+            # An agent's error may quote what the model wrote.
+            error=None if finished.error is None else clean_model_text(finished.error),
+            usage=usage_of(finished, self.clock() - started),
         )
 
     async def _publish(

@@ -29,7 +29,6 @@ from bot.progress import Tracker, clean_model_text, usage_of
 from bot.review import diffs, runner
 from bot.workflows import review as review_workflow
 from policies.config import RepoConfig
-from policies.interaction import resolve_run_interaction_policy
 from policies.outcome import Outcome, RunFacts, failed_outcome, outcome_from_run
 from policies.review_state import encode_marker
 
@@ -166,28 +165,17 @@ async def run_review(
                     "done": finished_units,
                 },
             }
-            policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(ex._pump, publisher, tracker)
-                finished = await ex.engine.run(
-                    review_workflow.meta,
-                    review_workflow.workflow,
-                    args,
-                    interaction=policy,
-                    repo=git_dir,
-                    base=prep.head,
-                    run_id=run.id,
-                    on_update=tracker.update,
-                )
-                details = finished
-                tasks.cancel_scope.cancel()
-            facts = RunFacts(
+            finished = details = await ex.run_workflow(
+                review_workflow.meta,
+                review_workflow.workflow,
+                args,
+                git_dir=git_dir,
+                base=prep.head,
                 run_id=run.id,
-                workflow="review",
-                status=finished.status,
-                error=None if finished.error is None else clean_model_text(finished.error),
-                usage=usage_of(finished, ex.clock() - started),
+                publisher=publisher,
+                tracker=tracker,
             )
+            facts = ex.facts_of(finished, run.id, "review", started)
             if finished.status == "aborted" and SUPERSEDED in (finished.error or ""):
                 await runner.reclaim_run(git_dir, finished)
                 # What this run finished is kept for the run that superseded it.

@@ -357,6 +357,8 @@ def test_a_push_during_a_review_supersedes_it(world: World) -> None:
     finally:
         world.model.review_delay = 0.0
     assert slow_status == "skipped"
+    (outcome,) = world.query("SELECT outcome FROM runs WHERE delivery_id = ?", slow)[0]
+    assert "**Superseded:** a newer push arrived" in json.loads(outcome)["summary"]
     assert fast_status == "succeeded", world.log.read_text()[-3000:]
     (review,) = world.reviews(2)
     assert review["commit_id"] == second

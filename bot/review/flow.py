@@ -186,7 +186,7 @@ async def run_review(
                     trigger.number,
                     state.model_copy(update={"units": dict(list(kept.items())[-100:])}),
                 )
-                summary = runner.summary_of(prep, None, "", superseded_by="a newer push")
+                summary = runner.summary_of(prep, None, "", superseded=True)
                 outcome = Outcome("skipped", summary, run.id, "review", usage=facts.usage)
                 await ex._publish(publisher, run.id, outcome)
                 return

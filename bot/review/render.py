@@ -138,7 +138,7 @@ class SummaryFacts:
     unverified: Sequence[str] = ()
     fixed: Sequence[tuple[str, str]] = ()  # (title, sha)
     dismissed_now: Sequence[str] = ()
-    superseded_by: str | None = None
+    superseded: bool = False
     stale: bool = False
     full: bool = False
 
@@ -154,10 +154,10 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
         f"**Findings:** {c.get('new', 0)} new · {c.get('open', 0)} still open · "
         f"{c.get('fixed', 0)} fixed · {c.get('dismissed', 0)} dismissed",
     ]
-    if facts.superseded_by:
+    if facts.superseded:
         parts.append(
-            f"**Superseded:** a push moved the head to `{facts.superseded_by[:12]}` while this "
-            "review ran; the review of the new head follows."
+            "**Superseded:** a newer push arrived while this review ran; the review of the "
+            "new head follows."
         )
     elif facts.stale:
         parts.append(

@@ -482,7 +482,7 @@ def summary_of(
     model_summary: str,
     *,
     stale: bool = False,
-    superseded_by: str | None = None,
+    superseded: bool = False,
 ) -> str:
     state = done.state if done is not None else prep.state
     new = done.new if done is not None else []
@@ -496,7 +496,7 @@ def summary_of(
         unverified=done.unverified if done is not None else [],
         fixed=[(f.title, prep.head) for f in done.fixed] if done is not None else [],
         dismissed_now=prep.dismissed_now,
-        superseded_by=superseded_by,
+        superseded=superseded,
         stale=stale,
         full=prep.full,
     )

@@ -31,6 +31,7 @@ import anyio
 import anyio.to_thread
 
 from bot.engine.details import RunDetails
+from bot.fix.flow import run_fix
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import CommentKind, Publisher
@@ -202,6 +203,11 @@ class RunExecutor:
                 self, client, trigger, run, payload, publisher, started, self._repo_config
             )
             return
+        if trigger.workflow == "fix":
+            await run_fix(
+                self, client, trigger, run, payload, publisher, started, self._repo_config
+            )
+            return
         entry = get_workflow(trigger.workflow)
         facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
         if entry is None:
@@ -297,8 +303,11 @@ class RunExecutor:
         run_id: str,
         publisher: Publisher,
         tracker: Tracker,
+        resume_from: str | None = None,
     ) -> RunDetails:
-        """The workflow on the engine in webhook mode, its progress pumped to the comment."""
+        """The workflow on the engine in webhook mode, its progress pumped to the comment.
+
+        With `resume_from` (an earlier run's id) its finished read-only agent calls replay."""
         policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._pump, publisher, tracker)
@@ -311,6 +320,7 @@ class RunExecutor:
                 base=base,
                 run_id=run_id,
                 on_update=tracker.update,
+                resume_from=resume_from,
             )
             tasks.cancel_scope.cancel()
         return finished

@@ -267,12 +267,13 @@ async def run_async(
     *,
     cwd: Path | None = None,
     git_dir: Path | None = None,
+    stdin: bytes | None = None,
     extra_env: Mapping[str, str] | None = None,
     config: Sequence[tuple[str, str]] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     """`run_sync` for the event loop."""
     cmd = await prepare_async(args, cwd=cwd, git_dir=git_dir, extra_env=extra_env, config=config)
-    return await anyio.run_process(cmd.argv, env=cmd.env, check=False)
+    return await anyio.run_process(cmd.argv, input=stdin, env=cmd.env, check=False)
 
 
 async def open_async(

@@ -303,6 +303,29 @@ class Mirrors:
         log.info("branch pushed", extra={"repo": f"{source.owner}/{source.repo}", "branch": branch})
         return sha
 
+    async def remote_branches(self, source: RepoSource, prefix: str) -> dict[str, str]:
+        """The remote's branches under `refs/heads/<prefix>`, name -> commit, by `ls-remote`.
+
+        One round trip that lists refs only (no objects); `prefix` must be a plain `bot/...`
+        path, since it becomes a ref pattern.
+        """
+        if not re.fullmatch(r"bot/[A-Za-z0-9._/-]*", prefix) or ".." in prefix:
+            raise CheckoutError(f"not a branch prefix the bot lists: {prefix!r}")
+        git_dir = self.path_for(source.owner, source.repo)
+        token = await source.token()
+        _, stdout, _ = await self._git_output(
+            git_dir if git_dir.is_dir() else None,
+            ["ls-remote", "--heads", self.remote_url(source.owner, source.repo)],
+            token=token,
+        )
+        found: dict[str, str] = {}
+        for line in stdout.splitlines():
+            sha, _, ref = line.partition("\t")
+            name = ref.removeprefix("refs/heads/")
+            if _SHA.fullmatch(sha) and ref.startswith("refs/heads/") and name.startswith(prefix):
+                found[name] = sha
+        return found
+
     async def sweep(self, now: float | None = None) -> list[Path]:
         """Delete mirrors unused for too long and stale worktrees; return what was removed."""
         now = time.time() if now is None else now
@@ -402,6 +425,18 @@ class Mirrors:
         token: str | None = None,
         check: bool = True,
     ) -> tuple[int, str]:
+        code, _, stderr = await self._git_output(git_dir, args, token=token, check=check)
+        return code, stderr
+
+    async def _git_output(
+        self,
+        git_dir: Path | None,
+        args: Sequence[str],
+        *,
+        token: str | None = None,
+        check: bool = True,
+    ) -> tuple[int, str, str]:
+        """Run git with the transport's settings; (exit code, stdout, stderr), token-free."""
         env, config = self._env(token)
         try:
             with anyio.fail_after(self.timeout_s):
@@ -411,12 +446,13 @@ class Mirrors:
         except TimeoutError:
             raise CheckoutError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
         stderr = result.stderr.decode("utf-8", errors="replace")
+        stdout = result.stdout.decode("utf-8", errors="replace")
         if token:
             stderr = stderr.replace(token, "***")
         if check and result.returncode != 0:
             detail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
             raise CheckoutError(f"git {args[0]} failed ({result.returncode}): {detail}")
-        return result.returncode, stderr
+        return result.returncode, stdout, stderr
 
     @asynccontextmanager
     async def _locked(self, git_dir: Path) -> AsyncIterator[None]:

@@ -97,12 +97,22 @@ def _last_line(stderr: bytes) -> str:
     return lines[-1][:200] if lines else "no message"
 
 
-async def run_check(
-    git_dir: Path, commit: str, command: str, *, time_limit: float
-) -> tuple[bool, str]:
-    """Run `command` in the sandbox on a fresh checkout of `commit`; (passed, what happened)."""
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """What a check command did on a commit: `exit_code` None when it did not finish."""
+
+    passed: bool
+    exit_code: int | None
+    what: str
+    output: str = ""
+
+
+async def check_commit(git_dir: Path, commit: str, command: str, *, time_limit: float) -> CheckRun:
+    """Run `command` in the sandbox on a fresh checkout of `commit`."""
     if not sandbox.probe_sandbox().ok:
-        return False, "the sandbox is not available here, so the check could not run"
+        return CheckRun(
+            False, None, "the sandbox is not available here, so the check could not run"
+        )
     tmp = Path(tempfile.mkdtemp(prefix="bot-check-"))
     tree = tmp / "tree"
     try:
@@ -110,7 +120,9 @@ async def run_check(
             ["worktree", "add", "--detach", "--no-checkout", str(tree), commit], git_dir=git_dir
         )
         if added.code != 0:
-            return False, f"could not check the commit out ({_last_line(added.stderr)})"
+            return CheckRun(
+                False, None, f"could not check the commit out ({_last_line(added.stderr)})"
+            )
         # A mirror is bare; with per-worktree config (which the engine's worktrees turn on)
         # its `core.bare = true` reaches every worktree that does not override it.
         per_worktree = await run_git(
@@ -120,16 +132,29 @@ async def run_check(
             await run_git(["config", "--worktree", "core.bare", "false"], cwd=tree)
         checkout = await run_git(["read-tree", "-mu", "HEAD"], cwd=tree)
         if checkout.code != 0:
-            return False, f"could not check the commit out ({_last_line(checkout.stderr)})"
+            return CheckRun(
+                False, None, f"could not check the commit out ({_last_line(checkout.stderr)})"
+            )
         result = await sandbox.run_sandboxed(tree, command, time_limit=time_limit)
     finally:
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
         await run_git(["worktree", "prune"], git_dir=git_dir)
+    output = result.output[-4000:]
     if result.timed_out:
-        return False, f"`{command}` ran past its time limit"
+        return CheckRun(False, None, f"`{command}` ran past its time limit", output)
     if result.exit_code != 0:
-        return False, f"`{command}` failed (exit code {result.exit_code})"
-    return True, f"`{command}` passed"
+        return CheckRun(
+            False, result.exit_code, f"`{command}` failed (exit code {result.exit_code})", output
+        )
+    return CheckRun(True, 0, f"`{command}` passed", output)
+
+
+async def run_check(
+    git_dir: Path, commit: str, command: str, *, time_limit: float
+) -> tuple[bool, str]:
+    """Run `command` in the sandbox on a fresh checkout of `commit`; (passed, what happened)."""
+    done = await check_commit(git_dir, commit, command, time_limit=time_limit)
+    return done.passed, done.what
 
 
 async def prove_suggestion(

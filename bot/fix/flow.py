@@ -1,0 +1,424 @@
+"""The executor's path for `fix` runs: workspace, workflow, then the worker's push and PR.
+
+1. Where the fix goes (`policies.fix_target`): an issue's fix starts from the default branch's
+   head, or from this issue's open `bot/fix-*` branch (a second `fix` adds to the same pull
+   request); a pull request's fix starts from its head.
+2. The workflow (`bot.workflows.fix`) plans, implements in a worktree and reviews. It stops
+   with BLOCKED before anything is written when the request or the plan needs a decision.
+3. The app, never the agent, reads the real change from the mirror and classifies it again
+   (an agent may change more than it planned), makes one commit of it with the requester's
+   `Co-authored-by` trailer, runs `fix.check_command` on it in the sandbox, pushes it with
+   the installation token as an HTTP header (never forced, never to the default branch or a
+   fork) and opens a draft pull request, asking the requester to review it.
+
+A follow-up run (a maintainer's `decide` on a BLOCKED fix) passes `follow_up`: the blocked
+run's arguments, unchanged so its read-only calls replay, plus the decision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from bot.fix import gitops
+from bot.github.context import fetch_context, sanitize
+from bot.github.errors import GitHubError, RateLimited
+from bot.github.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
+from bot.github.render import Progress
+from bot.log import get_logger
+from bot.progress import Tracker, clean_model_text, usage_of
+from bot.review.suggest import check_commit, reclaim
+from bot.workflows import fix as fix_workflow
+from policies.config import RepoConfig
+from policies.fix import (
+    CheckResult,
+    blocked_for,
+    branch_name,
+    classify_change,
+    co_author_trailer,
+    is_fix_branch,
+    pull_request_text,
+    with_trailer,
+)
+from policies.fix_target import FixTarget, PullFacts, for_issue, for_pull
+from policies.outcome import Outcome, RunFacts, UsageSummary, failed_outcome, outcome_from_run
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bot.engine.details import RunDetails
+    from bot.execute import RunExecutor
+    from bot.github.installation import InstallationClient
+    from bot.github.publish import Publisher
+    from bot.store import RunRecord
+    from policies.event import Trigger
+
+log = get_logger(__name__)
+
+ConfigReader = Callable[["InstallationClient"], Awaitable[RepoConfig]]
+PATCH_SHOWN = 60_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FollowUp:
+    """A maintainer's answer to a BLOCKED fix: the blocked run's arguments and the decision."""
+
+    blocked_run: str
+    args: Mapping[str, Any]
+    decision: Mapping[str, Any]
+
+
+def _requester(payload: Mapping[str, Any] | None, login: str) -> dict[str, Any]:
+    sender = payload.get("sender") if payload else None
+    user_id = sender.get("id") if isinstance(sender, Mapping) else None
+    return {"login": login, "id": user_id if isinstance(user_id, int) else 0}
+
+
+def _fence_block(text: str, info: str = "") -> str:
+    """A code block no backtick run inside `text` can close."""
+    ticks = "`" * max(3, _longest_ticks(text) + 1)
+    return f"{ticks}{info}\n{text}\n{ticks}"
+
+
+def _longest_ticks(text: str) -> int:
+    best = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        best = max(best, run)
+    return best
+
+
+def patch_section(diff: str) -> list[str]:
+    """The change as a collapsed `diff` block (cut, and said so, when long)."""
+    shown = diff if len(diff) <= PATCH_SHOWN else diff[:PATCH_SHOWN] + "\n… (cut)"
+    return [
+        "",
+        collapsible("The patch (apply with `git apply`)"),
+        "",
+        _fence_block(shown, "diff"),
+        "",
+        END_COLLAPSIBLE,
+    ]
+
+
+async def _target(
+    ex: RunExecutor, client: InstallationClient, trigger: Trigger, default: str
+) -> FixTarget:
+    if trigger.target_kind == "pull_request":
+        pull = await client.get_pull(trigger.number)
+        facts = PullFacts(
+            number=pull.number,
+            head_ref=pull.head.ref,
+            head_sha=pull.head.sha,
+            head_repo=pull.head.repo.full_name if pull.head.repo else None,
+            base_ref=pull.base.ref,
+        )
+        return for_pull(facts, trigger.repo_full_name, default)
+    branches = await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}")
+    open_ones: dict[str, str] = {}
+    for name in sorted(branches):
+        if is_fix_branch(name, trigger.number) and await client.find_open_pull_by_head(name):
+            open_ones[name] = branches[name]
+            break
+    return for_issue(trigger.number, default, open_ones)
+
+
+async def _workspace(
+    ex: RunExecutor,
+    client: InstallationClient,
+    trigger: Trigger,
+    target: FixTarget,
+    default: str,
+    stored_start: str | None,
+) -> tuple[Path, str]:
+    """The mirror and the commit the fix starts from."""
+    if target.start_sha is not None:
+        pull = trigger.number if trigger.target_kind == "pull_request" else None
+        branch = target.branch if pull is None else None
+        git_dir = await ex.mirrors.ensure_commit(
+            client, target.start_sha, pull_number=pull, branch=branch
+        )
+        return git_dir, target.start_sha
+    if stored_start:
+        # A follow-up starts where the blocked run started, so its workspace matches and its
+        # read-only calls replay; the pull request shows if the default branch moved since.
+        git_dir = await ex.mirrors.ensure_commit(client, stored_start, branch=default)
+        return git_dir, stored_start
+    git_dir = await ex.mirrors.fetch(client, [f"+refs/heads/{default}:refs/heads/{default}"])
+    return git_dir, await gitops.resolve(git_dir, f"refs/heads/{default}")
+
+
+async def run_fix(
+    ex: RunExecutor,
+    client: InstallationClient,
+    trigger: Trigger,
+    run: RunRecord,
+    payload: Mapping[str, Any] | None,
+    publisher: Publisher,
+    started: float,
+    read_config: ConfigReader,
+    *,
+    follow_up: FollowUp | None = None,
+) -> None:
+    facts = RunFacts(run_id=run.id, workflow="fix", status="failed")
+    tracker = Tracker("fix", started, clock=ex.clock)
+    details: RunDetails | None = None
+    git_dir: Path | None = None
+    try:
+        config = (await read_config(client)).fix
+        default = _default_branch(payload) or (await client.get_repo()).default_branch
+        target = await _target(ex, client, trigger, default)
+        stored = dict(follow_up.args) if follow_up is not None else {}
+        phases = tuple(p.title for p in fix_workflow.meta.phase_list())
+        await publisher.start(Progress(run_id=run.id, workflow="fix", phases=phases), defer=True)
+        git_dir, start = await _workspace(
+            ex, client, trigger, target, default, stored.get("fix_start")
+        )
+        if follow_up is not None:
+            args = {**stored, "decision": dict(follow_up.decision)}
+        else:
+            context = await fetch_context(
+                client,
+                trigger,
+                actor_permission="write",
+                run_id=run.id,
+                payload=payload,
+                default_branch=default,
+            )
+            if context.comments_fetched:
+                publisher.know_comments(context.comments)
+            kind = "pull request" if trigger.target_kind == "pull_request" else "issue"
+            args = {
+                "target": f"{kind} #{trigger.number}",
+                "kind": trigger.target_kind,
+                "fence": context.fence,
+                "context": context.text,
+                "question": sanitize(trigger.args),
+                "fix_config": config.model_dump(),
+                "fix_start": start,
+                "requester": _requester(payload, trigger.actor),
+                "title": context.issue_title,
+            }
+        bound_git = git_dir
+
+        async def diff_of(commit: str) -> str:
+            return await gitops.diff_text(bound_git, start, commit)
+
+        fn = functools.partial(fix_workflow.workflow, diff_of=diff_of)
+        finished = details = await ex.run_workflow(
+            fix_workflow.meta,
+            fn,
+            args,
+            git_dir=git_dir,
+            base=start,
+            run_id=run.id,
+            publisher=publisher,
+            tracker=tracker,
+            resume_from=follow_up.blocked_run if follow_up is not None else None,
+        )
+        facts = ex.facts_of(finished, run.id, "fix", started)
+        outcome = await _conclude(
+            ex, client, trigger, finished, facts, args, git_dir, start, target, default, config
+        )
+        outcome = _with_replays(outcome, details, follow_up)
+    except RateLimited:
+        raise
+    except Exception as exc:
+        log.exception("the fix failed")
+        from bot.execute import describe_error  # the executor imports this module
+
+        failed = dataclasses.replace(facts, usage=usage_of(details, ex.clock() - started))
+        outcome = failed_outcome(failed, ex.redactor(describe_error(exc)))
+    finally:
+        if git_dir is not None:
+            await _reclaim(git_dir, details)
+    await ex._publish(publisher, run.id, outcome)
+
+
+def _with_replays(
+    outcome: Outcome, details: RunDetails | None, follow_up: FollowUp | None
+) -> Outcome:
+    if follow_up is None or details is None:
+        return outcome
+    total = len(details.agents)
+    replayed = sum(1 for agent in details.agents if agent.replayed)
+    line = f"Resumed from the blocked run `{follow_up.blocked_run}`: replayed {replayed} of {total} agent calls."
+    return dataclasses.replace(outcome, summary=f"{outcome.summary}\n\n{line}")
+
+
+async def _reclaim(git_dir: Path, details: RunDetails | None) -> None:
+    if details is None:
+        return
+    paths = [a.worktree_path for a in details.agents if a.worktree_path]
+    branches = [a.worktree_branch for a in details.agents if a.worktree_branch]
+    if paths or branches:
+        await reclaim(git_dir, paths, branches)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
+    repo = payload.get("repository") if payload else None
+    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
+    return branch if isinstance(branch, str) and branch else None
+
+
+async def _conclude(
+    ex: RunExecutor,
+    client: InstallationClient,
+    trigger: Trigger,
+    finished: RunDetails,
+    facts: RunFacts,
+    args: Mapping[str, Any],
+    git_dir: Path,
+    start: str,
+    target: FixTarget,
+    default: str,
+    config: Any,
+) -> Outcome:
+    """Turn the workflow's result into an outcome, pushing and opening the PR when it is done."""
+    result = finished.result if isinstance(finished.result, dict) else None
+
+    def mapped(value: object, summary: str | None = None) -> Outcome:
+        """The outcome of `value`; `summary` (app-written around cleaned model text) replaces
+        its summary after the mapping, so the app's own collapsed sections survive."""
+        outcome = outcome_from_run(
+            value, facts, app_slug=ex.app_slug, args=trigger.args, clean=clean_model_text
+        )
+        return dataclasses.replace(outcome, summary=summary) if summary else outcome
+
+    if finished.status != "completed" or result is None:
+        return mapped(result)
+    info = _mapping(result.get("fix"))
+    commit = info.get("commit")
+    if result.get("blocked") or result.get("status") in ("failed", "no_changes") or not commit:
+        return mapped({k: v for k, v in result.items() if k != "fix"})
+
+    change = await gitops.change_facts(git_dir, start, str(commit))
+    base = {"assumptions": result.get("assumptions") or []}
+    if not change.changes:
+        return mapped(
+            {**base, "status": "no_changes", "summary": "The agent's commit changes nothing."}
+        )
+    choice = info.get("choice")
+    risk = classify_change(change.changes, config, change.added)
+    if risk is not None and not (choice == "patch" or (choice == "proceed" and risk.pushable)):
+        summary = "The change the agent made needs a maintainer's decision before it is pushed."
+        return mapped({**base, "summary": summary, "blocked": blocked_for(risk)})
+
+    diff = await gitops.diff_text(git_dir, start, str(commit))
+    review = _mapping(info.get("review"))
+    summary = clean_model_text(str(result.get("summary") or "")).strip()
+    reviewed = fix_workflow.review_lines(review)
+    if not review.get("accepted"):
+        lines = [
+            "The change was made but did not pass its review, so nothing was pushed.",
+            "",
+            summary,
+            "",
+            "**Review**",
+            "",
+            *(reviewed or [f"- {clean_model_text(str(review.get('error') or 'no verdict'))}"]),
+            *patch_section(diff),
+        ]
+        return mapped({**base, "status": "no_changes", "summary": "-"}, "\n".join(lines))
+
+    requester = _mapping(args.get("requester"))
+    message = await gitops.commit_message(git_dir, start, str(commit))
+    login, user_id = str(requester.get("login") or ""), int(requester.get("id") or 0)
+    try:
+        message = with_trailer(message, co_author_trailer(login, user_id))
+    except ValueError:
+        log.warning("no Co-authored-by trailer: the requester's id is unknown")
+    bot_name = f"{ex.app_slug}[bot]"
+    sha = await gitops.squash(
+        git_dir,
+        start,
+        str(commit),
+        message,
+        name=bot_name,
+        email=f"{bot_name}@users.noreply.github.com",
+    )
+    check: CheckResult | None = None
+    check_line = "No check command is configured (`fix.check_command` in `.github/bot.yml`)."
+    if config.check_command:
+        done = await check_commit(
+            git_dir, sha, config.check_command, time_limit=config.check_timeout
+        )
+        check = CheckResult(config.check_command, done.exit_code, config.check_timeout)
+        check_line = f"**Check:** {done.what}."
+    lines = [summary or "The change is in the commit below.", "", check_line]
+    if reviewed:
+        lines += ["", "**Review**", "", *reviewed]
+
+    if target.where == "patch_only" or choice == "patch":
+        why = target.reason or "as decided, nothing is pushed"
+        lines = [f"Nothing was pushed: {why}. The change is attached as a patch.", "", *lines]
+        lines += patch_section(diff)
+        return mapped({**base, "summary": "-"}, "\n".join(lines))
+
+    title = str(args.get("title") or "")
+    if target.branch is not None:
+        branch = target.branch
+    else:
+        taken = await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}")
+        branch = branch_name(trigger.number, title or summary[:60], taken)
+    await ex.mirrors.push_branch(client, sha, branch, default_branch=default)
+    text = PullText(title, summary, check, [str(a) for a in base["assumptions"]], facts.usage)
+    pull_line = await _pull_request(ex, client, trigger, target, branch, text, login)
+    lines = [f"Pushed `{sha[:12]}` to `{branch}`. {pull_line}", "", *lines]
+    return mapped({**base, "summary": "-", "branches": [branch]}, "\n".join(lines))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PullText:
+    """What the draft pull request says (model-written parts already cleaned)."""
+
+    title: str
+    summary: str
+    check: CheckResult | None
+    assumptions: list[str]
+    usage: UsageSummary
+
+
+async def _pull_request(
+    ex: RunExecutor,
+    client: InstallationClient,
+    trigger: Trigger,
+    target: FixTarget,
+    branch: str,
+    text: PullText,
+    requester: str,
+) -> str:
+    """Open the draft pull request (or find the one the branch already has); a line about it."""
+    existing = await client.find_open_pull_by_head(branch)
+    if existing is not None:
+        return f"The commit is on pull request #{existing.number}."
+    if target.pull_base is None:
+        return "No pull request was opened."
+    head, body = pull_request_text(
+        number=trigger.number,
+        title=text.title or f"#{trigger.number}",
+        summary=clean_model_markdown(text.summary),
+        check=text.check,
+        assumptions=[clean_model_markdown(a) for a in text.assumptions],
+        usage=text.usage,
+        closes=target.closes,
+    )
+    pull = await client.create_pull(
+        head=branch,
+        base=target.pull_base,
+        title=ex.redactor(head),
+        body=ex.redactor(body),
+        draft=True,
+    )
+    if requester:
+        try:
+            await client.request_reviewers(pull.number, [requester])
+        except GitHubError as exc:
+            log.info("could not request a review", extra={"error": str(exc)[:200]})
+    return f"Opened draft pull request #{pull.number}."

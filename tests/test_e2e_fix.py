@@ -50,6 +50,11 @@ EDITS = (
             ("run_command", {"command": "git push origin HEAD:refs/heads/main"}),
         ),
     ),
+    Edit(
+        "fix it quietly",
+        {"app/greet.py": GREET_FIXED, ".github/workflows/ci.yml": "name: ci\non: push\n# x\n"},
+        plan=(("app/greet.py", "modify"),),
+    ),
     Edit("ci.yml", {".github/workflows/ci.yml": "name: ci\non: push\njobs: {}\n# 3.12\n"}),
     Edit("", {"app/greet.py": GREET_FIXED}),
 )
@@ -292,3 +297,19 @@ def test_a_fork_pull_request_gets_the_patch_and_no_push(world: World) -> None:
     assert "fork" in summary and "```diff" in summary and '+    return "hello, " + name' in summary
     (comment,) = world.own_comments(pull["number"])
     assert "<details>" in comment["body"]
+
+
+def test_a_change_beyond_the_plan_into_workflows_ends_blocked_and_pushes_nothing(
+    world: World,
+) -> None:
+    fr = world.fake.repos["octo/hello"]
+    world.fake.add_issue("octo", "hello", title="quiet", body="x", user="alice")
+    number = max(fr.issues)
+    pushes = len(world.fake.pushes)
+    guid = world.command(f"@{world.fake.slug} fix it quietly", number=number)
+    run_id, status = world.finished(guid)
+    assert status == "blocked", world.log.read_text()[-4000:]
+    assert len(world.fake.pushes) == pushes
+    blocked = world.outcome(run_id)["blocked"]
+    assert ".github/workflows/ci.yml" in blocked["decision"]
+    assert not any("Go ahead" in option for option in blocked["options"])  # not pushable

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.fix import gitops
@@ -31,7 +32,7 @@ from bot.log import get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
 from bot.review.suggest import check_commit, reclaim
 from bot.workflows import fix as fix_workflow
-from policies.config import RepoConfig
+from policies.config import FixConfig, RepoConfig
 from policies.fix import (
     CheckResult,
     blocked_for,
@@ -46,8 +47,6 @@ from policies.fix_target import FixTarget, PullFacts, for_issue, for_pull
 from policies.outcome import Outcome, RunFacts, UsageSummary, failed_outcome, outcome_from_run
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from bot.engine.details import RunDetails
     from bot.execute import RunExecutor
     from bot.github.installation import InstallationClient
@@ -59,6 +58,18 @@ log = get_logger(__name__)
 
 ConfigReader = Callable[["InstallationClient"], Awaitable[RepoConfig]]
 PATCH_SHOWN = 60_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Place:
+    """Where the fix was made and goes: the mirror, the start commit, the target."""
+
+    git_dir: Path
+    start: str
+    target: FixTarget
+    default: str
+    branches: dict[str, str]
+    """The remote's `bot/fix-<n>*` branches, when they were listed (name -> commit)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,8 +115,14 @@ def patch_section(diff: str) -> list[str]:
 
 
 async def _target(
-    ex: RunExecutor, client: InstallationClient, trigger: Trigger, default: str
+    ex: RunExecutor,
+    client: InstallationClient,
+    trigger: Trigger,
+    default: str,
+    branches: dict[str, str],
 ) -> FixTarget:
+    """Where the fix goes; `branches` is the remote's `bot/fix-<n>*` listing, filled for an
+    issue (a pull request's fix lists them only if it needs a new branch name)."""
     if trigger.target_kind == "pull_request":
         pull = await client.get_pull(trigger.number)
         facts = PullFacts(
@@ -116,7 +133,7 @@ async def _target(
             base_ref=pull.base.ref,
         )
         return for_pull(facts, trigger.repo_full_name, default)
-    branches = await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}")
+    branches.update(await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}"))
     open_ones: dict[str, str] = {}
     for name in sorted(branches):
         if is_fix_branch(name, trigger.number) and await client.find_open_pull_by_head(name):
@@ -169,7 +186,8 @@ async def run_fix(
     try:
         config = (await read_config(client)).fix
         default = _default_branch(payload) or (await client.get_repo()).default_branch
-        target = await _target(ex, client, trigger, default)
+        branches: dict[str, str] = {}
+        target = await _target(ex, client, trigger, default, branches)
         stored = dict(follow_up.args) if follow_up is not None else {}
         phases = tuple(p.title for p in fix_workflow.meta.phase_list())
         await publisher.start(Progress(run_id=run.id, workflow="fix", phases=phases), defer=True)
@@ -219,9 +237,8 @@ async def run_fix(
             resume_from=follow_up.blocked_run if follow_up is not None else None,
         )
         facts = ex.facts_of(finished, run.id, "fix", started)
-        outcome = await _conclude(
-            ex, client, trigger, finished, facts, args, git_dir, start, target, default, config
-        )
+        place = Place(git_dir, start, target, default, branches)
+        outcome = await _conclude(ex, client, trigger, finished, facts, args, place, config)
         outcome = _with_replays(outcome, details, follow_up)
     except RateLimited:
         raise
@@ -274,14 +291,12 @@ async def _conclude(
     finished: RunDetails,
     facts: RunFacts,
     args: Mapping[str, Any],
-    git_dir: Path,
-    start: str,
-    target: FixTarget,
-    default: str,
-    config: Any,
+    place: Place,
+    config: FixConfig,
 ) -> Outcome:
     """Turn the workflow's result into an outcome, pushing and opening the PR when it is done."""
     result = finished.result if isinstance(finished.result, dict) else None
+    git_dir, start, target = place.git_dir, place.start, place.target
 
     def mapped(value: object, summary: str | None = None) -> Outcome:
         """The outcome of `value`; `summary` (app-written around cleaned model text) replaces
@@ -365,9 +380,11 @@ async def _conclude(
     if target.branch is not None:
         branch = target.branch
     else:
-        taken = await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}")
+        taken = place.branches or await ex.mirrors.remote_branches(
+            client, f"bot/fix-{trigger.number}"
+        )
         branch = branch_name(trigger.number, title or summary[:60], taken)
-    await ex.mirrors.push_branch(client, sha, branch, default_branch=default)
+    await ex.mirrors.push_branch(client, sha, branch, default_branch=place.default)
     text = PullText(title, summary, check, [str(a) for a in base["assumptions"]], facts.usage)
     pull_line = await _pull_request(ex, client, trigger, target, branch, text, login)
     lines = [f"Pushed `{sha[:12]}` to `{branch}`. {pull_line}", "", *lines]

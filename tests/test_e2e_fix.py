@@ -55,6 +55,7 @@ EDITS = (
         {"app/greet.py": GREET_FIXED, ".github/workflows/ci.yml": "name: ci\non: push\n# x\n"},
         plan=(("app/greet.py", "modify"),),
     ),
+    Edit("tidy the readme", {"README.md": "# hello\n\nSays hello.\n"}, "Tidy the README"),
     Edit("ci.yml", {".github/workflows/ci.yml": "name: ci\non: push\njobs: {}\n# 3.12\n"}),
     Edit("", {"app/greet.py": GREET_FIXED}),
 )
@@ -230,6 +231,38 @@ def test_a_second_fix_adds_a_commit_to_the_same_pull_request(world: World) -> No
     assert len(world.pulls()) == 1
     (comment,) = world.own_comments()  # the sticky fix comment, edited
     assert "The commit is on pull request #" in comment["body"]
+
+
+def test_a_fix_on_the_apps_own_pull_request_commits_onto_its_branch(world: World) -> None:
+    (number, pull), *_ = world.pulls().items()
+    branch = pull["head"]["ref"]
+    before = world.branches()[branch]
+    pulls = len(world.pulls())
+    guid = world.command(f"@{world.fake.slug} fix tidy the readme", number=number)
+    _, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-4000:]
+    assert world.git("rev-parse", f"{branch}~1").strip() == before
+    assert "Says hello." in world.git("show", f"{branch}:README.md")
+    assert len(world.pulls()) == pulls
+    assert world.fake.pushes[-1].ref == f"refs/heads/{branch}"
+
+
+def test_a_fix_on_someone_elses_pull_request_opens_one_into_its_branch(world: World) -> None:
+    commit_files(world.git_dir, "feature", {"NOTES.md": "notes\n"}, "Add notes", base="main")
+    pull = anyio.run(
+        lambda: world.fake.add_pull("octo", "hello", head="feature", user="bob", title="Notes")
+    )
+    before = world.branches()["feature"]
+    guid = world.command(f"@{world.fake.slug} fix tidy the readme", number=pull["number"])
+    _, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-4000:]
+    assert world.branches()["feature"] == before  # never pushed to someone else's branch
+    new = [p for p in world.pulls().values() if p["base"]["ref"] == "feature"]
+    (fix_pull,) = new
+    branch = fix_pull["head"]["ref"]
+    assert branch.startswith(f"bot/fix-{pull['number']}-") and fix_pull["draft"]
+    assert world.git("rev-parse", f"{branch}~1").strip() == before
+    assert f"Requested in #{pull['number']}" in fix_pull["body"]
 
 
 def test_a_fix_that_commits_nothing_pushes_nothing_and_says_why(world: World) -> None:

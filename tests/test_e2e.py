@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from policies.outcome import OUTCOME_STATUSES
 from tests.fakes.github import Call, FakeGitHub
 from tests.fakes.llm import FakeLLM
 from tests.scripted import (
@@ -73,11 +74,10 @@ class Bot:
 
     def finished_run(self, guid: str) -> tuple[str, str]:
         """Wait for the delivery's run to finish; (run id, status)."""
-        final = ("succeeded", "no_changes", "needs_info", "blocked", "failed", "skipped")
 
         def done() -> bool:
             rows = self.query("SELECT status FROM runs WHERE delivery_id = ?", guid)
-            return bool(rows) and rows[0][0] in final
+            return bool(rows) and rows[0][0] in OUTCOME_STATUSES
 
         self.wait(f"the run of {guid}", done)
         rid, status = self.query("SELECT id, status FROM runs WHERE delivery_id = ?", guid)[0]

@@ -8,7 +8,11 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
    engine in webhook mode, maps its return value onto an Outcome and publishes it
    (`bot.github.publish`), editing the progress comment as the run goes;
-4. records the outcome on the run ("publishing") before posting it, and its final status after.
+4. for triage, offers the repository's labels to the workflow and, where `.github/bot.yml`
+   says `triage.apply_labels: true`, applies the existing ones it chose before posting
+   (`bot.github.labels`; a refusal becomes a note in the comment); a `needs_info` outcome
+   addresses the issue's author, and says whether their reply will run triage again;
+5. records the outcome on the run ("publishing") before posting it, and its final status after.
 
 A run that fails for any reason (context, checkout, model, engine) still ends with a published
 `failed` outcome that says what failed, redacted. The one exception is GitHub's rate limit
@@ -34,6 +38,7 @@ from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
+from bot.github.labels import apply_labels, label_names
 from bot.github.publish import CommentKind, Publisher
 from bot.github.render import Progress
 from bot.log import bound, get_logger
@@ -41,7 +46,7 @@ from bot.progress import Tracker, clean_model_text, usage_of
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
 from bot.review.flow import run_review
-from bot.store import BodyMissing
+from bot.store import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
@@ -54,6 +59,7 @@ from policies.outcome import (
     outcome_from_run,
 )
 from policies.outcome_json import outcome_from_json, outcome_to_json
+from policies.triggers import MAX_REPORTER_REPLIES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -227,6 +233,8 @@ class RunExecutor:
         meta, fn = entry
         tracker = Tracker(trigger.workflow, started, clock=self.clock)
         details: RunDetails | None = None
+        triage = trigger.workflow == "triage"
+        repo_labels: list[str] | None = None
         try:
             context = await fetch_context(
                 client,
@@ -244,13 +252,16 @@ class RunExecutor:
             first = Progress(run_id=run.id, workflow=trigger.workflow, phases=_titles(meta))
             await publisher.start(first, defer=True)
             git_dir, base = await self._workspace(client, trigger, payload, context.head_sha)
+            if triage:
+                repo_labels = await label_names(client)
             args = {
                 "target": f"{'pull request' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}",
                 "kind": trigger.target_kind,
                 "fence": context.fence,
                 "context": context.text,
                 "question": sanitize(trigger.args),
-                "repo_labels": None,
+                "repo_labels": repo_labels,
+                "reporter_reply": trigger.reporter_reply,
             }
             finished = details = await self.run_workflow(
                 meta,
@@ -269,7 +280,13 @@ class RunExecutor:
                 app_slug=self.app_slug,
                 args=trigger.args,
                 clean=clean_model_text,
+                reporter=_issue_author(payload),
+                rerun_on_reply=triage and await self._replies_left(trigger),
             )
+            if triage:
+                outcome = await apply_labels(
+                    client, trigger.number, outcome, repo_labels, self._repo_config
+                )
         except RateLimited:
             log.warning("rate limited beyond the cap; the job goes back to the queue")
             raise
@@ -291,6 +308,16 @@ class RunExecutor:
                 "seconds": round(self.clock() - started, 3),
             },
         )
+
+    async def _replies_left(self, trigger: Trigger) -> bool:
+        """Whether a reply from the reporter would run triage on this issue again (the cap
+        counts this run when a reply started it: the worker recorded that before)."""
+        replies = await anyio.to_thread.run_sync(
+            lambda: self.store.count_runs_for_reason(
+                trigger.repo_full_name, "issue", trigger.number, "triage", REPORTER_REPLY
+            )
+        )
+        return replies < MAX_REPORTER_REPLIES
 
     async def run_workflow(
         self,
@@ -453,6 +480,14 @@ def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
     repo = payload.get("repository") if payload else None
     branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
     return branch if isinstance(branch, str) and branch else None
+
+
+def _issue_author(payload: Mapping[str, Any] | None) -> str | None:
+    """The login of the issue's author as the delivery gives it (checked before it is shown)."""
+    issue = payload.get("issue") if payload else None
+    user = issue.get("user") if isinstance(issue, Mapping) else None
+    login = user.get("login") if isinstance(user, Mapping) else None
+    return login if isinstance(login, str) else None
 
 
 def _comment_kind(payload: Mapping[str, Any] | None) -> CommentKind:

@@ -88,6 +88,9 @@ MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
+REPORTER_REPLY = "reporter_reply"
+"""The decision reason of a delivery whose run is triage again after the reporter's reply."""
+
 
 class StoreError(RuntimeError):
     """The database cannot be opened or has a schema this version does not know."""
@@ -381,6 +384,48 @@ class Store:
             (repo, target_kind, number, exclude, limit),
         )
         return [_run(row) for row in rows]
+
+    def latest_run(
+        self, repo: str, target_kind: str, number: int, workflow: str, *, exclude_delivery: str = ""
+    ) -> RunRecord | None:
+        """The newest run of `workflow` on one issue or pull request, but `exclude_delivery`'s."""
+        row = (
+            self.conn()
+            .execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs"
+                " WHERE repo = ? AND target_kind = ? AND number = ? AND workflow = ?"
+                " AND delivery_id != ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                (repo, target_kind, number, workflow, exclude_delivery),
+            )
+            .fetchone()
+        )
+        return None if row is None else _run(row)
+
+    def count_runs_for_reason(
+        self,
+        repo: str,
+        target_kind: str,
+        number: int,
+        workflow: str,
+        reason: str,
+        *,
+        exclude_delivery: str = "",
+    ) -> int:
+        """How many runs of `workflow` on the target came from deliveries decided with `reason`
+        (e.g. `REPORTER_REPLY`, which the worker records with the trigger), but
+        `exclude_delivery`'s."""
+        row = (
+            self.conn()
+            .execute(
+                "SELECT count(*) FROM runs JOIN deliveries ON deliveries.guid = runs.delivery_id"
+                " WHERE runs.repo = ? AND runs.target_kind = ? AND runs.number = ?"
+                " AND runs.workflow = ? AND deliveries.decision = 'trigger'"
+                " AND deliveries.reason = ? AND runs.delivery_id != ?",
+                (repo, target_kind, number, workflow, reason, exclude_delivery),
+            )
+            .fetchone()
+        )
+        return int(row[0])
 
     def update_run(
         self, run_id: str, *, status: str, outcome: dict[str, object] | None = None

@@ -17,12 +17,17 @@ from bot.events import parse_event
 from bot.github.errors import RateLimited
 from bot.log import bound, get_logger
 from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
-from bot.store import BodyMissing, DeliveryRecord, RunRecord, Store
+from bot.store import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Store
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.interaction import resolve_run_interaction_policy
 from policies.outcome import OUTCOME_STATUSES
-from policies.triggers import decide, needs_permission
+from policies.triggers import (
+    AwaitingReporter,
+    decide,
+    is_reporter_comment,
+    needs_permission,
+)
 
 log = get_logger(__name__)
 
@@ -300,10 +305,19 @@ class Worker:
                 # Decided on defaults; events meant for the bot then skip with this message.
                 config, config_error = parse_repo_config(None), str(exc)
                 log.warning("repository config is invalid", extra={"error": config_error})
+            awaiting: AwaitingReporter | None = None
+            if is_reporter_comment(event):
+                awaiting = await anyio.to_thread.run_sync(lambda: self._awaiting_reporter(event))
             # Both parse the comment as CommonMark: a hostile 64 KiB comment takes seconds,
             # which must not stall the event loop (and every other job with it).
             wanted = await anyio.to_thread.run_sync(
-                lambda: needs_permission(event, config, self.app_slug, config_error=config_error)
+                lambda: needs_permission(
+                    event,
+                    config,
+                    self.app_slug,
+                    config_error=config_error,
+                    awaiting_reporter=awaiting,
+                )
             )
             permission: str | None = None
             if wanted:
@@ -315,9 +329,25 @@ class Worker:
                     app_slug=self.app_slug,
                     permission=permission,
                     config_error=config_error,
+                    awaiting_reporter=awaiting,
                 )
             )
             return event, decision
+
+    def _awaiting_reporter(self, event: Event) -> AwaitingReporter | None:
+        """The store's facts about triage on the issue the reporter commented on.
+
+        The delivery's own run, if an earlier attempt at this job made one, does not count:
+        a retried job decides as the first attempt did.
+        """
+        if not event.repo_full_name or event.number is None:
+            return None
+        repo, number, guid = event.repo_full_name, event.number, event.delivery_id
+        latest = self.store.latest_run(repo, "issue", number, "triage", exclude_delivery=guid)
+        replies = self.store.count_runs_for_reason(
+            repo, "issue", number, "triage", REPORTER_REPLY, exclude_delivery=guid
+        )
+        return AwaitingReporter(latest.status if latest else None, replies)
 
     async def _start_run(self, delivery: DeliveryRecord, trigger: Trigger) -> None:
         # The mode comes from values set here, never from the payload: always webhook.
@@ -332,9 +362,8 @@ class Worker:
                 mode=policy.mode.value,
             )
         )
-        await self._record(
-            delivery.guid, "trigger", workflow=trigger.workflow, reason=trigger.command
-        )
+        reason = REPORTER_REPLY if trigger.reporter_reply else trigger.command
+        await self._record(delivery.guid, "trigger", workflow=trigger.workflow, reason=reason)
         with bound(run_id=run.id, repo=trigger.repo_full_name):
             log.info(
                 "run created",

@@ -61,6 +61,7 @@ class SkipReason(StrEnum):
     INVALID_CONFIG = "invalid_config"
     IGNORED_AUTHOR = "ignored_author"
     NO_TARGET = "no_target"
+    REPLY_LIMIT = "reply_limit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,8 @@ class Trigger:
     head_sha: str | None = None
     comment_id: int | None = None
     command: str | None = None
+    reporter_reply: bool = False
+    """Triage again because the issue's author answered its questions (no command)."""
 
 
 @dataclass(frozen=True, slots=True)

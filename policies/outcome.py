@@ -2,9 +2,10 @@
 
 A workflow returns a dict (or a pydantic model) shaped like `WorkflowResult`:
 
-    {"status": "succeeded" | "no_changes" | "blocked" | "failed" (optional),
+    {"status": "succeeded" | "no_changes" | "needs_info" | "blocked" | "failed" (optional),
      "summary": "Markdown", "assumptions": ["..."],
      "blocked": {"decision", "why", "options": [2-4], "default", "risk"} (optional),
+     "questions": ["..."] (for needs_info, at most three), "labels": ["..."],
      "findings": [{"path", "line", "severity", "title", "body"}], "branches": ["bot/..."]}
 
 `outcome_from_run` turns that, together with the facts the engine reports about the run
@@ -16,24 +17,38 @@ a value that does not fit the shape is `failed` with a message saying what was w
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-OutcomeStatus = Literal["succeeded", "no_changes", "blocked", "failed", "skipped"]
-OUTCOME_STATUSES: tuple[str, ...] = ("succeeded", "no_changes", "blocked", "failed", "skipped")
+OutcomeStatus = Literal["succeeded", "no_changes", "needs_info", "blocked", "failed", "skipped"]
+OUTCOME_STATUSES: tuple[str, ...] = (
+    "succeeded",
+    "no_changes",
+    "needs_info",
+    "blocked",
+    "failed",
+    "skipped",
+)
 SEVERITIES: tuple[str, ...] = ("critical", "high", "medium", "low", "info")
 # Workflows a person can start again with a command carrying `--decision`.
 COMMAND_WORKFLOWS: frozenset[str] = frozenset({"review", "fix", "ask"})
 
 MAX_OPTIONS = 4
 MIN_OPTIONS = 2
+MAX_QUESTIONS = 3
+MAX_LABELS = 10
 OTHER_OPTION = "Something else (say what in your reply)"
 PROVIDE_OPTION = "Provide what is asked above in your reply"
 _SHORT = 300
+_QUESTION = 500
 _LONG = 4_000
+# A GitHub login as GitHub allows it (Enterprise adds `_shortcode` suffixes); apps' `[bot]`
+# accounts do not match, so the app never addresses a bot.
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_]|-(?=[A-Za-z0-9_])){0,38}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +77,19 @@ class Blocked:
 
 
 @dataclass(frozen=True, slots=True)
+class NeedsInfo:
+    """What only the reporter can tell, asked of them by name.
+
+    `reporter` is the issue author's login, checked to be a login (None when unknown or not a
+    person's); `rerun_on_reply` says whether the reporter's reply runs the workflow again.
+    """
+
+    questions: tuple[str, ...]
+    reporter: str | None = None
+    rerun_on_reply: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One point a workflow found; `fingerprint` stays the same across runs and line moves."""
 
@@ -87,6 +115,11 @@ class Outcome:
     findings: tuple[Finding, ...] = ()
     branches: tuple[str, ...] = ()
     error: str | None = None
+    needs_info: NeedsInfo | None = None
+    labels: tuple[str, ...] = ()
+    """Labels the workflow chose for the issue (applied only where the repository says so)."""
+    notes: tuple[str, ...] = ()
+    """What the app itself adds after the summary (e.g. how applying the labels went)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +162,12 @@ class WorkflowResult(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    status: Literal["succeeded", "no_changes", "blocked", "failed"] | None = None
+    status: Literal["succeeded", "no_changes", "needs_info", "blocked", "failed"] | None = None
     summary: str = ""
     assumptions: list[str] = Field(default_factory=list)
     blocked: BlockedResult | None = None
+    questions: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
     findings: list[FindingResult] = Field(default_factory=list)
     branches: list[str] = Field(default_factory=list)
 
@@ -238,6 +273,33 @@ def failed_outcome(facts: RunFacts, error: str, *, summary: str | None = None) -
     )
 
 
+def reporter_login(login: str | None) -> str | None:
+    """`login` when it is a person's GitHub login, else None: it is written after an `@`."""
+    if login is None:
+        return None
+    login = login.strip()
+    return login if _LOGIN.fullmatch(login) else None
+
+
+def _questions(raw: Sequence[str], clean: Callable[[str], str]) -> tuple[str, ...]:
+    seen: list[str] = []
+    for item in raw:
+        text = _one_line(clean(item), _QUESTION)
+        if text and text.lower() not in (s.lower() for s in seen):
+            seen.append(text)
+    return tuple(seen[:MAX_QUESTIONS])
+
+
+def _labels(raw: Sequence[str]) -> tuple[str, ...]:
+    """Label names as chosen: only ever matched against the repository's own names."""
+    seen: list[str] = []
+    for item in raw:
+        name = item.strip()
+        if name and len(name) <= 100 and name.lower() not in (s.lower() for s in seen):
+            seen.append(name)
+    return tuple(seen[:MAX_LABELS])
+
+
 def outcome_from_run(
     result: object,
     facts: RunFacts,
@@ -245,10 +307,14 @@ def outcome_from_run(
     app_slug: str,
     args: str = "",
     clean: Callable[[str], str] = _identity,
+    reporter: str | None = None,
+    rerun_on_reply: bool = False,
 ) -> Outcome:
     """Map a workflow's return value and the run's facts to an Outcome.
 
     `clean` is applied to every model-authored string (the engine's terminal-control stripper).
+    `reporter` (the issue author's login, from GitHub) and `rerun_on_reply` come from the
+    caller, never from the workflow: a `needs_info` outcome addresses that person.
     """
     if facts.status != "completed":
         reason = facts.error or f"the run ended {facts.status}"
@@ -276,16 +342,29 @@ def outcome_from_run(
         if parsed.blocked is not None
         else None
     )
+    questions = _questions(parsed.questions, clean)
     status: OutcomeStatus
     if blocked is not None:
         status = "blocked"
+    elif parsed.status == "needs_info" or (parsed.status is None and questions):
+        status = "needs_info"
     elif parsed.status in (None, "blocked"):
         status = "succeeded"
     else:
         status = parsed.status
+    needs_info = (
+        NeedsInfo(questions, reporter_login(reporter), rerun_on_reply)
+        if status == "needs_info"
+        else None
+    )
     summary = clean(parsed.summary).strip()
     if not summary:
-        summary = blocked.decision if blocked is not None else "The run finished without a summary."
+        if blocked is not None:
+            summary = blocked.decision
+        elif needs_info is not None:
+            summary = "The issue does not say enough yet to act on it."
+        else:
+            summary = "The run finished without a summary."
     return Outcome(
         status=status,
         summary=summary,
@@ -299,13 +378,15 @@ def outcome_from_run(
         findings=tuple(_finding(f, clean) for f in parsed.findings),
         branches=tuple(b.strip() for b in parsed.branches if b.strip()),
         error="the workflow reported failure" if status == "failed" else None,
+        needs_info=needs_info,
+        labels=_labels(parsed.labels),
     )
 
 
 def check_conclusion(status: OutcomeStatus) -> str:
-    """The check run conclusion for an outcome: success, neutral (blocked, skipped) or failure."""
+    """The check run conclusion: success, neutral (needs_info, blocked, skipped) or failure."""
     if status in ("succeeded", "no_changes"):
         return "success"
-    if status in ("blocked", "skipped"):
+    if status in ("needs_info", "blocked", "skipped"):
         return "neutral"
     return "failure"

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from policies.outcome import (
     Blocked,
     Finding,
+    NeedsInfo,
     Outcome,
     OutcomeStatus,
     UsageSummary,
@@ -58,6 +59,17 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
             "risk": b.risk,
             "answer": b.answer,
         }
+    if outcome.needs_info is not None:
+        n = outcome.needs_info
+        data["needs_info"] = {
+            "questions": list(n.questions),
+            "reporter": n.reporter,
+            "rerun_on_reply": n.rerun_on_reply,
+        }
+    if outcome.labels:
+        data["labels"] = list(outcome.labels)
+    if outcome.notes:
+        data["notes"] = list(outcome.notes)
     return data
 
 
@@ -78,6 +90,12 @@ class _StoredBlocked(BaseModel):
     default: str = ""
     risk: str = ""
     answer: str = ""
+
+
+class _StoredNeedsInfo(BaseModel):
+    questions: list[str] = Field(default_factory=list)
+    reporter: str | None = None
+    rerun_on_reply: bool = False
 
 
 class _StoredFinding(BaseModel):
@@ -102,6 +120,9 @@ class _StoredOutcome(BaseModel):
     branches: list[str] = Field(default_factory=list)
     findings: list[_StoredFinding] = Field(default_factory=list)
     blocked: _StoredBlocked | None = None
+    needs_info: _StoredNeedsInfo | None = None
+    labels: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
 
 def outcome_from_json(data: Mapping[str, object]) -> Outcome:
@@ -112,6 +133,7 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
         raise ValueError(f"not a stored outcome: {describe_validation_error(exc)}") from None
     u = stored.usage
     b = stored.blocked
+    n = stored.needs_info
     return Outcome(
         status=stored.status,
         summary=stored.summary,
@@ -136,4 +158,9 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
         ),
         branches=tuple(stored.branches),
         error=stored.error,
+        needs_info=None
+        if n is None
+        else NeedsInfo(tuple(n.questions), n.reporter, n.rerun_on_reply),
+        labels=tuple(stored.labels),
+        notes=tuple(stored.notes),
     )

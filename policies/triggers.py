@@ -1,4 +1,10 @@
-"""The trigger policy: an Event, the RepoConfig and the actor's permission -> Trigger or Skip."""
+"""The trigger policy: an Event, the RepoConfig and the actor's permission -> Trigger or Skip.
+
+One path needs facts from the store, which the caller looks up and passes in: a plain comment
+by an issue's author while the latest triage of that issue asked them questions (`needs_info`)
+runs triage again, without any permission (the reporter need not be a writer), at most
+`MAX_REPORTER_REPLIES` times per issue.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +16,16 @@ from policies.config import RepoConfig
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 
 __all__ = [
+    "MAX_REPORTER_REPLIES",
     "ROUTES",
     "WRITE_PERMISSIONS",
+    "AwaitingReporter",
     "Handler",
     "Request",
     "bot_login",
     "decide",
     "is_app_account",
+    "is_reporter_comment",
     "needs_permission",
     "on_comment",
     "on_comment_changed",
@@ -27,6 +36,9 @@ __all__ = [
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 """GitHub collaborator permissions that may give the app commands."""
+
+MAX_REPORTER_REPLIES = 3
+"""How many times the reporter's replies may run triage again on one issue."""
 
 
 def bot_login(app_slug: str) -> str:
@@ -57,6 +69,19 @@ class Request:
     command: str | None = None
     needs_permission: bool = False
     then: Skip | None = None
+    reporter_reply: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingReporter:
+    """What the store knows about triage on the issue a reporter's comment is on.
+
+    `latest_triage` is the status of the newest triage run on the issue (None when it has
+    none); `replies` counts the triage runs the reporter's replies have started so far.
+    """
+
+    latest_triage: str | None
+    replies: int
 
 
 Handler = Callable[[Event, RepoConfig, str], Request | Skip]
@@ -131,6 +156,46 @@ def on_comment(event: Event, config: RepoConfig, app_slug: str) -> Request | Ski
     )
 
 
+def is_reporter_comment(event: Event) -> bool:
+    """Whether the event is a new comment by the author of the issue it is on (not a PR).
+
+    Only for these does decide() read `awaiting_reporter`, so the caller looks the store up
+    only then. Logins compare without regard to case, as GitHub's do.
+    """
+    sender, author = event.sender_login, event.author_login
+    return (
+        event.name == "issue_comment"
+        and event.action == "created"
+        and event.target_kind == "issue"
+        and bool(sender)
+        and bool(author)
+        and (sender or "").lower() == (author or "").lower()
+    )
+
+
+def _reporter_reply(
+    event: Event, config: RepoConfig, awaiting: AwaitingReporter | None, skip: Skip
+) -> Request | Skip:
+    """The reporter answered (a plain comment): triage again while it waits on them.
+
+    `skip` is what the comment gets otherwise (not addressed to the app). Bots and the app
+    itself never get here (`_request` skips them first); a comment on a pull request, an
+    edited one or one by anybody else is not a reporter's reply.
+    """
+    if not is_reporter_comment(event) or not (event.comment_body or "").strip():
+        return skip
+    if awaiting is None or awaiting.latest_triage != "needs_info":
+        return skip
+    if not config.triage.enabled:
+        return Skip(SkipReason.WORKFLOW_DISABLED, "triage")
+    if awaiting.replies >= MAX_REPORTER_REPLIES:
+        detail = (
+            f"the reporter's replies already ran triage {awaiting.replies} times on #{event.number}"
+        )
+        return Skip(SkipReason.REPLY_LIMIT, detail)
+    return Request("triage", reporter_reply=True)
+
+
 ROUTES: Mapping[tuple[str, str], Handler] = {
     ("pull_request", "opened"): on_pull_request,
     ("pull_request", "reopened"): on_pull_request,
@@ -162,7 +227,11 @@ def route(event: Event) -> Handler | Skip:
 
 
 def _request(
-    event: Event, config: RepoConfig, app_slug: str, config_error: str | None
+    event: Event,
+    config: RepoConfig,
+    app_slug: str,
+    config_error: str | None,
+    awaiting: AwaitingReporter | None,
 ) -> Request | Skip:
     """Every check that does not need the actor's permission, in order."""
     handler = route(event)
@@ -183,11 +252,19 @@ def _request(
         return Skip(SkipReason.IGNORED_AUTHOR, f"{event.sender_login} is in ignore_authors")
     if event.target_kind is None or event.number is None:
         return Skip(SkipReason.NO_TARGET, f"{event.name}.{event.action} names no issue or PR")
-    return handler(event, config, app_slug)
+    request = handler(event, config, app_slug)
+    if isinstance(request, Skip) and request.reason is SkipReason.NOT_ADDRESSED:
+        return _reporter_reply(event, config, awaiting, request)
+    return request
 
 
 def needs_permission(
-    event: Event, config: RepoConfig, app_slug: str, *, config_error: str | None = None
+    event: Event,
+    config: RepoConfig,
+    app_slug: str,
+    *,
+    config_error: str | None = None,
+    awaiting_reporter: AwaitingReporter | None = None,
 ) -> bool:
     """Whether decide() will read the actor's permission, so the caller should fetch it.
 
@@ -196,10 +273,11 @@ def needs_permission(
     command needs write access, `help`, `stop`, `status` and unknown words included, so
     people without it get no reply at all (nothing to spam with). Automatic reviews and
     triage need no permission: they follow from opening a pull request or issue, which
-    anyone may do, and they only read. Reading the permission costs an API call, so the
-    caller fetches it only when this says so and passes None otherwise.
+    anyone may do, and they only read; so does the triage a reporter's reply starts again.
+    Reading the permission costs an API call, so the caller fetches it only when this says
+    so and passes None otherwise.
     """
-    request = _request(event, config, app_slug, config_error)
+    request = _request(event, config, app_slug, config_error, awaiting_reporter)
     return isinstance(request, Request) and request.needs_permission
 
 
@@ -221,6 +299,7 @@ def decide(
     app_slug: str,
     permission: str | None,
     config_error: str | None = None,
+    awaiting_reporter: AwaitingReporter | None = None,
 ) -> Decision:
     """Turn one event into a Trigger, or a Skip that says why nothing runs.
 
@@ -229,8 +308,10 @@ def decide(
     it is consulted only where needs_permission() is True, and None then fails closed.
     `config_error` is the text of a ConfigError for `.github/bot.yml`: events that pass
     the routing, self and bot checks then skip with INVALID_CONFIG so the error can be shown.
+    `awaiting_reporter` is read only where is_reporter_comment() is True: the store's facts
+    about triage on that issue (None: no reporter's reply runs anything).
     """
-    request = _request(event, config, app_slug, config_error)
+    request = _request(event, config, app_slug, config_error, awaiting_reporter)
     if isinstance(request, Skip):
         return request
     if request.needs_permission:
@@ -252,6 +333,7 @@ def decide(
         delivery_id=event.delivery_id,
         args=request.args,
         head_sha=event.head_sha,
-        comment_id=event.comment_id if request.command else None,
+        comment_id=event.comment_id if request.command or request.reporter_reply else None,
         command=request.command,
+        reporter_reply=request.reporter_reply,
     )

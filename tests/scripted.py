@@ -55,6 +55,33 @@ BLOCKED_VERDICT = {
         "risk": "Investigating the wrong command wastes the maintainers' time.",
     },
 }
+NEEDS_INFO_VERDICT = {
+    "actionable": False,
+    "kind": "bug",
+    "summary": "Start-up reads `config.yml` in `src/app.py:2`; the report does not say what fails.",
+    "labels": ["bug", "made-up-label"],
+    "areas": [{"path": "src/app.py", "line": 2, "note": "reads the config"}],
+    "questions": [
+        "Which command fails, and with what error message?",
+        "Which version of the app are you running?",
+    ],
+}
+"""An issue lacking what only its reporter can tell: triage asks them (`needs_info`)."""
+HIGH_RISK_VERDICT = {
+    "actionable": True,
+    "kind": "bug",
+    "summary": "The report includes a working exploit for the config loader.",
+    "labels": [],
+    "areas": [{"path": "src/app.py", "line": 2, "note": "loads untrusted YAML"}],
+    "blocked": {
+        "decision": "Should this vulnerability be handled as a private security advisory?",
+        "why": "Discussing a working exploit in public puts every user at risk.",
+        "options": ["Move it to a private advisory", "Keep it public"],
+        "default": "Move it to a private advisory",
+        "risk": "A public exploit before a fix is released.",
+    },
+}
+"""A decision that is high-risk and irreversible: triage stops with BLOCKED."""
 ANSWER = {
     "answer": "The config is read in `src/app.py:2` by `load_config()`.",
     "references": [{"path": "src/app.py", "line": 2}],
@@ -229,11 +256,14 @@ REPO_FILES = {
 
 @contextmanager
 def bot_with_fakes(
-    root: Path, *, extra_env: dict[str, str] | None = None
+    root: Path,
+    *,
+    extra_env: dict[str, str] | None = None,
+    files: dict[str, str] | None = None,
 ) -> Iterator[tuple[FakeGitHub, FakeLLM, RunningBot]]:
-    """The fake GitHub (repository `octo/hello` holding REPO_FILES) and the fake model, each on
-    127.0.0.1, and `bot serve` as a subprocess configured to use both."""
-    fake = make_fake_github(root, files=REPO_FILES)
+    """The fake GitHub (repository `octo/hello` holding REPO_FILES, and `files`) and the fake
+    model, each on 127.0.0.1, and `bot serve` as a subprocess configured to use both."""
+    fake = make_fake_github(root, files={**REPO_FILES, **(files or {})})
     llm = FakeLLM()
     llm.respond_with(ModelScript())
     with (

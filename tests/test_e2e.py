@@ -17,10 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
+from policies.outcome import OUTCOME_STATUSES
 from tests.fakes.github import Call, FakeGitHub
 from tests.fakes.llm import FakeLLM
 from tests.scripted import (
-    BLOCKED_VERDICT,
+    HIGH_RISK_VERDICT,
+    NEEDS_INFO_VERDICT,
     ModelScript,
     bot_with_fakes,
     comment_created,
@@ -72,11 +74,10 @@ class Bot:
 
     def finished_run(self, guid: str) -> tuple[str, str]:
         """Wait for the delivery's run to finish; (run id, status)."""
-        final = ("succeeded", "no_changes", "blocked", "failed", "skipped")
 
         def done() -> bool:
             rows = self.query("SELECT status FROM runs WHERE delivery_id = ?", guid)
-            return bool(rows) and rows[0][0] in final
+            return bool(rows) and rows[0][0] in OUTCOME_STATUSES
 
         self.wait(f"the run of {guid}", done)
         rid, status = self.query("SELECT id, status FROM runs WHERE delivery_id = ?", guid)[0]
@@ -168,11 +169,31 @@ def test_triage_and_ask_end_with_one_comment_each_and_nothing_else(bot: Bot) -> 
     assert bot.query("SELECT count(*) FROM runs WHERE delivery_id = 'e2e-0001'") == [(1,)]
 
 
-def test_an_issue_lacking_information_ends_blocked_with_the_decision(bot: Bot) -> None:
-    bot.llm.respond_with(ModelScript(verdict=BLOCKED_VERDICT))
+def test_an_issue_lacking_information_asks_its_reporter(bot: Bot) -> None:
+    bot.llm.respond_with(ModelScript(verdict=NEEDS_INFO_VERDICT))
     try:
         issue = bot.fake.add_issue(
             "octo", "hello", title="Broken", body="It is broken.", user="someone"
+        )
+        bot.post("issues", issues_opened(issue, "octo/hello", 42))
+        _, status = bot.finished_run(f"e2e-{bot.counter:04d}")
+    finally:
+        bot.llm.respond_with(ModelScript())
+    assert status == "needs_info"
+    (comment,) = bot.own(issue["number"])
+    body = comment["body"]
+    assert "### Triage: needs more information" in body
+    assert "@someone, thanks for the report." in body
+    assert "1. Which command fails, and with what error message?" in body
+    assert "2. Which version of the app are you running?" in body
+    assert "Decision needed" not in body and "--decision" not in body
+
+
+def test_a_high_risk_decision_ends_blocked(bot: Bot) -> None:
+    bot.llm.respond_with(ModelScript(verdict=HIGH_RISK_VERDICT))
+    try:
+        issue = bot.fake.add_issue(
+            "octo", "hello", title="RCE", body="Here is an exploit.", user="someone"
         )
         bot.post("issues", issues_opened(issue, "octo/hello", 42))
         _, status = bot.finished_run(f"e2e-{bot.counter:04d}")
@@ -182,9 +203,8 @@ def test_an_issue_lacking_information_ends_blocked_with_the_decision(bot: Bot) -
     (comment,) = bot.own(issue["number"])
     body = comment["body"]
     assert "### Triage: needs a decision" in body
-    assert "**Decision needed:** Which command fails, and with what error message?" in body
-    assert "1. `app start` fails *(default)*\n2. `app build` fails\n3. Something else" in body
-    assert '@repo-agent ask triage this again --decision "`app start` fails"' in body
+    assert "Should this vulnerability be handled as a private security advisory?" in body
+    assert "@someone" not in body
 
 
 def test_commands_from_a_reader_or_a_bot_do_nothing(bot: Bot) -> None:

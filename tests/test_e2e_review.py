@@ -21,6 +21,7 @@ import anyio
 import httpx
 import pytest
 
+from policies.outcome import OUTCOME_STATUSES
 from tests.fakes.github import FakeGitHub, commit_files, serve_fake_github
 from tests.fakes.llm import FakeLLM, serve
 from tests.fakes.review_model import CALC_RULES, ReviewModel
@@ -29,7 +30,7 @@ from tests.scripted import delivery_headers, running_bot
 
 pytestmark = pytest.mark.slow
 
-FINAL = ("succeeded", "no_changes", "blocked", "failed", "skipped")
+FINAL = OUTCOME_STATUSES
 
 
 @dataclass

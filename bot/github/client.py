@@ -46,8 +46,8 @@ from bot.github.errors import (
     RateLimited,
     RetryableError,
 )
-from bot.github.installation import PERMISSION_TTL_S, InstallationClient
-from bot.github.models import AppInfo, Installation, InstallationToken, Permission
+from bot.github.installation import LABELS_TTL_S, PERMISSION_TTL_S, InstallationClient
+from bot.github.models import AppInfo, Installation, InstallationToken, Label, Permission
 from bot.log import get_logger
 
 if TYPE_CHECKING:
@@ -68,6 +68,8 @@ log = get_logger(__name__)
 
 PERMISSION_CACHE_SIZE = 4096
 """Past this many remembered permissions, expired ones are dropped."""
+LABELS_CACHE_SIZE = 1024
+"""Past this many remembered label lists, expired ones are dropped."""
 
 
 def graphql_url(api_url: str) -> str:
@@ -115,6 +117,7 @@ class GitHubApp:
         self._tokens: dict[TokenKey, CachedToken] = {}
         self._token_locks: dict[TokenKey, anyio.Lock] = {}
         self._permissions: dict[tuple[int, str, str], tuple[float, Permission]] = {}
+        self._labels: dict[tuple[int, str], tuple[float, tuple[Label, ...]]] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, **kwargs: Any) -> GitHubApp:
@@ -256,3 +259,19 @@ class GitHubApp:
                 k: hit for k, hit in self._permissions.items() if now - hit[0] < PERMISSION_TTL_S
             }
         self._permissions[key] = (now, value)
+
+    def cached_labels(self, key: tuple[int, str]) -> tuple[Label, ...] | None:
+        """A repository's labels as listed less than `LABELS_TTL_S` ago, for (installation,
+        repository); None when not remembered."""
+        hit = self._labels.get(key)
+        if hit is not None and self._clock() - hit[0] < LABELS_TTL_S:
+            return hit[1]
+        return None
+
+    def remember_labels(self, key: tuple[int, str], labels: tuple[Label, ...]) -> None:
+        now = self._clock()
+        if len(self._labels) >= LABELS_CACHE_SIZE:
+            self._labels = {
+                k: hit for k, hit in self._labels.items() if now - hit[0] < LABELS_TTL_S
+            }
+        self._labels[key] = (now, labels)

@@ -43,6 +43,9 @@ M = TypeVar("M", bound=BaseModel)
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 PERMISSION_TTL_S = 60.0
 """How long a collaborator's permission is remembered."""
+LABELS_TTL_S = 300.0
+"""How long a repository's labels are remembered: a reporter's reply re-triages within
+minutes, and labels change seldom."""
 
 
 class InstallationClient:
@@ -423,8 +426,15 @@ class InstallationClient:
     # -- labels ----------------------------------------------------------------------------
 
     async def list_labels(self) -> list[Label]:
-        """Every label of the repository, all pages."""
-        return models_of(Label, await self._paginate("/labels"))
+        """Every label of the repository, all pages; remembered for `LABELS_TTL_S` per
+        installation and repository (shared by every client of the app)."""
+        key = (self.installation_id, self.full_name.lower())
+        cached = self.app.cached_labels(key)
+        if cached is not None:
+            return list(cached)
+        labels = models_of(Label, await self._paginate("/labels"))
+        self.app.remember_labels(key, tuple(labels))
+        return labels
 
     async def add_labels(self, number: int, names: Sequence[str]) -> list[Label]:
         """Add `names` to an issue or pull request; the labels it has afterwards.

@@ -227,11 +227,43 @@ def _blocked_section(outcome: Outcome) -> list[str]:
     return lines
 
 
+def _needs_info_section(outcome: Outcome) -> list[str]:
+    """The reporter, by name, and their questions; then what the run found so far.
+
+    The `@login` is the app's own text (checked to be a login when the outcome was made), so
+    it notifies the reporter; mentions in model-written text were defused before.
+    """
+    info = outcome.needs_info
+    assert info is not None
+    asked = (
+        "a few answers that only you can give"
+        if info.reporter
+        else "a few answers that only the reporter can give"
+    )
+    opening = f"A maintainer needs {asked} before work can start"
+    if info.reporter:
+        opening = f"@{info.reporter}, thanks for the report. {opening}"
+    lines = [opening + (":" if info.questions else "."), ""]
+    lines += [f"{number}. {q}" for number, q in enumerate(info.questions, start=1)]
+    if info.questions:
+        lines.append("")
+    if info.rerun_on_reply:
+        lines.append(
+            "Reply in a comment on this issue (no need to mention the app): "
+            f"{title_of(outcome.workflow).lower()} runs again with your answers."
+        )
+    else:
+        lines.append("Reply in a comment on this issue; a maintainer will take it from there.")
+    return [*lines, "", "**What was found so far**", "", outcome.summary]
+
+
 def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
-    """The final comment: the summary or the BLOCKED report, assumptions, findings, footer."""
+    """The final comment: the summary, the questions for the reporter or the BLOCKED report,
+    notes, assumptions, findings, footer."""
     heading = {
         "succeeded": f"### {title_of(outcome.workflow)}",
         "no_changes": f"### {title_of(outcome.workflow)}: nothing to change",
+        "needs_info": f"### {title_of(outcome.workflow)}: needs more information",
         "blocked": f"### {title_of(outcome.workflow)}: needs a decision",
         "failed": f"### {title_of(outcome.workflow)}: failed",
         "skipped": f"### {title_of(outcome.workflow)}: skipped",
@@ -241,8 +273,12 @@ def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
         if outcome.summary and outcome.summary != outcome.blocked.decision:
             parts += [outcome.summary, ""]
         parts += _blocked_section(outcome)
+    elif outcome.status == "needs_info" and outcome.needs_info is not None:
+        parts += _needs_info_section(outcome)
     else:
         parts.append(outcome.summary)
+    for note in outcome.notes:
+        parts += ["", note]
     if outcome.findings:
         parts += ["", "**Findings**", ""]
         for finding in outcome.findings:
@@ -294,6 +330,7 @@ def render_check_output(outcome: Outcome) -> dict[str, str]:
     title = {
         "succeeded": "Done",
         "no_changes": "Nothing to change",
+        "needs_info": "Needs more information",
         "blocked": "Needs a decision",
         "failed": "Failed",
         "skipped": "Skipped",

@@ -75,9 +75,23 @@ class TriageVerdict(_Result):
     assumptions: list[str] = Field(
         default_factory=list, description="Every material assumption you made."
     )
+    questions: list[str] = Field(
+        default_factory=list,
+        description=(
+            "When the issue lacks what only its reporter can tell (steps to reproduce, expected "
+            "and actual behaviour, version or environment, the use case) and the repository "
+            "cannot settle it: at most three concrete questions to the reporter, each "
+            "answerable in a sentence or two. Empty when nothing is missing."
+        ),
+    )
     blocked: BlockedReport | None = Field(
         default=None,
-        description="Fill this when the issue lacks information only the reporter can give.",
+        description=(
+            "Fill this only for a decision a maintainer must make that is high-risk or "
+            "irreversible (a security report that should not be discussed in public, a request "
+            "to delete data or to break a public interface). Never for missing information: "
+            "ask the reporter in `questions` instead."
+        ),
     )
 
 

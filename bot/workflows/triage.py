@@ -1,10 +1,12 @@
-"""Triage a newly opened issue: explore the repository, then judge whether the issue is actionable.
+"""Triage an issue: explore the repository, then judge whether the issue is actionable.
 
 Phase "Explore": one explorer reads the issue and the repository (read-only, at the default
 branch's commit) and reports the code the issue concerns and what the report lacks.
 Phase "Conclude": an advisor fills a `TriageVerdict`: a summary with suggested labels (from the
-repository's labels when they are known) and the likely area of code, or a BLOCKED report
-naming the information only the reporter can give.
+repository's labels when they are known) and the likely area of code; when the issue lacks what
+only its reporter can tell, up to three questions for them (the outcome is then `needs_info`,
+and the reporter's reply runs triage again); a BLOCKED report only for a decision that is
+high-risk or irreversible.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.github.context import context_prompt, plain
-from bot.workflows.schemas import BlockedReport, CodeRef, ExplorerReport, TriageVerdict
+from bot.workflows.schemas import CodeRef, ExplorerReport, TriageVerdict
 
 meta = WorkflowMeta(
     name="triage",
@@ -36,18 +38,36 @@ Fill the structured result:
 - actionable: true when a maintainer could start work from the issue as written;
 - summary: what is asked and what the repository shows, in a few sentences;
 - labels: {labels};
-- areas: the likely area of code, most likely first, with paths from the repository.
-If the issue lacks information that only the reporter can give and that the repository
-cannot settle, fill `blocked`: the missing information as one question, two to four
-possible answers, the one you would assume, and the risk of assuming it."""
+- areas: the likely area of code, most likely first, with paths from the repository;
+- questions: when the issue lacks what only the reporter can tell and the repository cannot
+  settle (steps to reproduce, expected and actual behaviour, version or environment, the use
+  case), at most three concrete questions to the reporter; set actionable to false then.
+Missing information is never a reason to stop: ask for it in `questions`. Fill `blocked` only
+for a decision a maintainer must make that is high-risk or irreversible (a security report
+that should not be discussed in public, a request to delete data or to break a public
+interface): the decision as one question, two to four options, the one you would take, and
+the risk of taking it."""
 
-DEFAULT_GAP = BlockedReport(
-    decision="What information is missing for a maintainer to act on this issue?",
-    why="The issue as written does not say enough to start work.",
-    options=["Steps to reproduce", "The expected behaviour", "The version or environment"],
-    default="Steps to reproduce",
-    risk="Work started on a guess may solve the wrong problem.",
+REPLY_NOTE = """
+
+The reporter has replied since the last triage: their answers are in the comments (newest
+last), after the app's earlier triage comment. Judge the issue with them."""
+
+BUG_QUESTIONS = (
+    "What are the exact steps to reproduce the problem, from a fresh start?",
+    "What did you expect to happen, and what happened instead (the full error message or "
+    "output, if any)?",
+    "Which version are you using, and on what environment (operating system, runtime version)?",
 )
+"""Asked when a verdict is not actionable but names no questions (any kind but a feature)."""
+
+FEATURE_QUESTIONS = (
+    "What are you trying to do that you cannot do today?",
+    "What should the new behaviour look like: an example of what you would run and what you "
+    "would expect to see?",
+    "Which version are you using, and what do you do instead for now?",
+)
+"""Asked when a feature request is not actionable but its verdict names no questions."""
 
 
 def _labels_instruction(repo_labels: Sequence[str] | None) -> str:
@@ -66,26 +86,36 @@ def _area_line(ref: CodeRef) -> str:
 
 
 def triage_result(verdict: TriageVerdict, repo_labels: Sequence[str] | None) -> dict[str, Any]:
-    """The workflow's return value (an Outcome shape) for a triage verdict."""
+    """The workflow's return value (an Outcome shape) for a triage verdict.
+
+    A high-risk decision (`blocked`) stops the run; otherwise a verdict that is not actionable
+    is `needs_info`, with the verdict's questions or, when it has none, the usual ones for its
+    kind. Questions on an actionable verdict are listed as open, without asking for a reply.
+    """
     labels = [label.strip() for label in verdict.labels if label.strip()]
     if repo_labels:
         known = {label.lower(): label for label in repo_labels}
         labels = [known[label.lower()] for label in labels if label.lower() in known]
+    questions = [q.strip() for q in verdict.questions if q.strip()][:3]
     lines = [verdict.summary.strip()]
     lines += ["", f"**Kind:** {verdict.kind}"]
     if labels:
         lines += ["", "**Suggested labels:** " + ", ".join(f"`{label}`" for label in labels)]
     if verdict.areas:
         lines += ["", "**Likely area of code:**"] + [_area_line(ref) for ref in verdict.areas[:8]]
+    if verdict.actionable and questions and verdict.blocked is None:
+        lines += ["", "**Open questions:**"] + [f"- {q}" for q in questions]
     result: dict[str, Any] = {
         "summary": "\n".join(lines),
         "assumptions": list(verdict.assumptions),
+        "labels": labels,
     }
-    blocked = verdict.blocked
-    if blocked is None and not verdict.actionable:
-        blocked = DEFAULT_GAP
-    if blocked is not None:
-        result["blocked"] = blocked.model_dump()
+    if verdict.blocked is not None:
+        result["blocked"] = verdict.blocked.model_dump()
+    elif not verdict.actionable:
+        default = FEATURE_QUESTIONS if verdict.kind == "feature" else BUG_QUESTIONS
+        result["status"] = "needs_info"
+        result["questions"] = questions or list(default)
     return result
 
 
@@ -95,10 +125,11 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     context = str(args["context"])
     repo_labels = args.get("repo_labels")
     labels = list(repo_labels) if isinstance(repo_labels, list) else None
+    reply = REPLY_NOTE if args.get("reporter_reply") else ""
 
     wf.phase("Explore")
     explore = await wf.agent(
-        context_prompt(EXPLORE_TASK.format(target=target), fence, context),
+        context_prompt(EXPLORE_TASK.format(target=target) + reply, fence, context),
         agent_type="explorer",
         label="explore",
         phase="Explore",
@@ -108,7 +139,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         wf.log(f"exploration failed: {explore.error}")
 
     wf.phase("Conclude")
-    task = CONCLUDE_TASK.format(target=target, labels=_labels_instruction(labels))
+    task = CONCLUDE_TASK.format(target=target, labels=_labels_instruction(labels)) + reply
     if not explore.ok:
         task += "\n\nThe exploration failed; work from the issue text alone."
     conclude = await wf.agent(

@@ -130,6 +130,44 @@ def test_runs_on_a_target_newest_first_without_the_excluded_one(data_dir: Path) 
     store.close()
 
 
+def test_latest_run_and_runs_counted_by_their_deliverys_reason(data_dir: Path) -> None:
+    clock = iter(float(n) for n in range(100))
+    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: next(clock))
+    reasons = [None, "reporter_reply", "ask", "reporter_reply", "reporter_reply"]
+    made = []
+    for n, reason in enumerate(reasons):
+        _insert_delivery(store, f"g-{n}")
+        workflow = "ask" if reason == "ask" else "triage"
+        made.append(
+            store.create_run(
+                delivery_id=f"g-{n}",
+                repo="octo/repo",
+                target_kind="issue",
+                number=7 if n != 3 else 8,
+                workflow=workflow,
+                mode="webhook",
+            )
+        )
+        store.record_decision(f"g-{n}", "trigger", reason=reason, workflow=workflow)
+    _insert_delivery(store, "g-skip")
+    store.record_decision("g-skip", "skip", reason="reporter_reply")
+
+    latest = store.latest_run("octo/repo", "issue", 7, "triage")
+    assert latest is not None and latest.id == made[4].id
+    before = store.latest_run("octo/repo", "issue", 7, "triage", exclude_delivery="g-4")
+    assert before is not None and before.id == made[1].id
+    assert store.latest_run("octo/repo", "issue", 7, "fix") is None
+    assert store.latest_run("octo/repo", "pull_request", 7, "triage") is None
+
+    count = store.count_runs_for_reason
+    assert count("octo/repo", "issue", 7, "triage", "reporter_reply") == 2
+    assert count("octo/repo", "issue", 7, "triage", "reporter_reply", exclude_delivery="g-4") == 1
+    assert count("octo/repo", "issue", 8, "triage", "reporter_reply") == 1
+    assert count("octo/repo", "issue", 7, "ask", "ask") == 1
+    assert count("other/repo", "issue", 7, "triage", "reporter_reply") == 0
+    store.close()
+
+
 def test_ping_reports_a_broken_database(data_dir: Path) -> None:
     path = data_dir / "bot.sqlite3"
     store = Store.open(path)

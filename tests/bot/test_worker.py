@@ -144,6 +144,111 @@ async def test_permission_is_looked_up_only_when_the_decision_needs_it(env: Env)
     assert env.decision("g-cmd")[:2] == ("trigger", "fix")
 
 
+def reporter_reply(
+    body: str = "It fails on `app start` with version 2.1.", **sender: str
+) -> dict[str, object]:
+    data = comment_payload(body)
+    if sender:
+        data["sender"] = {**data["sender"], **sender}  # type: ignore[dict-item]
+    return data
+
+
+async def test_the_reporters_replies_triage_again_three_times_without_permission(
+    env: Env,
+) -> None:
+    asked: list[str | None] = []
+    handed: list[Trigger] = []
+
+    async def lookup(event: Event) -> str | None:
+        asked.append(event.sender_login)
+        return "read"
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        handed.append(trigger)
+        env.store.update_run(run.id, status="needs_info")  # what triage concluded
+
+    worker = env.worker(WorkerHooks(permission_lookup=lookup, executor=executor))
+    env.deliver("g-open", "issues", payload("issues/opened.payload.json"))
+    await worker.run_until_idle()
+    for n in range(1, 5):
+        env.clock.now += 1
+        env.deliver(f"g-reply-{n}", "issue_comment", reporter_reply())
+        await worker.run_until_idle()
+    assert [env.decision(f"g-reply-{n}")[:2] for n in range(1, 4)] == [("trigger", "triage")] * 3
+    assert env.decision("g-reply-1")[2] == "reporter_reply"
+    assert [(t.workflow, t.reporter_reply, t.command) for t in handed] == [
+        ("triage", False, None),
+        *[("triage", True, None)] * 3,
+    ]
+    assert all(t.comment_id is not None for t in handed[1:])
+    decision, _, reason = env.decision("g-reply-4")
+    assert decision == "skip"
+    assert reason is not None and reason.startswith("reply_limit")
+    assert env.store.runs_for_delivery("g-reply-4") == []
+    assert asked == []  # the reporter's permission is never read
+
+
+async def test_a_reply_counts_only_while_triage_waits_on_the_reporter(env: Env) -> None:
+    statuses = iter(["succeeded"])
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        env.store.update_run(run.id, status=next(statuses))
+
+    worker = env.worker(WorkerHooks(executor=executor))
+    env.deliver("g-reply-0", "issue_comment", reporter_reply())
+    await worker.run_until_idle()  # never triaged
+    env.deliver("g-open", "issues", payload("issues/opened.payload.json"))
+    await worker.run_until_idle()
+    env.clock.now += 1
+    env.deliver("g-reply-1", "issue_comment", reporter_reply())  # triage answered already
+    await worker.run_until_idle()
+    for guid in ("g-reply-0", "g-reply-1"):
+        decision, _, reason = env.decision(guid)
+        assert (decision, reason) == ("skip", "not_addressed")
+
+
+async def test_only_the_reporter_and_no_bot_gets_a_reply_triaged(env: Env) -> None:
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        env.store.update_run(run.id, status="needs_info")
+
+    worker = env.worker(WorkerHooks(executor=executor))
+    env.deliver("g-open", "issues", payload("issues/opened.payload.json"))
+    await worker.run_until_idle()
+    env.clock.now += 1
+    env.deliver("g-other", "issue_comment", reporter_reply(login="someone-else"))
+    env.deliver("g-bot", "issue_comment", reporter_reply(login="ci[bot]", type="Bot"))
+    env.deliver("g-self", "issue_comment", reporter_reply(login=f"{SLUG}[bot]", type="Bot"))
+    await worker.run_until_idle()
+    reasons = [env.decision(g)[2] for g in ("g-other", "g-bot", "g-self")]
+    assert reasons == [
+        "not_addressed",
+        "bot_sender: sent by ci[bot]",
+        f"self_event: sent by {SLUG}[bot]",
+    ]
+
+
+async def test_a_retried_reply_decides_as_its_first_attempt_did(env: Env) -> None:
+    attempts: list[str] = []
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        attempts.append(run.id)
+        if trigger.reporter_reply and len(attempts) == 2:
+            env.store.update_run(run.id, status="running")
+            raise RuntimeError("crash mid-run")
+        env.store.update_run(run.id, status="needs_info")
+
+    worker = env.worker(WorkerHooks(executor=executor))
+    env.deliver("g-open", "issues", payload("issues/opened.payload.json"))
+    await worker.run_until_idle()
+    env.clock.now += 1
+    env.deliver("g-reply", "issue_comment", reporter_reply())
+    await worker.run_until_idle()
+    env.clock.now += 3600
+    await worker.run_until_idle()
+    assert len(attempts) == 3 and attempts[1] == attempts[2]
+    assert env.decision("g-reply")[:3] == ("trigger", "triage", "reporter_reply")
+
+
 async def test_unknown_permission_fails_closed(env: Env) -> None:
     env.deliver("g-cmd", "issue_comment", comment_payload(f"@{SLUG} fix"))
     await env.worker().run_until_idle()

@@ -1,7 +1,9 @@
 """The fake GitHub's labels: a repository's list, and labels added to an issue or pull request.
 
 As on GitHub, label names match without regard to case, and adding a label the repository
-does not have creates it (colour `ededed`, no description) rather than failing.
+does not have creates it (colour `ededed`, no description) rather than failing. A label made
+that way is also kept in the repository's `labels_created`, so a test can tell that the app
+never sent a name the repository lacked.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ def label_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]
             raise FakeError(404, "Not Found")
         labels: list[dict[str, Any]] = issue["labels"]  # shared with the pull, if one
         for name in _names(ctx.json):
+            if name.lower() not in ctx.fr.labels:
+                ctx.fr.labels_created.append(name)
             label = label_of(fake, ctx.fr, name)
             if all(have["id"] != label["id"] for have in labels):
                 labels.append(label)

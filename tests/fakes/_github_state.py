@@ -214,6 +214,7 @@ class FakeRepo:
     permissions: dict[str, str] = field(default_factory=dict)
     protected: set[str] = field(default_factory=set)  # branches besides the default one
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # by lower-case name
+    labels_created: list[str] = field(default_factory=list)  # by adding them to an issue
     next_number: int = 1
 
     @property

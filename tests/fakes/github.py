@@ -16,7 +16,8 @@ protection as GitHub words it (`GH006` for the default branch and `protect_branc
 ones), force pushes are refused, and each changed ref is kept in `pushes`; a push moves the
 open pull requests of its branch. `POST /pulls` refuses a head with no commits ahead or with
 an open pull already; reviewers must be collaborators other than the author; adding a label
-the repository lacks creates it (`add_label` makes one up front). Every request is appended to
+the repository lacks creates it, as GitHub does, and records it in `labels_created`
+(`add_label` makes one up front). Every request is appended to
 `calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
 and malformed answers. Repositories for it are built with `init_bare_repo` and
 `commit_files` (from `tests.fakes.gitrepo`, re-exported here).

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
-from bot.github.client import InstallationClient
+from bot.github.client import LABELS_CACHE_SIZE, GitHubApp, InstallationClient
 from bot.github.errors import GitHubError
+from bot.github.installation import LABELS_TTL_S
 from tests.fakes.github import FakeGitHub, commit_files
-from tests.github._client_world import hello_world, make_app
+from tests.github._client_world import API, hello_world, make_app
 
 pytestmark = pytest.mark.anyio
 
@@ -99,3 +102,43 @@ async def test_labels_are_listed_across_pages_and_added(
     assert [label.name for label in await gh.add_labels(1, ["bug"])] == ["bug", "question"]
     writes = len(fake.writes())
     assert await gh.add_labels(1, []) == [] and len(fake.writes()) == writes
+
+
+async def test_labels_are_remembered_per_installation_and_repository_for_minutes(
+    fake: FakeGitHub,
+) -> None:
+    now = [time.time()]
+    app = GitHubApp(
+        fake.app_id,
+        fake.private_key_pem,
+        api_url=API,
+        transport=httpx.ASGITransport(fake.app),
+        clock=lambda: now[0],
+    )
+    fake.add_label("octo", "hello", "bug")
+    listed = fake.calls_to("GET", "/repos/octo/hello/labels")
+    assert [label.name for label in await app.installation(42, "octo", "hello").list_labels()] == [
+        "bug"
+    ]
+    fake.add_label("octo", "hello", "docs")
+    # Another client of the same App (a later run) does not list them again.
+    again = await app.installation(42, "Octo", "Hello").list_labels()
+    assert [label.name for label in again] == ["bug"]
+    assert len(fake.calls_to("GET", "/repos/octo/hello/labels")) == len(listed) + 1
+    now[0] += LABELS_TTL_S + 1
+    fresh = await app.installation(42, "octo", "hello").list_labels()
+    assert [label.name for label in fresh] == ["bug", "docs"]
+    assert len(fake.calls_to("GET", "/repos/octo/hello/labels")) == len(listed) + 2
+    await app.aclose()
+
+
+async def test_the_labels_cache_forgets_expired_entries(fake: FakeGitHub) -> None:
+    now = [1_800_000_000.0]
+    app = GitHubApp(fake.app_id, fake.private_key_pem, api_url=API, clock=lambda: now[0])
+    for i in range(LABELS_CACHE_SIZE):
+        app.remember_labels((i, "octo/hello"), ())
+    now[0] += LABELS_TTL_S + 1
+    app.remember_labels((42, "octo/hello"), ())
+    assert app.cached_labels((42, "octo/hello")) == ()
+    assert app.cached_labels((0, "octo/hello")) is None
+    assert len(app._labels) == 1

@@ -232,6 +232,7 @@ async def test_labels_are_listed_in_pages_and_added_creating_unknown_ones(
     assert [label["name"] for label in added.json()] == ["docs", "bug", "needs-info"]
     created = fake.repos["octo/hello"].labels["needs-info"]
     assert (created["color"], created["description"]) == ("ededed", None)
+    assert fake.repos["octo/hello"].labels_created == ["needs-info"]
     bare_list = await http.post("/repos/octo/hello/issues/1/labels", json=["bug"])
     assert len(bare_list.json()) == 3
     listed = await http.get("/repos/octo/hello/labels")

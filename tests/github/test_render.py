@@ -20,7 +20,7 @@ from bot.github.render import (
     run_marker,
     sticky_marker,
 )
-from policies.outcome import Blocked, Finding, Outcome, UsageSummary
+from policies.outcome import Blocked, Finding, NeedsInfo, Outcome, UsageSummary
 from tests.github._markdown_check import _MD, _walk, hidden_comments, problems
 
 RUN = "wf_0123456789ab"
@@ -138,6 +138,47 @@ def test_blocked_report_has_decision_options_default_risk_and_reply() -> None:
     assert "$" not in body.split("<sub>")[1]
 
 
+def needs_info(info: NeedsInfo, *, notes: tuple[str, ...] = ()) -> Outcome:
+    return Outcome(
+        status="needs_info",
+        summary="The crash is likely in `src/app.py:2`.",
+        run_id=RUN,
+        workflow="triage",
+        needs_info=info,
+        notes=notes,
+    )
+
+
+def test_needs_info_names_the_reporter_asks_and_says_what_was_found() -> None:
+    questions = ("Which command fails?", "What does it print?", "Which version?")
+    body = render_outcome(needs_info(NeedsInfo(questions, "alice", rerun_on_reply=True)))
+    assert "### Triage: needs more information" in body
+    assert (
+        "@alice, thanks for the report. A maintainer needs a few answers that only you can "
+        "give before work can start:\n\n"
+        "1. Which command fails?\n2. What does it print?\n3. Which version?"
+    ) in body
+    assert "triage runs again with your answers." in body
+    assert "**What was found so far**\n\nThe crash is likely in `src/app.py:2`." in body
+    assert "Decision needed" not in body and "--decision" not in body
+
+
+def test_needs_info_without_a_reporter_or_questions_or_another_run() -> None:
+    body = render_outcome(needs_info(NeedsInfo(())))
+    assert "@" not in body.split("<!-- bot:sticky=triage -->")[1]
+    assert "only the reporter can give before work can start." in body
+    assert "a maintainer will take it from there." in body
+    assert "runs again" not in body
+
+
+def test_notes_follow_the_summary() -> None:
+    info = NeedsInfo(("Which version?",), "alice")
+    body = render_outcome(needs_info(info, notes=("Labels applied: `bug`.",)))
+    assert body.index("**What was found so far**") < body.index("Labels applied: `bug`.")
+    done = Outcome("succeeded", "Done.", RUN, "triage", notes=("Labels applied: `bug`.",))
+    assert "Done.\n\nLabels applied: `bug`." in render_outcome(done)
+
+
 def test_answer_fence_survives_backticks() -> None:
     blocked = Blocked("d", "", ("a", "b"), "a", "", '@app fix --decision "use ```x```"')
     outcome = Outcome(status="blocked", summary="d", run_id=RUN, workflow="fix", blocked=blocked)
@@ -149,6 +190,7 @@ def test_answer_fence_survives_backticks() -> None:
     [
         pytest.param("failed", "### Answer: failed", id="failed"),
         pytest.param("no_changes", "### Answer: nothing to change", id="no_changes"),
+        pytest.param("needs_info", "### Answer: needs more information", id="needs_info"),
         pytest.param("skipped", "### Answer: skipped", id="skipped"),
     ],
 )

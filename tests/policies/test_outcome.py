@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from pydantic import BaseModel
 
 from policies.outcome import (
+    MAX_LABELS,
     OTHER_OPTION,
+    OUTCOME_STATUSES,
     PROVIDE_OPTION,
+    NeedsInfo,
     RunFacts,
     UsageSummary,
     answer_command,
     check_conclusion,
     fingerprint,
     outcome_from_run,
+    reporter_login,
 )
 from policies.outcome_json import outcome_from_json, outcome_to_json
 
@@ -207,6 +212,7 @@ def test_pydantic_model_results_are_accepted() -> None:
     [
         pytest.param("succeeded", "success", id="succeeded"),
         pytest.param("no_changes", "success", id="no_changes"),
+        pytest.param("needs_info", "neutral", id="needs_info"),
         pytest.param("blocked", "neutral", id="blocked"),
         pytest.param("skipped", "neutral", id="skipped"),
         pytest.param("failed", "failure", id="failed"),
@@ -214,6 +220,113 @@ def test_pydantic_model_results_are_accepted() -> None:
 )
 def test_check_conclusion(status: str, conclusion: str) -> None:
     assert check_conclusion(status) == conclusion  # type: ignore[arg-type]
+
+
+# --- needs_info: questions only the reporter can answer ------------------------------------
+
+QUESTIONS = ["Which command fails?", "What does it print?"]
+
+
+@pytest.mark.parametrize(
+    ("result", "status", "questions"),
+    [
+        pytest.param({"status": "needs_info", "questions": QUESTIONS}, "needs_info", QUESTIONS, id="explicit"),
+        pytest.param({"questions": QUESTIONS}, "needs_info", QUESTIONS, id="questions-alone"),
+        pytest.param({"status": "needs_info"}, "needs_info", [], id="no-questions"),
+        pytest.param({"status": "succeeded", "questions": QUESTIONS}, "succeeded", None, id="explicit-status-wins"),
+        pytest.param({"questions": QUESTIONS, "blocked": BLOCKED}, "blocked", None, id="blocked-wins"),
+        pytest.param({"questions": [" ", ""]}, "succeeded", None, id="blank-questions"),
+    ],
+)  # fmt: skip
+def test_needs_info_status(
+    result: dict[str, object], status: str, questions: list[str] | None
+) -> None:
+    out = outcome_from_run({"summary": "s", **result}, DONE, app_slug="app")
+    assert out.status == status
+    if questions is None:
+        assert out.needs_info is None
+    else:
+        assert out.needs_info == NeedsInfo(tuple(questions))
+        assert out.blocked is None and out.error is None
+
+
+def test_questions_are_cleaned_deduplicated_one_line_and_at_most_three() -> None:
+    questions = [
+        "Which  command\nfails?\x1b[0m",
+        "which command fails?",
+        "Q" * 900,
+        "Which OS?",
+        "Which shell?",
+    ]
+    out = outcome_from_run(
+        {"questions": questions},
+        DONE,
+        app_slug="app",
+        clean=lambda s: s.replace("\x1b[0m", ""),
+        reporter="alice",
+        rerun_on_reply=True,
+    )
+    assert out.needs_info is not None
+    first, long, third = out.needs_info.questions
+    assert first == "Which command fails?"
+    assert len(long) == 500 and long.endswith("…")
+    assert third == "Which OS?"
+    assert (out.needs_info.reporter, out.needs_info.rerun_on_reply) == ("alice", True)
+    assert out.summary == "The issue does not say enough yet to act on it."
+
+
+@pytest.mark.parametrize(
+    ("login", "expected"),
+    [
+        pytest.param("alice", "alice", id="plain"),
+        pytest.param(" Alice-B ", "Alice-B", id="trimmed"),
+        pytest.param("octo_acme", "octo_acme", id="enterprise-shortcode"),
+        pytest.param("a" * 39, "a" * 39, id="longest"),
+        pytest.param("a" * 40, None, id="too-long"),
+        pytest.param("-alice", None, id="leading-hyphen"),
+        pytest.param("al--ice", None, id="double-hyphen"),
+        pytest.param("alice-", None, id="trailing-hyphen"),
+        pytest.param("dependabot[bot]", None, id="bot"),
+        pytest.param("alice team", None, id="space"),
+        pytest.param("alice\n@everyone", None, id="newline"),
+        pytest.param("org/team", None, id="team"),
+        pytest.param("", None, id="empty"),
+        pytest.param(None, None, id="missing"),
+    ],
+)
+def test_reporter_login(login: str | None, expected: str | None) -> None:
+    assert reporter_login(login) == expected
+
+
+def test_the_reporter_is_checked_and_only_kept_for_needs_info() -> None:
+    asked = outcome_from_run({"questions": QUESTIONS}, DONE, app_slug="a", reporter="x[bot]")
+    assert asked.needs_info is not None and asked.needs_info.reporter is None
+    done = outcome_from_run({"summary": "s"}, DONE, app_slug="a", reporter="alice")
+    assert done.needs_info is None
+
+
+def test_labels_are_trimmed_deduplicated_and_capped() -> None:
+    many = [f"l{n}" for n in range(MAX_LABELS + 5)]
+    out = outcome_from_run({"labels": [" bug ", "BUG", "", "x" * 101, *many]}, DONE, app_slug="app")
+    assert out.labels == ("bug", *many[: MAX_LABELS - 1])
+
+
+def test_needs_info_is_a_final_status() -> None:
+    assert "needs_info" in OUTCOME_STATUSES
+
+
+def test_outcome_json_round_trip_with_questions_labels_and_notes() -> None:
+    out = outcome_from_run(
+        {"summary": "s", "questions": QUESTIONS, "labels": ["bug"]},
+        DONE,
+        app_slug="app",
+        reporter="alice",
+        rerun_on_reply=True,
+    )
+    out = dataclasses.replace(out, notes=("Labels applied: `bug`.",))
+    assert outcome_from_json(json.loads(json.dumps(outcome_to_json(out)))) == out
+    plain = outcome_from_run({"summary": "s"}, DONE, app_slug="app")
+    assert set(outcome_to_json(plain)).isdisjoint({"needs_info", "labels", "notes"})
 
 
 def test_outcome_json_round_trip() -> None:

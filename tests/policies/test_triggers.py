@@ -12,11 +12,14 @@ from bot.events import parse_event
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason, Trigger
 from policies.triggers import (
+    MAX_REPORTER_REPLIES,
     ROUTES,
     WRITE_PERMISSIONS,
+    AwaitingReporter,
     bot_login,
     decide,
     is_app_account,
+    is_reporter_comment,
     needs_permission,
     on_comment,
     on_comment_changed,
@@ -234,8 +237,122 @@ def test_every_skip_reason_is_covered() -> None:
     reasons = {param.values[4] for param in SKIPS} | {
         SkipReason.INVALID_CONFIG,
         SkipReason.NO_TARGET,
+        SkipReason.REPLY_LIMIT,  # the reporter's replies, below
     }
     assert reasons == set(SkipReason)
+
+
+# --- the reporter's reply -----------------------------------------------------------------
+
+# Codertocat's plain comment on Codertocat's issue #1: the reporter answering.
+REPLY = "issue_comment.created.plain"
+WAITING = AwaitingReporter("needs_info", 0)
+
+
+def reply(**changes: object) -> Event:
+    return dataclasses.replace(load(REPLY), **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("permission", ["read", "none", None, "admin"])
+@pytest.mark.parametrize("replies", range(MAX_REPORTER_REPLIES))
+def test_the_reporters_reply_triages_again_without_permission(
+    permission: str | None, replies: int
+) -> None:
+    event = load(REPLY)
+    awaiting = AwaitingReporter("needs_info", replies)
+    assert is_reporter_comment(event)
+    assert needs_permission(event, config(), SLUG, awaiting_reporter=awaiting) is False
+    decision = decide(
+        event, config(), app_slug=SLUG, permission=permission, awaiting_reporter=awaiting
+    )
+    assert isinstance(decision, Trigger), decision
+    assert (decision.workflow, decision.target_kind, decision.number) == ("triage", "issue", 1)
+    assert (decision.command, decision.args, decision.reporter_reply) == (None, "", True)
+    assert decision.comment_id == event.comment_id is not None
+    assert decision.actor == "Codertocat"
+
+
+def test_a_reply_past_the_cap_does_nothing() -> None:
+    for replies in (MAX_REPORTER_REPLIES, MAX_REPORTER_REPLIES + 5):
+        decision = decide(
+            load(REPLY),
+            config(),
+            app_slug=SLUG,
+            permission=None,
+            awaiting_reporter=AwaitingReporter("needs_info", replies),
+        )
+        assert isinstance(decision, Skip) and decision.reason is SkipReason.REPLY_LIMIT
+        assert f"already ran triage {replies} times on #1" in decision.detail
+
+
+REPLY_SKIPS = [
+    pytest.param(reply(), None, "", SkipReason.NOT_ADDRESSED, id="no-store-facts"),
+    pytest.param(reply(), AwaitingReporter(None, 0), "", SkipReason.NOT_ADDRESSED, id="never-triaged"),
+    pytest.param(reply(), AwaitingReporter("succeeded", 0), "", SkipReason.NOT_ADDRESSED, id="triage-answered"),
+    pytest.param(reply(), AwaitingReporter("blocked", 0), "", SkipReason.NOT_ADDRESSED, id="triage-blocked"),
+    pytest.param(reply(), AwaitingReporter("running", 1), "", SkipReason.NOT_ADDRESSED, id="triage-running"),
+    pytest.param(reply(), AwaitingReporter("failed", 0), "", SkipReason.NOT_ADDRESSED, id="triage-failed"),
+    pytest.param(reply(sender_login="someone-else"), WAITING, "", SkipReason.NOT_ADDRESSED, id="other-reader"),
+    pytest.param(reply(author_login=None), WAITING, "", SkipReason.NOT_ADDRESSED, id="author-unknown"),
+    pytest.param(reply(target_kind="pull_request"), WAITING, "", SkipReason.NOT_ADDRESSED, id="on-a-pull-request"),
+    pytest.param(reply(comment_body="  \n "), WAITING, "", SkipReason.NOT_ADDRESSED, id="blank-reply"),
+    pytest.param(reply(comment_body=""), WAITING, "", SkipReason.NOT_ADDRESSED, id="empty-reply"),
+    pytest.param(reply(sender_login="ci[bot]", author_login="ci[bot]"), WAITING, "", SkipReason.BOT_SENDER, id="bot-reporter"),
+    pytest.param(reply(sender_type="Bot"), WAITING, "", SkipReason.BOT_SENDER, id="bot-type"),
+    pytest.param(reply(sender_login="repo-bot[bot]", author_login="repo-bot[bot]"), WAITING, "", SkipReason.SELF_EVENT, id="the-app-itself"),
+    pytest.param(reply(action="edited"), WAITING, "", SkipReason.EDITED_OR_DELETED, id="edited-reply"),
+    pytest.param(reply(), WAITING, "triage: {enabled: false}", SkipReason.WORKFLOW_DISABLED, id="triage-disabled"),
+    pytest.param(reply(), WAITING, "ignore_authors: [codertocat]", SkipReason.IGNORED_AUTHOR, id="ignored-reporter"),
+    pytest.param(reply(), WAITING, "enabled: false", SkipReason.REPO_DISABLED, id="repo-disabled"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("event", "awaiting", "cfg", "reason"), REPLY_SKIPS)
+def test_a_comment_that_is_not_the_reporters_reply_does_nothing(
+    event: Event, awaiting: AwaitingReporter | None, cfg: str, reason: SkipReason
+) -> None:
+    decision = decide(
+        event, config(cfg), app_slug=SLUG, permission="admin", awaiting_reporter=awaiting
+    )
+    assert isinstance(decision, Skip), decision
+    assert decision.reason is reason
+    assert needs_permission(event, config(cfg), SLUG, awaiting_reporter=awaiting) is False
+
+
+def test_a_command_from_the_reporter_keeps_the_command_path() -> None:
+    event = reply(comment_body="@repo-bot ask where is the greeting printed?")
+    assert needs_permission(event, config(), SLUG, awaiting_reporter=WAITING) is True
+    refused = decide(event, config(), app_slug=SLUG, permission="read", awaiting_reporter=WAITING)
+    assert isinstance(refused, Skip) and refused.reason is SkipReason.NO_PERMISSION
+    asked = decide(event, config(), app_slug=SLUG, permission="write", awaiting_reporter=WAITING)
+    assert isinstance(asked, Trigger)
+    assert (asked.workflow, asked.command, asked.reporter_reply) == ("ask", "ask", False)
+    unknown = decide(
+        reply(comment_body="@repo-bot thanks, see above"),
+        config(),
+        app_slug=SLUG,
+        permission="read",
+        awaiting_reporter=WAITING,
+    )
+    assert isinstance(unknown, Skip) and unknown.reason is SkipReason.NO_PERMISSION
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        pytest.param(reply(), True, id="reporter"),
+        pytest.param(reply(sender_login="CODERTOCAT"), True, id="case"),
+        pytest.param(reply(sender_login="someone-else"), False, id="other"),
+        pytest.param(reply(sender_login=None), False, id="no-sender"),
+        pytest.param(reply(author_login=None, sender_login=None), False, id="neither"),
+        pytest.param(reply(target_kind="pull_request"), False, id="pull-request"),
+        pytest.param(reply(action="edited"), False, id="edited"),
+        pytest.param(reply(name="pull_request_review_comment"), False, id="review-comment"),
+        pytest.param(load("issues.opened"), False, id="issue-opened"),
+    ],
+)
+def test_is_reporter_comment(event: Event, expected: bool) -> None:
+    assert is_reporter_comment(event) is expected
 
 
 # --- accounts, permissions and routing ----------------------------------------------------

@@ -13,7 +13,7 @@ from bot.engine.types import AgentInvocation, RunnerResult, Usage
 from bot.workflows import MODEL_FREE, WORKFLOWS, get_workflow
 from bot.workflows.ask import ask_result
 from bot.workflows.schemas import AskAnswer, TriageVerdict
-from bot.workflows.triage import DEFAULT_GAP, triage_result
+from bot.workflows.triage import BUG_QUESTIONS, FEATURE_QUESTIONS, REPLY_NOTE, triage_result
 from policies.interaction import resolve_run_interaction_policy
 from policies.outcome import RunFacts, outcome_from_run
 
@@ -98,23 +98,85 @@ async def test_triage_actionable(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_triage_blocked_on_missing_information(tmp_path: Path) -> None:
-    verdict = {**VERDICT, "actionable": False, "blocked": BLOCKED}
+async def test_triage_blocked_only_for_a_high_risk_decision(tmp_path: Path) -> None:
+    verdict = {**VERDICT, "actionable": False, "questions": ["Which OS?"], "blocked": BLOCKED}
     runner = ScriptedRunner({"explore": ok(EXPLORER), "conclude": ok(verdict)})
     details = await run("triage", runner, tmp_path)
+    conclude = runner.calls[1].prompt
+    assert "Missing information is never a reason to stop" in conclude
+    assert (
+        "Fill `blocked` only\nfor a decision a maintainer must make that is high-risk" in conclude
+    )
     facts = RunFacts(run_id=details.run_id, workflow="triage", status=details.status)
     outcome = outcome_from_run(details.result, facts, app_slug="app")
     assert outcome.status == "blocked"
-    assert outcome.blocked is not None
+    assert outcome.blocked is not None and outcome.needs_info is None
     assert outcome.blocked.decision == "Which version shows the crash?"
     assert outcome.blocked.options == ("1.x", "2.x")
-    assert outcome.blocked.answer == '@app ask triage this again --decision "2.x"'
 
 
-def test_not_actionable_without_a_blocked_report_gets_the_default_gap() -> None:
-    verdict = TriageVerdict.model_validate({**VERDICT, "actionable": False})
-    assert triage_result(verdict, None)["blocked"] == DEFAULT_GAP.model_dump()
-    assert "`Bug`, `made-up`" in triage_result(verdict, None)["summary"]
+@pytest.mark.anyio
+async def test_triage_lacking_information_asks_the_reporter(tmp_path: Path) -> None:
+    questions = ["Which command fails?", " ", "What does it print?", "Which OS?", "Which shell?"]
+    verdict = {**VERDICT, "actionable": False, "questions": questions}
+    runner = ScriptedRunner({"explore": ok(EXPLORER), "conclude": ok(verdict)})
+    details = await run("triage", runner, tmp_path, repo_labels=["bug"])
+    result = details.result
+    assert result["status"] == "needs_info"
+    assert result["questions"] == ["Which command fails?", "What does it print?", "Which OS?"]
+    assert result["labels"] == ["bug"]
+    assert "blocked" not in result
+    facts = RunFacts(run_id=details.run_id, workflow="triage", status=details.status)
+    outcome = outcome_from_run(result, facts, app_slug="app", reporter="alice")
+    assert outcome.status == "needs_info"
+    assert outcome.needs_info is not None
+    assert outcome.needs_info.reporter == "alice"
+    assert outcome.labels == ("bug",)
+    assert outcome.summary.startswith("Start-up crashes")
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        pytest.param("bug", BUG_QUESTIONS, id="bug"),
+        pytest.param("other", BUG_QUESTIONS, id="other"),
+        pytest.param("feature", FEATURE_QUESTIONS, id="feature"),
+    ],
+)
+def test_not_actionable_without_questions_gets_the_usual_ones(
+    kind: str, expected: tuple[str, ...]
+) -> None:
+    verdict = TriageVerdict.model_validate({**VERDICT, "kind": kind, "actionable": False})
+    result = triage_result(verdict, None)
+    assert result["status"] == "needs_info"
+    assert result["questions"] == list(expected)
+    assert "blocked" not in result
+    assert "`Bug`, `made-up`" in result["summary"]
+
+
+def test_the_usual_questions_ask_for_steps_behaviour_and_version() -> None:
+    assert "steps to reproduce" in BUG_QUESTIONS[0]
+    assert "expect" in BUG_QUESTIONS[1] and "instead" in BUG_QUESTIONS[1]
+    assert "version" in BUG_QUESTIONS[2]
+    assert "version" in FEATURE_QUESTIONS[2]
+
+
+def test_questions_on_an_actionable_issue_are_listed_without_waiting() -> None:
+    verdict = TriageVerdict.model_validate({**VERDICT, "questions": ["Does 1.x crash too?"]})
+    result = triage_result(verdict, ["bug"])
+    assert "status" not in result and "questions" not in result
+    assert "**Open questions:**\n- Does 1.x crash too?" in result["summary"]
+    assert result["labels"] == ["bug"]
+
+
+@pytest.mark.anyio
+async def test_a_reporter_reply_tells_both_agents_to_read_the_answers(tmp_path: Path) -> None:
+    runner = ScriptedRunner({"explore": ok(EXPLORER), "conclude": ok(VERDICT)})
+    await run("triage", runner, tmp_path / "reply", reporter_reply=True)
+    assert [REPLY_NOTE in c.prompt for c in runner.calls] == [True, True]
+    first = ScriptedRunner({"explore": ok(EXPLORER), "conclude": ok(VERDICT)})
+    await run("triage", first, tmp_path / "first", reporter_reply=False)
+    assert [REPLY_NOTE in c.prompt for c in first.calls] == [False, False]
 
 
 @pytest.mark.anyio

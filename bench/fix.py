@@ -43,9 +43,7 @@ def big_repo(path: Path, files: int, check: bool) -> None:
     contents = {".github/bot.yml": config, "app/greet.py": 'def greet():\n    return "helo"\n'}
     for n in range(files):
         contents[f"src/d{n % 100:02d}/f{n:05d}.py"] = f"VALUE_{n} = {n}\n"
-    mark = 0
-    for text in contents.values():
-        mark += 1
+    for mark, text in enumerate(contents.values(), start=1):
         data = text.encode()
         lines += [b"blob", f"mark :{mark}".encode(), f"data {len(data)}".encode(), data]
     message = b"Start"

@@ -36,6 +36,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
         },
         "error": outcome.error,
         "branches": list(outcome.branches),
+        "note": outcome.note,
         "findings": [
             {
                 "path": f.path,
@@ -57,6 +58,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
             "default": b.default,
             "risk": b.risk,
             "answer": b.answer,
+            "answer_own": b.answer_own,
         }
     return data
 
@@ -78,6 +80,7 @@ class _StoredBlocked(BaseModel):
     default: str = ""
     risk: str = ""
     answer: str = ""
+    answer_own: str = ""
 
 
 class _StoredFinding(BaseModel):
@@ -102,6 +105,7 @@ class _StoredOutcome(BaseModel):
     branches: list[str] = Field(default_factory=list)
     findings: list[_StoredFinding] = Field(default_factory=list)
     blocked: _StoredBlocked | None = None
+    note: str = ""
 
 
 def outcome_from_json(data: Mapping[str, object]) -> Outcome:
@@ -129,11 +133,14 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
         ),
         blocked=None
         if b is None
-        else Blocked(b.decision, b.why, tuple(b.options), b.default, b.risk, b.answer),
+        else Blocked(
+            b.decision, b.why, tuple(b.options), b.default, b.risk, b.answer, b.answer_own
+        ),
         findings=tuple(
             Finding(f.path, f.line, f.severity, f.title, f.body, f.fingerprint)
             for f in stored.findings
         ),
         branches=tuple(stored.branches),
         error=stored.error,
+        note=stored.note,
     )

@@ -108,7 +108,7 @@ async def test_triage_blocked_on_missing_information(tmp_path: Path) -> None:
     assert outcome.blocked is not None
     assert outcome.blocked.decision == "Which version shows the crash?"
     assert outcome.blocked.options == ("1.x", "2.x")
-    assert outcome.blocked.answer == '@app ask triage this again --decision "2.x"'
+    assert outcome.blocked.answer == "@app decide 2"
 
 
 def test_not_actionable_without_a_blocked_report_gets_the_default_gap() -> None:

@@ -4,11 +4,13 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
 
 1. reacts 👀 on the command's comment (commands only);
 2. answers `help`, `status` and `stop` itself, without a model, as a sticky reply;
-3. otherwise reads the context (`bot.github.context`), makes sure the mirror holds the commit
+3. hands `decide` to `follow_up` (`bot.followup`): it resumes the newest BLOCKED run here
+   with the maintainer's answer, or says in a sticky reply why it cannot;
+4. otherwise reads the context (`bot.github.context`), makes sure the mirror holds the commit
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
    engine in webhook mode, maps its return value onto an Outcome and publishes it
    (`bot.github.publish`), editing the progress comment as the run goes;
-4. records the outcome on the run ("publishing") before posting it, and its final status after.
+5. records the outcome on the run ("publishing") before posting it, and its final status after.
 
 A run that fails for any reason (context, checkout, model, engine) still ends with a published
 `failed` outcome that says what failed, redacted. The one exception is GitHub's rate limit
@@ -31,6 +33,7 @@ import anyio
 import anyio.to_thread
 
 from bot.engine.details import RunDetails
+from bot.followup import answer_blocked
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import CommentKind, Publisher
@@ -146,7 +149,12 @@ class RunExecutor:
         trigger: Trigger,
         run: RunRecord,
         payload: Mapping[str, Any] | None,
+        *,
+        kind: str | None = None,
+        workflow: str | None = None,
     ) -> Publisher:
+        """The run's publisher; `kind` (the comment's) and `workflow` (the check run's name)
+        default to the trigger's workflow."""
         first_attempt = run.status == "queued"
         known: list[Any] | None = None
         issue = payload.get("issue") if payload else None
@@ -161,10 +169,10 @@ class RunExecutor:
         return Publisher(
             client,
             run_id=run.id,
-            kind=trigger.workflow,
+            kind=kind or trigger.workflow,
             number=trigger.number,
             bot_login=self.bot_login,
-            check_name=f"{self.app_slug}: {trigger.workflow}" if is_pull else None,
+            check_name=f"{self.app_slug}: {workflow or trigger.workflow}" if is_pull else None,
             head_sha=trigger.head_sha if is_pull else None,
             command_comment_id=trigger.comment_id,
             command_comment_kind=_comment_kind(payload),
@@ -184,6 +192,9 @@ class RunExecutor:
         await publisher.acknowledge()
         if run.status != PUBLISHING:
             await self._record(run.id, "running", None)
+        if trigger.workflow == "decide":
+            await self.follow_up(client, trigger, run, payload, publisher, started)
+            return
 
         if run.status == PUBLISHING and run.outcome is not None:
             try:
@@ -261,7 +272,6 @@ class RunExecutor:
                 finished.result,
                 facts,
                 app_slug=self.app_slug,
-                args=trigger.args,
                 clean=clean_model_text,
             )
         except RateLimited:
@@ -297,8 +307,14 @@ class RunExecutor:
         run_id: str,
         publisher: Publisher,
         tracker: Tracker,
+        resume_from: str | None = None,
     ) -> RunDetails:
-        """The workflow on the engine in webhook mode, its progress pumped to the comment."""
+        """The workflow on the engine in webhook mode, its progress pumped to the comment.
+
+        `args` is recorded on the run first, so that a `decide` can resume it with the same
+        prompts; `resume_from` (a run id) replays that run's journaled read-only agent calls.
+        """
+        await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, args))
         policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._pump, publisher, tracker)
@@ -310,6 +326,7 @@ class RunExecutor:
                 repo=git_dir,
                 base=base,
                 run_id=run_id,
+                resume_from=resume_from,
                 on_update=tracker.update,
             )
             tasks.cancel_scope.cancel()
@@ -388,6 +405,22 @@ class RunExecutor:
         branch = _default_branch(payload) or (await client.get_repo()).default_branch
         git_dir = await self.mirrors.fetch(client, [f"+refs/heads/{branch}:refs/heads/{branch}"])
         return git_dir, f"refs/heads/{branch}"
+
+    # -- decide ---------------------------------------------------------------------------------
+
+    async def follow_up(
+        self,
+        client: InstallationClient,
+        trigger: Trigger,
+        run: RunRecord,
+        payload: Mapping[str, Any] | None,
+        publisher: Publisher,
+        started: float,
+    ) -> None:
+        """Answer the newest BLOCKED run here with `decide`'s answer: build a `FollowUp` and
+        run the handler for the blocked workflow (`bot.followup.FOLLOW_UPS`, else the generic
+        one for built-in workflows), or reply why not. `publisher` posts those replies."""
+        await answer_blocked(self, client, trigger, run, payload, publisher, started)
 
     # -- help, status, stop, unknown commands ----------------------------------------------------
 

@@ -184,7 +184,7 @@ def test_an_issue_lacking_information_ends_blocked_with_the_decision(bot: Bot) -
     assert "### Triage: needs a decision" in body
     assert "**Decision needed:** Which command fails, and with what error message?" in body
     assert "1. `app start` fails *(default)*\n2. `app build` fails\n3. Something else" in body
-    assert '@repo-agent ask triage this again --decision "`app start` fails"' in body
+    assert "```text\n@repo-agent decide 1\n```" in body
 
 
 def test_commands_from_a_reader_or_a_bot_do_nothing(bot: Bot) -> None:

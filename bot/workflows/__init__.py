@@ -2,7 +2,9 @@
 
 A workflow is `async def workflow(wf, args)` with a `meta`; `args` is built by the executor:
 `{"target": "issue #7", "kind": "issue" | "pull_request", "fence": ..., "context": ...,
-"question": ..., "repo_labels": [...] | None}`; its return value maps onto an Outcome
+"question": ..., "repo_labels": [...] | None}`, and in a `decide` follow-up the same plus
+`"decision"` (see `bot.workflows.decision`: add `decision_note(args)` only to the prompts of
+agents after the point where the run blocked); its return value maps onto an Outcome
 (see `policies.outcome`).
 """
 

@@ -12,6 +12,7 @@ from bot.store import RunRecord
 from policies.event import Trigger
 from tests.bot import test_execute
 from tests.bot.test_execute import Rig
+from tests.fakes.github import commit_files
 from tests.scripted import ANSWER, BLOCKED_VERDICT, ModelScript, issues_opened, user_prompt
 
 pytestmark = pytest.mark.anyio
@@ -280,3 +281,30 @@ async def test_a_blocked_review_cannot_be_resumed_yet(rig: Rig) -> None:
     assert run_of(rig, "guid-1").status == "skipped"
     assert rig.llm.bodies == []
     assert rig.store.answered_by(rig.store.get_run(review.id)) is None  # type: ignore[arg-type]
+
+
+async def test_decide_on_a_pull_request_reads_the_same_head_and_completes_its_check_run(
+    rig: Rig,
+) -> None:
+    repo = rig.fake.repos["octo/hello"]
+    commit_files(repo.git_dir, "feature", {"src/app.py": "config = {}\n"}, "Drop yaml", base="main")
+    pull = await rig.fake.add_pull("octo", "hello", head="feature", title="Drop yaml", user="maint")
+    rig.llm.respond_with(ModelScript(answer=ASK_BLOCKED))
+    rig.command(pull["number"], "@repo-agent ask is yaml still needed?")
+    await rig.worker.run_until_idle()
+    assert run_of(rig, "guid-1").status == "blocked"
+    rig.llm.respond_with(ModelScript())
+    rig.command(pull["number"], "@repo-agent decide 2")
+    await rig.worker.run_until_idle()
+    follow = run_of(rig, "guid-2")
+    assert follow.status == "succeeded"
+    # explorer and reviewer of the change replayed; only the answer ran again
+    assert len(rig.llm.bodies) == 4
+    _asked, answer = (str(c["body"]) for c in own_comments(rig, pull["number"]))
+    assert "replayed 2 of 3 agent calls" in answer
+    checks = sorted(rig.fake.check_runs.values(), key=lambda c: c["id"])
+    assert [(c["name"], c["head_sha"], c["conclusion"]) for c in checks] == [
+        ("repo-agent: ask", pull["head"]["sha"], "neutral"),
+        ("repo-agent: ask", pull["head"]["sha"], "success"),
+    ]
+    assert checks[1]["external_id"] == follow.id

@@ -4,15 +4,18 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
 
 1. reacts 👀 on the command's comment (commands only);
 2. answers `help`, `status` and `stop` itself, without a model, as a sticky reply;
-3. otherwise reads the context (`bot.github.context`), makes sure the mirror holds the commit
+3. hands `decide` to `follow_up` (`bot.followup`): it resumes the newest BLOCKED run here
+   with the maintainer's answer, or says in a sticky reply why it cannot;
+4. otherwise reads the context (`bot.github.context`), makes sure the mirror holds the commit
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
    engine in webhook mode, maps its return value onto an Outcome and publishes it
-   (`bot.github.publish`), editing the progress comment as the run goes;
-4. for triage, offers the repository's labels to the workflow and, where `.github/bot.yml`
+   (`bot.github.publish`), editing the progress comment as the run goes (`review` and `fix`
+   have their own paths: `bot.review.flow`, `bot.fix.flow`);
+5. for triage, offers the repository's labels to the workflow and, where `.github/bot.yml`
    says `triage.apply_labels: true`, applies the existing ones it chose before posting
    (`bot.github.labels`; a refusal becomes a note in the comment); a `needs_info` outcome
    addresses the issue's author, and says whether their reply will run triage again;
-5. records the outcome on the run ("publishing") before posting it, and its final status after.
+6. records the outcome on the run ("publishing") before posting it, and its final status after.
 
 A run that fails for any reason (context, checkout, model, engine) still ends with a published
 `failed` outcome that says what failed, redacted. The one exception is GitHub's rate limit
@@ -36,6 +39,7 @@ import anyio.to_thread
 
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
+from bot.followup import answer_blocked
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
@@ -153,7 +157,12 @@ class RunExecutor:
         trigger: Trigger,
         run: RunRecord,
         payload: Mapping[str, Any] | None,
+        *,
+        kind: str | None = None,
+        workflow: str | None = None,
     ) -> Publisher:
+        """The run's publisher; `kind` (the comment's) and `workflow` (the check run's name)
+        default to the trigger's workflow."""
         first_attempt = run.status == "queued"
         known: list[Any] | None = None
         issue = payload.get("issue") if payload else None
@@ -168,10 +177,10 @@ class RunExecutor:
         return Publisher(
             client,
             run_id=run.id,
-            kind=trigger.workflow,
+            kind=kind or trigger.workflow,
             number=trigger.number,
             bot_login=self.bot_login,
-            check_name=f"{self.app_slug}: {trigger.workflow}" if is_pull else None,
+            check_name=f"{self.app_slug}: {workflow or trigger.workflow}" if is_pull else None,
             head_sha=trigger.head_sha if is_pull else None,
             command_comment_id=trigger.comment_id,
             command_comment_kind=_comment_kind(payload),
@@ -191,6 +200,9 @@ class RunExecutor:
         await publisher.acknowledge()
         if run.status != PUBLISHING:
             await self._record(run.id, "running", None)
+        if trigger.workflow == "decide":
+            await self.follow_up(client, trigger, run, payload, publisher, started)
+            return
 
         if run.status == PUBLISHING and run.outcome is not None:
             try:
@@ -278,7 +290,6 @@ class RunExecutor:
                 finished.result,
                 facts,
                 app_slug=self.app_slug,
-                args=trigger.args,
                 clean=clean_model_text,
                 reporter=_issue_author(payload),
                 rerun_on_reply=triage and await self._replies_left(trigger),
@@ -334,7 +345,10 @@ class RunExecutor:
     ) -> RunDetails:
         """The workflow on the engine in webhook mode, its progress pumped to the comment.
 
-        With `resume_from` (an earlier run's id) its finished read-only agent calls replay."""
+        `args` is recorded on the run first, so that a `decide` can resume it with the same
+        prompts; `resume_from` (a run id) replays that run's journaled read-only agent calls.
+        """
+        await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, args))
         policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._pump, publisher, tracker)
@@ -346,8 +360,8 @@ class RunExecutor:
                 repo=git_dir,
                 base=base,
                 run_id=run_id,
-                on_update=tracker.update,
                 resume_from=resume_from,
+                on_update=tracker.update,
             )
             tasks.cancel_scope.cancel()
         return finished
@@ -425,6 +439,22 @@ class RunExecutor:
         branch = _default_branch(payload) or (await client.get_repo()).default_branch
         git_dir = await self.mirrors.fetch(client, [f"+refs/heads/{branch}:refs/heads/{branch}"])
         return git_dir, f"refs/heads/{branch}"
+
+    # -- decide ---------------------------------------------------------------------------------
+
+    async def follow_up(
+        self,
+        client: InstallationClient,
+        trigger: Trigger,
+        run: RunRecord,
+        payload: Mapping[str, Any] | None,
+        publisher: Publisher,
+        started: float,
+    ) -> None:
+        """Answer the newest BLOCKED run here with `decide`'s answer: build a `FollowUp` and
+        run the handler for the blocked workflow (`bot.followup.FOLLOW_UPS`, else the generic
+        one for built-in workflows), or reply why not. `publisher` posts those replies."""
+        await answer_blocked(self, client, trigger, run, payload, publisher, started)
 
     # -- help, status, stop, unknown commands ----------------------------------------------------
 

@@ -85,6 +85,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (repo, number)
     );
     """,
+    # The arguments a run's workflow was given (JSON), so `decide` can resume it with the
+    # same prompts; a follow-up's carry `decision.blocked_run`, the run it answers.
+    """
+    ALTER TABLE runs ADD COLUMN args TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -134,6 +139,19 @@ class RunRecord:
     created_at: float
     updated_at: float
     outcome: dict[str, object] | None = None
+    args: dict[str, Any] | None = None
+    """The workflow's arguments as given to the engine (None when not recorded)."""
+
+    def answers(self) -> str | None:
+        """The id of the BLOCKED run this run answers (a `decide` follow-up), else None."""
+        decision = (self.args or {}).get("decision")
+        blocked = decision.get("blocked_run") if isinstance(decision, dict) else None
+        return blocked if isinstance(blocked, str) else None
+
+
+# A run that answers a BLOCKED run but ended in these does not count as its answer: the
+# question may be answered again.
+_NOT_ANSWERED = ("failed", "skipped")
 
 
 def new_run_id() -> str:
@@ -184,7 +202,7 @@ _DELIVERY_COLUMNS = (
 )
 _RUN_COLUMNS = (
     "id, delivery_id, repo, target_kind, number, workflow, mode, status, created_at, "
-    "updated_at, outcome"
+    "updated_at, outcome, args"
 )
 
 
@@ -226,7 +244,18 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         created_at=float(row[8]),
         updated_at=float(row[9]),
         outcome=None if row[10] is None else json.loads(str(row[10])),
+        args=_json_object(row[11]),
     )
+
+
+def _json_object(value: object) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        data = json.loads(str(value))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _opt(value: object) -> str | None:
@@ -351,7 +380,8 @@ class Store:
                 return _run(row)
             run_id = new_run_id()
             conn.execute(
-                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                f"INSERT INTO runs ({_RUN_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                 (run_id, delivery_id, repo, target_kind, number, workflow, mode, status, now, now),
             )
         return RunRecord(
@@ -440,6 +470,54 @@ class Store:
                 run_id,
             ),
         )
+
+    def set_run_args(self, run_id: str, args: dict[str, Any]) -> None:
+        """Record the arguments the run's workflow is given (see `RunRecord.args`)."""
+        self.conn().execute(
+            "UPDATE runs SET args = ?, updated_at = ? WHERE id = ?",
+            (json.dumps(args, sort_keys=True, default=str), self.clock(), run_id),
+        )
+
+    def _answering(self, blocked: RunRecord, exclude: str) -> RunRecord | None:
+        # The LIKE only narrows the rows to parse: run ids are unique tokens.
+        rows = self.conn().execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs"
+            " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
+            " AND args LIKE ? ORDER BY created_at DESC",
+            (blocked.repo, blocked.target_kind, blocked.number, exclude, f"%{blocked.id}%"),
+        )
+        for row in rows:
+            run = _run(row)
+            if run.answers() == blocked.id and run.status not in _NOT_ANSWERED:
+                return run
+        return None
+
+    def answered_by(self, blocked: RunRecord, *, exclude: str = "") -> RunRecord | None:
+        """The run (but `exclude`) that answers `blocked`, unless it failed or was skipped."""
+        return self._answering(blocked, exclude)
+
+    def claim_answer(
+        self, run_id: str, blocked: RunRecord, decision: dict[str, Any]
+    ) -> RunRecord | None:
+        """Record on run `run_id` that it answers `blocked` with `decision`, unless another run
+        already does: that run is returned then and nothing is written. Atomic, so two
+        `decide` replies at once start one follow-up."""
+        conn = self.conn()
+        with transaction(conn):
+            other = self._answering(blocked, run_id)
+            if other is not None:
+                return other
+            row = conn.execute("SELECT args FROM runs WHERE id = ?", (run_id,)).fetchone()
+            args = (_json_object(row[0]) if row is not None else None) or {}
+            conn.execute(
+                "UPDATE runs SET args = ?, updated_at = ? WHERE id = ?",
+                (
+                    json.dumps({**args, "decision": decision}, sort_keys=True, default=str),
+                    self.clock(),
+                    run_id,
+                ),
+            )
+        return None
 
     # -- review memory -------------------------------------------------------------------
 

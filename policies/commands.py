@@ -22,6 +22,7 @@ COMMANDS: Mapping[str, str] = {
     "review": "review this pull request and comment on problems",
     "fix": "make the change this issue or pull request asks for, on a new branch",
     "ask": "answer a question about the code, e.g. `ask where are tokens refreshed?`",
+    "decide": 'answer the question a run stopped on: `decide 2` for option 2, or `decide "..."`',
     "pause": "stop reviewing this pull request automatically on pushes",
     "resume": "review this pull request on pushes again",
     "stop": "stop the run going on here",
@@ -44,7 +45,7 @@ class Command:
     """One command found in a comment.
 
     `name` is a key of COMMANDS or "unknown"; `args` is the text after the command word
-    (for `ask`, the question); `raw` is the command word as written.
+    (for `ask`, the question; for `decide`, the answer); `raw` is the command word as written.
     """
 
     name: str

@@ -11,7 +11,10 @@ A workflow returns a dict (or a pydantic model) shaped like `WorkflowResult`:
 `outcome_from_run` turns that, together with the facts the engine reports about the run
 (`RunFacts`), into an `Outcome`. A run that did not complete is `failed` whatever it returned;
 a value that does not fit the shape is `failed` with a message saying what was wrong; a
-`blocked` section makes the outcome `blocked` and gets the exact reply that answers it.
+`blocked` section makes the outcome `blocked` and gets the exact reply that answers it:
+`@<app> decide <n>` for option n (the default's number shown), or `@<app> decide "<text>"`,
+which resumes the run (see `policies.decide`). The default is always one of the options,
+so that it has a number.
 """
 
 from __future__ import annotations
@@ -34,14 +37,13 @@ OUTCOME_STATUSES: tuple[str, ...] = (
     "skipped",
 )
 SEVERITIES: tuple[str, ...] = ("critical", "high", "medium", "low", "info")
-# Workflows a person can start again with a command carrying `--decision`.
-COMMAND_WORKFLOWS: frozenset[str] = frozenset({"review", "fix", "ask"})
 
 MAX_OPTIONS = 4
 MIN_OPTIONS = 2
 MAX_QUESTIONS = 3
 MAX_LABELS = 10
 OTHER_OPTION = "Something else (say what in your reply)"
+OWN_ANSWER = "<your own answer>"
 PROVIDE_OPTION = "Provide what is asked above in your reply"
 _SHORT = 300
 _QUESTION = 500
@@ -66,7 +68,11 @@ class UsageSummary:
 
 @dataclass(frozen=True, slots=True)
 class Blocked:
-    """A decision only a person can make, and the exact reply that makes it."""
+    """A decision only a person can make, and the exact replies that make it.
+
+    `answer` chooses the default option by its number; `answer_own` gives one's own answer
+    (empty in outcomes recorded before `decide` existed).
+    """
 
     decision: str
     why: str
@@ -74,6 +80,7 @@ class Blocked:
     default: str
     risk: str
     answer: str
+    answer_own: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +127,8 @@ class Outcome:
     """Labels the workflow chose for the issue (applied only where the repository says so)."""
     notes: tuple[str, ...] = ()
     """What the app itself adds after the summary (e.g. how applying the labels went)."""
+    note: str = ""
+    """App-written Markdown shown under the heading (a follow-up says what it answers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,20 +200,14 @@ def fingerprint(path: str, title: str, body: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
-def answer_command(app_slug: str, workflow: str, args: str, option: str) -> str:
-    """The exact comment that starts a follow-up run with `option` as the decision.
+def answer_command(app_slug: str, option: int) -> str:
+    """The exact comment that answers a BLOCKED report with its option number `option`."""
+    return f"@{app_slug} decide {option}"
 
-    Commands (`review`, `fix`, `ask`) are repeated with their arguments; anything else (triage)
-    is answered through `ask`, whose question carries the decision to the next run.
-    """
-    choice = _one_line(option).replace('"', "'")
-    if workflow in COMMAND_WORKFLOWS:
-        words = [f"@{app_slug}", workflow]
-        if args.strip():
-            words.append(_one_line(args.replace("\n", " ")))
-    else:
-        words = [f"@{app_slug}", "ask", f"{workflow} this again"]
-    return " ".join([*words, f'--decision "{choice}"'])
+
+def answer_own_command(app_slug: str) -> str:
+    """The comment that answers a BLOCKED report in one's own words (a template to fill)."""
+    return f'@{app_slug} decide "{OWN_ANSWER}"'
 
 
 def _options(raw: Sequence[str], clean: Callable[[str], str]) -> tuple[str, ...]:
@@ -221,18 +224,28 @@ def _options(raw: Sequence[str], clean: Callable[[str], str]) -> tuple[str, ...]
     return tuple(seen)
 
 
-def _blocked(
-    raw: BlockedResult, clean: Callable[[str], str], *, app_slug: str, workflow: str, args: str
-) -> Blocked:
+def _with_default(options: tuple[str, ...], default: str) -> tuple[tuple[str, ...], str]:
+    """The options with the default among them (matched ignoring case), and the default as
+    spelled there: a default that is not an option is added, replacing the last when full."""
+    for option in options:
+        if option.lower() == default.lower():
+            return options, option
+    kept = options if len(options) < MAX_OPTIONS else options[:-1]
+    return (*kept, default), default
+
+
+def _blocked(raw: BlockedResult, clean: Callable[[str], str], *, app_slug: str) -> Blocked:
     options = _options(raw.options, clean)
     default = _one_line(clean(raw.default)) if raw.default and raw.default.strip() else options[0]
+    options, default = _with_default(options, default)
     return Blocked(
         decision=_one_line(clean(raw.decision), _LONG),
         why=clean(raw.why).strip()[:_LONG],
         options=options,
         default=default,
         risk=clean(raw.risk).strip()[:_LONG],
-        answer=answer_command(app_slug, workflow, args, default),
+        answer=answer_command(app_slug, options.index(default) + 1),
+        answer_own=answer_own_command(app_slug),
     )
 
 
@@ -305,7 +318,6 @@ def outcome_from_run(
     facts: RunFacts,
     *,
     app_slug: str,
-    args: str = "",
     clean: Callable[[str], str] = _identity,
     reporter: str | None = None,
     rerun_on_reply: bool = False,
@@ -338,9 +350,7 @@ def outcome_from_run(
         )
 
     blocked = (
-        _blocked(parsed.blocked, clean, app_slug=app_slug, workflow=facts.workflow, args=args)
-        if parsed.blocked is not None
-        else None
+        _blocked(parsed.blocked, clean, app_slug=app_slug) if parsed.blocked is not None else None
     )
     questions = _questions(parsed.questions, clean)
     status: OutcomeStatus

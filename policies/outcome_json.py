@@ -37,6 +37,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
         },
         "error": outcome.error,
         "branches": list(outcome.branches),
+        "note": outcome.note,
         "findings": [
             {
                 "path": f.path,
@@ -58,6 +59,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
             "default": b.default,
             "risk": b.risk,
             "answer": b.answer,
+            "answer_own": b.answer_own,
         }
     if outcome.needs_info is not None:
         n = outcome.needs_info
@@ -90,6 +92,7 @@ class _StoredBlocked(BaseModel):
     default: str = ""
     risk: str = ""
     answer: str = ""
+    answer_own: str = ""
 
 
 class _StoredNeedsInfo(BaseModel):
@@ -123,6 +126,7 @@ class _StoredOutcome(BaseModel):
     needs_info: _StoredNeedsInfo | None = None
     labels: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    note: str = ""
 
 
 def outcome_from_json(data: Mapping[str, object]) -> Outcome:
@@ -151,7 +155,9 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
         ),
         blocked=None
         if b is None
-        else Blocked(b.decision, b.why, tuple(b.options), b.default, b.risk, b.answer),
+        else Blocked(
+            b.decision, b.why, tuple(b.options), b.default, b.risk, b.answer, b.answer_own
+        ),
         findings=tuple(
             Finding(f.path, f.line, f.severity, f.title, f.body, f.fingerprint)
             for f in stored.findings
@@ -163,4 +169,5 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
         else NeedsInfo(tuple(n.questions), n.reporter, n.rerun_on_reply),
         labels=tuple(stored.labels),
         notes=tuple(stored.notes),
+        note=stored.note,
     )

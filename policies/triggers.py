@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from policies.commands import UNKNOWN, Command, parse_command
 from policies.config import RepoConfig
+from policies.decide import parse_answer
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 
 __all__ = [
@@ -125,6 +126,9 @@ def _command_skip(command: Command, event: Event, config: RepoConfig) -> Skip | 
         return Skip(SkipReason.UNKNOWN_COMMAND, command.raw, extra)
     if command.name == "ask" and not command.args:
         return Skip(SkipReason.UNKNOWN_COMMAND, "ask needs a question", extra)
+    if command.name == "decide" and parse_answer(command.args) is None:
+        detail = "decide needs an option's number or your own answer"
+        return Skip(SkipReason.UNKNOWN_COMMAND, detail, extra)
     if command.name in ("review", "pause", "resume") and event.target_kind != "pull_request":
         return Skip(
             SkipReason.UNKNOWN_COMMAND, f"{command.name} works on pull requests only", extra

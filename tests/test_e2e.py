@@ -21,6 +21,7 @@ from policies.outcome import OUTCOME_STATUSES
 from tests.fakes.github import Call, FakeGitHub
 from tests.fakes.llm import FakeLLM
 from tests.scripted import (
+    BLOCKED_VERDICT,
     HIGH_RISK_VERDICT,
     NEEDS_INFO_VERDICT,
     ModelScript,
@@ -205,6 +206,8 @@ def test_a_high_risk_decision_ends_blocked(bot: Bot) -> None:
     assert "### Triage: needs a decision" in body
     assert "Should this vulnerability be handled as a private security advisory?" in body
     assert "@someone" not in body
+    assert "1. Move it to a private advisory *(default)*\n2. Keep it public" in body
+    assert "```text\n@repo-agent decide 1\n```" in body
 
 
 def test_commands_from_a_reader_or_a_bot_do_nothing(bot: Bot) -> None:
@@ -272,3 +275,77 @@ def test_502_twice_and_a_429_still_end_with_one_comment(bot: Bot) -> None:
         c.status
         for c in fake.calls_to("POST", f"/repos/octo/hello/issues/{issue['number']}/comments")
     ] == [429, 201]
+
+
+def test_a_blocked_triage_is_answered_by_decide_and_resumed(bot: Bot) -> None:
+    fake = bot.fake
+    bot.llm.respond_with(ModelScript(verdict=BLOCKED_VERDICT))
+    try:
+        issue = fake.add_issue("octo", "hello", title="Broken", body="It is broken.", user="x")
+        bot.post("issues", issues_opened(issue, "octo/hello", 42))
+        blocked_id, status = bot.finished_run(f"e2e-{bot.counter:04d}")
+    finally:
+        bot.llm.respond_with(ModelScript())
+    assert status == "blocked"
+    number = issue["number"]
+
+    def say(text: str, user: str = "maint") -> str:
+        comment = fake.add_comment("octo", "hello", number, text, user=user)
+        state = fake.repos["octo/hello"].issues[number]
+        assert bot.post(
+            "issue_comment", comment_created(state, comment, "octo/hello", 42)
+        ).is_success
+        return f"e2e-{bot.counter:04d}"
+
+    # From a reader: nothing at all.
+    writes, models = len(fake.writes()), len(bot.llm.bodies)
+    bot.skipped(say("@repo-agent decide 1", user="reader"))
+    assert (len(fake.writes()), len(bot.llm.bodies)) == (writes, models)
+
+    # Out of range: a short reply, no model.
+    assert bot.finished_run(say("@repo-agent decide 9"))[1] == "skipped"
+    asked, reply = bot.own(number)
+    assert "There is no option 9" in reply["body"] and "has options 1, 2 or 3" in reply["body"]
+    assert len(bot.llm.bodies) == models
+
+    # The answer: a follow-up in its own comment; the explorer's call replays.
+    follow_guid = say("@repo-agent decide 1")
+    follow_id, status = bot.finished_run(follow_guid)
+    assert status == "succeeded"
+    assert len(bot.llm.bodies) == models + 1
+    asked, reply, follow = bot.own(number)
+    assert f"bot:run={follow_id} kind=follow-up" in follow["body"]
+    assert "### Triage\n" in follow["body"]
+    assert f"[run `{blocked_id}`]({asked['html_url']})" in follow["body"]
+    assert "replayed 1 of 2 agent calls" in follow["body"]
+    assert "crashes at start-up when `config.yml` is missing" in follow["body"]
+    assert (
+        "**Answered** by @\u200bmaint: option 1, “'app start' fails” — follow-up: "
+        f"[run `{follow_id}`]({follow['html_url']})"
+    ) in asked["body"]
+    assert "To answer" not in asked["body"]
+
+    # The same delivery again is a duplicate; the same answer again is already answered.
+    writes = len(fake.writes())
+    assert bot.post("issue_comment", {}, guid=follow_guid).json() == {"status": "duplicate"}
+    time.sleep(0.5)
+    assert len(fake.writes()) == writes
+    assert bot.finished_run(say("@repo-agent decide 1"))[1] == "skipped"
+    _, reply, _ = bot.own(number)
+    assert f"already answered: run `{follow_id}`" in reply["body"]
+    assert len(bot.llm.bodies) == models + 1
+
+
+def test_decide_with_nothing_blocked_says_so(bot: Bot) -> None:
+    fake = bot.fake
+    issue = fake.add_issue("octo", "hello", title="Q", body="q", user="someone")
+    comment = fake.add_comment(
+        "octo", "hello", issue["number"], "@repo-agent decide 1", user="maint"
+    )
+    state = fake.repos["octo/hello"].issues[issue["number"]]
+    models = len(bot.llm.bodies)
+    bot.post("issue_comment", comment_created(state, comment, "octo/hello", 42))
+    assert bot.finished_run(f"e2e-{bot.counter:04d}")[1] == "skipped"
+    (reply,) = bot.own(issue["number"])
+    assert "There is no BLOCKED question to answer here" in reply["body"]
+    assert len(bot.llm.bodies) == models

@@ -301,9 +301,7 @@ async def _conclude(
     def mapped(value: object, summary: str | None = None) -> Outcome:
         """The outcome of `value`; `summary` (app-written around cleaned model text) replaces
         its summary after the mapping, so the app's own collapsed sections survive."""
-        outcome = outcome_from_run(
-            value, facts, app_slug=ex.app_slug, args=trigger.args, clean=clean_model_text
-        )
+        outcome = outcome_from_run(value, facts, app_slug=ex.app_slug, clean=clean_model_text)
         return dataclasses.replace(outcome, summary=summary) if summary else outcome
 
     if finished.status != "completed" or result is None:

@@ -54,23 +54,41 @@ CommentKind = Literal["issue_comment", "review_comment", "review"]
 """Where a command was written: an issue or PR comment, a diff line's comment, a review."""
 
 STICKY_KINDS: frozenset[str] = frozenset(
-    {"triage", "review", "fix", "help", "status", "stop", "pause", "resume"}
+    {"triage", "review", "fix", "help", "status", "stop", "pause", "resume", "decide"}
 )
+FOLLOW_UP_KIND = "follow-up"
+"""The kind of a `decide` follow-up run's comment: never sticky, so each follow-up has its own
+comment and the BLOCKED report it answers is not overwritten (`decide` replies are sticky)."""
 
 
 def is_sticky(kind: str) -> bool:
     return kind in STICKY_KINDS
 
 
-def find_own_comment(
-    comments: Sequence[IssueComment], *, bot_login: str, run_id: str, kind: str
-) -> IssueComment | None:
-    """The app's comment for this run, else (for sticky kinds) its sticky comment of this kind."""
-    own = [
+def _own(comments: Sequence[IssueComment], bot_login: str) -> list[IssueComment]:
+    return [
         c
         for c in comments
         if c.user is not None and c.user.login.lower() == bot_login.lower() and c.body
     ]
+
+
+def find_run_comment(
+    comments: Sequence[IssueComment], *, bot_login: str, run_id: str
+) -> IssueComment | None:
+    """The app's comment that carries this run's marker, whatever its kind; no sticky fallback
+    (a sticky comment of the kind may belong to a later run by now)."""
+    for comment in _own(comments, bot_login):
+        if parse_markers(comment.body).run_id == run_id:
+            return comment
+    return None
+
+
+def find_own_comment(
+    comments: Sequence[IssueComment], *, bot_login: str, run_id: str, kind: str
+) -> IssueComment | None:
+    """The app's comment for this run, else (for sticky kinds) its sticky comment of this kind."""
+    own = _own(comments, bot_login)
     for comment in own:
         markers = parse_markers(comment.body)
         if markers.run_id == run_id and markers.kind == kind:
@@ -118,6 +136,7 @@ class Publisher:
         self.interval = interval
         self._clock = clock
         self.comment_id: int | None = None
+        self.comment_url: str | None = None
         self.check_run_id: int | None = None
         self._last_body: str | None = None
         self._last_edit = float("-inf")
@@ -167,15 +186,16 @@ class Publisher:
         if self.comment_id is None:
             existing = await self._existing()
             if existing is not None:
-                self.comment_id = existing.id
+                self.comment_id, self.comment_url = existing.id, existing.html_url or None
                 if existing.body == body:
                     self._last_body = body
                     return
         if self.comment_id is None:
             created = await self.client.create_issue_comment(self.number, body)
-            self.comment_id = created.id
+            self.comment_id, self.comment_url = created.id, created.html_url or None
         else:
-            await self.client.update_issue_comment(self.comment_id, body)
+            updated = await self.client.update_issue_comment(self.comment_id, body)
+            self.comment_url = updated.html_url or self.comment_url
         self._last_body = body
         self._last_edit = self._clock()
 
@@ -189,7 +209,7 @@ class Publisher:
         if defer:
             self._last_edit = self._clock()
             return
-        await self._write(render_progress(progress, sticky=self.sticky))
+        await self._write(render_progress(progress, sticky=self.sticky, kind=self.kind))
         if self.check_name and self.head_sha:
             await self._start_check()
 
@@ -232,7 +252,7 @@ class Publisher:
         if not self.due():
             return False
         started = self.comment_id is not None
-        await self._write(render_progress(progress, sticky=self.sticky))
+        await self._write(render_progress(progress, sticky=self.sticky, kind=self.kind))
         if not started and self.check_run_id is None and self.check_name and self.head_sha:
             await self._start_check()
         self._last_edit = self._clock()
@@ -245,7 +265,7 @@ class Publisher:
 
         `hidden` (app-written, e.g. a review's memory marker) is appended to the comment;
         `conclusion` overrides the check run's conclusion derived from the outcome."""
-        body = render_outcome(outcome, sticky=self.sticky)
+        body = render_outcome(outcome, sticky=self.sticky, kind=self.kind)
         await self._write(f"{body}\n{hidden}" if hidden else body)
         self._conclusion = conclusion
         if self.check_run_id is None and self.check_name and self.head_sha:
@@ -265,3 +285,22 @@ class Publisher:
     async def reply(self, body: str) -> None:
         """A model-free reply, rendered by `render_help`, `render_status` or `render_stop`."""
         await self._write(body)
+
+    async def amend(self, outcome: Outcome, *, answered: str) -> bool:
+        """Edit this run's finished comment to show it was answered (`render_outcome`'s
+        `answered`); False when the comment is gone. Only the comment with this run's marker
+        is edited, never a sticky one of a later run, and none is ever created."""
+        comments = self._known
+        if comments is None:
+            comments = await self.client.list_issue_comments(self.number)
+        found = find_run_comment(comments, bot_login=self.bot_login, run_id=self.run_id)
+        if found is None:
+            return False
+        body = self._redact(
+            render_outcome(outcome, sticky=self.sticky, kind=self.kind, answered=answered)
+        )
+        if found.body != body:
+            await self.client.update_issue_comment(found.id, body)
+        self.comment_id, self.comment_url = found.id, found.html_url or None
+        self._last_body = body
+        return True

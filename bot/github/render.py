@@ -31,6 +31,7 @@ _TITLES = {
     "help": "Help",
     "status": "Status",
     "stop": "Stop",
+    "decide": "Decide",
 }
 _STATE_ICONS = {
     "pending": "⏳",
@@ -159,8 +160,10 @@ def _inline(text: str) -> str:
     return flat.replace("`", "'")
 
 
-def render_progress(progress: Progress, *, sticky: bool = True) -> str:
-    """The comment while a run is working: its phases, its agents and the newest log lines."""
+def render_progress(progress: Progress, *, sticky: bool = True, kind: str | None = None) -> str:
+    """The comment while a run is working: its phases, its agents and the newest log lines.
+
+    `kind` is the marker's kind when it is not the workflow's (a follow-up's own comment)."""
     parts = [f"### {title_of(progress.workflow)}: working…", ""]
     if progress.phases:
         current = progress.current_phase
@@ -189,7 +192,8 @@ def render_progress(progress: Progress, *, sticky: bool = True) -> str:
         parts += ["", END_COLLAPSIBLE]
     tokens = f"{progress.tokens:,} tokens · " if progress.tokens else ""
     footer = f"<sub>Run `{progress.run_id}` · {tokens}{_duration(progress.elapsed)}</sub>"
-    return _compose(_head(progress.run_id, progress.workflow, sticky), "\n".join(parts), footer)
+    head = _head(progress.run_id, kind or progress.workflow, sticky)
+    return _compose(head, "\n".join(parts), footer)
 
 
 def render_footer(outcome: Outcome) -> str:
@@ -205,7 +209,7 @@ def render_footer(outcome: Outcome) -> str:
     return "<sub>" + " · ".join(bits) + "</sub>"
 
 
-def _blocked_section(outcome: Outcome) -> list[str]:
+def _blocked_section(outcome: Outcome, *, answered: bool) -> list[str]:
     blocked = outcome.blocked
     assert blocked is not None
     lines = [f"**Decision needed:** {blocked.decision}", ""]
@@ -218,13 +222,22 @@ def _blocked_section(outcome: Outcome) -> list[str]:
     lines += ["", f"**Default:** {blocked.default}"]
     if blocked.risk:
         lines += ["", f"**Risk:** {blocked.risk}"]
-    lines += [
+    if answered:
+        return lines
+    if not blocked.answer_own:  # recorded before `decide`: the reply it showed then
+        return [*lines, "", "**To answer**, reply with:", "", _fence(blocked.answer, "text")]
+    return [
+        *lines,
         "",
-        "**To answer**, reply with this comment (put another option in the quotes to choose it):",
+        "**To answer**, reply in this thread with the number of the option you choose "
+        "(here, the default):",
         "",
         _fence(blocked.answer, "text"),
+        "",
+        "or in your own words:",
+        "",
+        _fence(blocked.answer_own, "text"),
     ]
-    return lines
 
 
 def _needs_info_section(outcome: Outcome) -> list[str]:
@@ -257,9 +270,60 @@ def _needs_info_section(outcome: Outcome) -> list[str]:
     return [*lines, "", "**What was found so far**", "", outcome.summary]
 
 
-def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
+_LOGIN_UNSAFE = re.compile(r"[^A-Za-z0-9-]")
+_NOTE_TEXT = 300  # characters of an answer quoted in a note
+
+
+def _quoted_answer(text: str, option: int | None) -> str:
+    """A person's answer on one line, in quotes: no code, no mentions, no line breaks."""
+    flat = _inline(text)
+    flat = flat if len(flat) <= _NOTE_TEXT else flat[: _NOTE_TEXT - 1] + "…"
+    said = f"“{defuse_mentions(flat)}”"
+    return f"option {option}, {said}" if option is not None else said
+
+
+def _run_link(run_id: str, url: str | None) -> str:
+    return f"[run `{run_id}`]({url})" if url and url.startswith("https://") else f"run `{run_id}`"
+
+
+def answered_note(
+    *, by: str, text: str, option: int | None, follow_up: str, url: str | None
+) -> str:
+    """The line a BLOCKED report shows once `decide` answered it, in place of how to answer."""
+    login = _LOGIN_UNSAFE.sub("", by)[:39] or "someone"
+    answer = _quoted_answer(text, option)
+    return f"**Answered** by @\u200b{login}: {answer} — follow-up: {_run_link(follow_up, url)}"
+
+
+def follow_up_note(
+    *,
+    by: str,
+    text: str,
+    option: int | None,
+    blocked_run: str,
+    url: str | None,
+    replayed: int,
+    total: int,
+) -> str:
+    """The line a follow-up run's comment opens with: what it answers, and what it reused."""
+    login = _LOGIN_UNSAFE.sub("", by)[:39] or "someone"
+    answer = _quoted_answer(text, option)
+    return (
+        f"**Follow-up** to the question of {_run_link(blocked_run, url)}, answered by "
+        f"@{login}: {answer}; replayed {replayed} of {total} agent calls."
+    )
+
+
+def render_outcome(
+    outcome: Outcome, *, sticky: bool = True, kind: str | None = None, answered: str | None = None
+) -> str:
     """The final comment: the summary, the questions for the reporter or the BLOCKED report,
-    notes, assumptions, findings, footer."""
+    notes, assumptions, findings, footer.
+
+    `kind` is the marker's kind when it is not the workflow's (a follow-up's own comment);
+    `answered` (from `answered_note`) marks a BLOCKED report as answered: it is shown under
+    the heading in place of how to answer.
+    """
     heading = {
         "succeeded": f"### {title_of(outcome.workflow)}",
         "no_changes": f"### {title_of(outcome.workflow)}: nothing to change",
@@ -269,10 +333,14 @@ def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
         "skipped": f"### {title_of(outcome.workflow)}: skipped",
     }[outcome.status]
     parts = [heading, ""]
+    if outcome.note:
+        parts += [outcome.note, ""]
+    if answered:
+        parts += [answered, ""]
     if outcome.status == "blocked" and outcome.blocked is not None:
         if outcome.summary and outcome.summary != outcome.blocked.decision:
             parts += [outcome.summary, ""]
-        parts += _blocked_section(outcome)
+        parts += _blocked_section(outcome, answered=bool(answered))
     elif outcome.status == "needs_info" and outcome.needs_info is not None:
         parts += _needs_info_section(outcome)
     else:
@@ -291,7 +359,7 @@ def render_outcome(outcome: Outcome, *, sticky: bool = True) -> str:
     if outcome.assumptions:
         parts += ["", "**Assumptions**", ""]
         parts += [f"- {a}" for a in outcome.assumptions]
-    head = _head(outcome.run_id, outcome.workflow, sticky)
+    head = _head(outcome.run_id, kind or outcome.workflow, sticky)
     return _compose(head, "\n".join(parts), render_footer(outcome))
 
 

@@ -227,7 +227,6 @@ async def run_review(
             },
             facts if details is not None else dataclasses.replace(facts, status="completed"),
             app_slug=ex.app_slug,
-            args=trigger.args,
             clean=clean_model_text,
         )
         summary = runner.summary_of(prep, None if stale else done, model_summary, stale=stale)

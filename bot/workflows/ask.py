@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.github.context import context_prompt
+from bot.workflows.decision import decision_note
 from bot.workflows.schemas import AskAnswer, ExplorerReport
 
 meta = WorkflowMeta(
@@ -108,7 +109,8 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     if not refs:
         task += "\n\nNo explorer report is available; answer from the context and say so."
     answer = await wf.agent(
-        context_prompt(task, fence, context),
+        # After the explorers, so that a `decide` follow-up replays them (see `decision`).
+        context_prompt(task + decision_note(args), fence, context),
         agent_type="advisor",
         label="answer",
         phase="Answer",

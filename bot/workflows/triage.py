@@ -17,6 +17,7 @@ from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.github.context import context_prompt, plain
+from bot.workflows.decision import decision_note
 from bot.workflows.schemas import CodeRef, ExplorerReport, TriageVerdict
 
 meta = WorkflowMeta(
@@ -143,7 +144,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     if not explore.ok:
         task += "\n\nThe exploration failed; work from the issue text alone."
     conclude = await wf.agent(
-        context_prompt(task, fence, context),
+        context_prompt(task + decision_note(args), fence, context),
         agent_type="advisor",
         label="conclude",
         phase="Conclude",

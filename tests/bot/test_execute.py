@@ -184,7 +184,7 @@ async def test_triage_blocked_shows_decision_options_and_reply(rig: Rig) -> None
     assert "**Decision needed:** Which command fails, and with what error message?" in body
     assert "1. `app start` fails *(default)*" in body
     assert "2. `app build` fails" in body
-    assert '@repo-agent ask triage this again --decision "`app start` fails"' in body
+    assert "```text\n@repo-agent decide 1\n```" in body
     (run,) = rig.store.runs_for_delivery("guid-1")
     assert run.status == "blocked"
 

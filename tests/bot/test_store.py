@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.queue.sqlite import SqliteJobQueue
-from bot.store import SCHEMA_VERSION, Store, StoreError, connect
+from bot.store import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
 
 
 def _insert_delivery(store: Store, guid: str, received_at: float = 1.0) -> None:
@@ -199,3 +199,70 @@ def test_review_state_is_kept_per_pull_request(tmp_path: Path) -> None:
     assert store.get_review_state("o/r", 1) == '{"heads": ["a", "c"]}'
     assert store.get_review_state("o/r", 2) == '{"heads": ["b"]}'
     assert store.get_review_state("x/r", 1) is None
+
+
+def _run(store: Store, guid: str, workflow: str = "triage", number: int = 7) -> RunRecord:
+    return store.create_run(
+        delivery_id=guid,
+        repo="octo/repo",
+        target_kind="issue",
+        number=number,
+        workflow=workflow,
+        mode="webhook",
+    )
+
+
+def test_a_database_from_before_run_args_keeps_its_runs_and_gains_the_column(
+    data_dir: Path,
+) -> None:
+    path = data_dir / "bot.sqlite3"
+    conn = connect(path)
+    for step in MIGRATIONS[:3]:
+        for statement in step.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    conn.execute("PRAGMA user_version=3")
+    conn.execute(
+        "INSERT INTO runs (id, delivery_id, repo, target_kind, number, workflow, mode, status,"
+        " created_at, updated_at, outcome) VALUES ('wf_00000000abcd', 'g-1', 'octo/repo',"
+        " 'issue', 7, 'triage', 'webhook', 'blocked', 1, 1, '{\"status\": \"blocked\"}')"
+    )
+    conn.close()
+    store = Store.open(path)
+    old = store.get_run("wf_00000000abcd")
+    assert old is not None and old.status == "blocked" and old.args is None
+    store.set_run_args(old.id, {"context": "the issue", "fence": "F"})
+    again = store.get_run(old.id)
+    assert again is not None and again.args == {"context": "the issue", "fence": "F"}
+    assert again.answers() is None
+    store.close()
+
+
+def test_one_run_claims_the_answer_to_a_blocked_run(data_dir: Path) -> None:
+    store = Store.open(data_dir / "bot.sqlite3")
+    blocked = _run(store, "g-1")
+    first, second, elsewhere = (
+        _run(store, "g-2", "decide"),
+        _run(store, "g-3", "decide"),
+        _run(store, "g-4", "decide", number=8),
+    )
+    decision = {"text": "a", "blocked_run": blocked.id}
+    assert store.answered_by(blocked) is None
+    assert store.claim_answer(first.id, blocked, decision) is None
+    assert store.claim_answer(first.id, blocked, decision) is None  # a retried job: its own
+    claimed = store.get_run(first.id)
+    assert claimed is not None and claimed.answers() == blocked.id
+    assert claimed.args == {"decision": decision}
+    taken = store.claim_answer(second.id, blocked, decision)
+    assert taken is not None and taken.id == first.id
+    assert store.get_run(second.id).args is None  # type: ignore[union-attr]
+    assert store.answered_by(blocked, exclude=first.id) is None
+    assert store.answered_by(blocked) == claimed
+    # a run on another issue never answers this one's question
+    store.set_run_args(elsewhere.id, {"decision": decision})
+    assert store.answered_by(blocked, exclude=first.id) is None
+    # a follow-up that failed leaves the question open
+    store.update_run(first.id, status="failed")
+    assert store.answered_by(blocked) is None
+    assert store.claim_answer(second.id, blocked, decision) is None
+    store.close()

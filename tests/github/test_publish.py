@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -386,3 +387,38 @@ async def test_model_output_is_posted_clean_in_the_comment_and_the_check_run(
     (check,) = fake.check_runs.values()
     assert problems(check["output"]["summary"], allowed_html=own) == []
     assert "evil.test" not in check["output"]["summary"]
+
+
+@pytest.mark.anyio
+async def test_amend_edits_only_the_runs_own_comment_and_never_creates_one(
+    client: InstallationClient, fake: FakeGitHub
+) -> None:
+    blocked = Blocked("Which?", "", ("a", "b"), "a", "", "@app decide 1", '@app decide "x"')
+    asked = Outcome(
+        status="blocked", summary="Which?", run_id=RUN, workflow="triage", blocked=blocked
+    )
+    first = publisher(client, fake)
+    await first.finish(asked)
+    later = "wf_00000000000b"
+    await publisher(client, fake, run_id=later).finish(outcome(run_id=later))  # takes the sticky
+    fake.add_comment("octo", "hello", 1, run_marker(RUN, "triage") + "\ncopied", user="mallory")
+    before = writes(fake)
+
+    gone = publisher(client, fake)
+    assert await gone.amend(asked, answered="**Answered** by x") is False
+    assert writes(fake) == before  # the sticky comment is a later run's now: left alone
+
+    other = "wf_00000000000c"
+    asked = dataclasses.replace(asked, run_id=other)  # a follow-up that blocked again
+    follow = publisher(client, fake, run_id=other, kind="follow-up")
+    await follow.finish(asked)
+    assert follow.comment_url is not None and follow.comment_url.endswith(
+        f"#issuecomment-{follow.comment_id}"
+    )
+    mine = publisher(client, fake, run_id=other, kind="follow-up")
+    assert await mine.amend(asked, answered="**Answered** by x") is True
+    assert await mine.amend(asked, answered="**Answered** by x") is True
+    body = fake.comments[follow.comment_id]["body"]  # type: ignore[index]
+    assert "**Answered** by x" in body and "To answer" not in body
+    assert parse_markers(body).kind == "follow-up"
+    assert [m for m, _ in writes(fake)[len(before) :]] == ["POST", "PATCH"]

@@ -9,7 +9,9 @@ from bot.github.render import (
     AgentLine,
     Progress,
     RunRow,
+    answered_note,
     defuse_mentions,
+    follow_up_note,
     parse_markers,
     render_check_output,
     render_help,
@@ -116,7 +118,8 @@ def test_blocked_report_has_decision_options_default_risk_and_reply() -> None:
         options=("Linux", "macOS"),
         default="Linux",
         risk="Wrong fix.",
-        answer='@app ask triage this again --decision "Linux"',
+        answer="@app decide 1",
+        answer_own='@app decide "<your own answer>"',
     )
     outcome = Outcome(
         status="blocked",
@@ -132,7 +135,9 @@ def test_blocked_report_has_decision_options_default_risk_and_reply() -> None:
     assert "**Why:** Traces differ." in body
     assert "1. Linux *(default)*\n2. macOS" in body
     assert "**Risk:** Wrong fix." in body
-    assert '```text\n@app ask triage this again --decision "Linux"\n```' in body
+    assert "**To answer**, reply in this thread with the number of the option" in body
+    assert "```text\n@app decide 1\n```\n\nor in your own words:" in body
+    assert '```text\n@app decide "<your own answer>"\n```' in body
     assert body.count("Which platform?") == 1
     assert "1m15s" in body
     assert "$" not in body.split("<sub>")[1]
@@ -309,3 +314,91 @@ def test_the_answer_fence_cannot_be_closed_by_its_content(answer: str) -> None:
         )
         == []
     )
+
+
+def _blocked_outcome(**changes: object) -> Outcome:
+    blocked = Blocked(
+        "Which platform?", "", ("Linux", "macOS"), "Linux", "", "@app decide 1", '@app decide "x"'
+    )
+    fields: dict[str, object] = {
+        "status": "blocked",
+        "summary": "Which platform?",
+        "run_id": RUN,
+        "workflow": "triage",
+        "blocked": blocked,
+    }
+    return Outcome(**(fields | changes))  # type: ignore[arg-type]
+
+
+def test_an_answered_report_says_so_in_place_of_how_to_answer() -> None:
+    note = answered_note(
+        by="maint",
+        text="Linux",
+        option=1,
+        follow_up="wf_00000000beef",
+        url="https://github.com/o/r/issues/1#issuecomment-9",
+    )
+    body = render_outcome(_blocked_outcome(), answered=note)
+    assert (
+        "### Triage: needs a decision\n\n**Answered** by @\u200bmaint: option 1, “Linux” — "
+        "follow-up: [run `wf_00000000beef`](https://github.com/o/r/issues/1#issuecomment-9)"
+    ) in body
+    assert "1. Linux *(default)*\n2. macOS" in body
+    assert "To answer" not in body and "decide 1" not in body
+    assert parse_markers(body).sticky == "triage"
+
+
+def test_an_answered_note_quotes_the_answer_on_one_line_without_code_or_mentions() -> None:
+    ticks = "`" * 3
+    note = answered_note(
+        by="ma<b>int",
+        text=f"use {ticks}x{ticks}\n@octocat " + "y" * 400,
+        option=None,
+        follow_up="wf_00000000beef",
+        url="http://insecure.test/x",
+    )
+    quotes = "'" * 3
+    assert note.startswith(
+        f"**Answered** by @\u200bmabint: “use {quotes}x{quotes} @\u200boctocat y"
+    )
+    assert "\n" not in note and "`" not in note.split("—")[0]
+    assert note.endswith("— follow-up: run `wf_00000000beef`")
+    assert len(note) < 400
+
+
+def test_a_follow_ups_comment_opens_with_its_note_under_its_own_marker() -> None:
+    note = follow_up_note(
+        by="maint",
+        text="macOS",
+        option=2,
+        blocked_run=RUN,
+        url="https://github.com/o/r/issues/1#issuecomment-9",
+        replayed=1,
+        total=2,
+    )
+    outcome = Outcome("succeeded", "Done.", "wf_00000000beef", "triage", note=note)
+    body = render_outcome(outcome, sticky=False, kind="follow-up")
+    assert body.startswith(run_marker("wf_00000000beef", "follow-up") + "\n### Triage\n\n")
+    assert (
+        "**Follow-up** to the question of [run `wf_0123456789ab`]"
+        "(https://github.com/o/r/issues/1#issuecomment-9), answered by @maint: option 2, "
+        "“macOS”; replayed 1 of 2 agent calls.\n\nDone."
+    ) in body
+    markers = parse_markers(body)
+    assert (markers.kind, markers.sticky) == ("follow-up", None)
+    progress = render_progress(
+        Progress(run_id="wf_00000000beef", workflow="triage", phases=()),
+        sticky=False,
+        kind="follow-up",
+    )
+    assert parse_markers(progress).kind == "follow-up"
+    assert "### Triage: working…" in progress
+
+
+def test_a_report_recorded_before_decide_shows_the_reply_it_had() -> None:
+    old = _blocked_outcome(
+        blocked=Blocked("d", "", ("a", "b"), "a", "", '@app ask triage this again --decision "a"')
+    )
+    body = render_outcome(old)
+    assert "**To answer**, reply with:\n\n```text\n@app ask triage" in body
+    assert "own words" not in body

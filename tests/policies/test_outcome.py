@@ -17,6 +17,7 @@ from policies.outcome import (
     RunFacts,
     UsageSummary,
     answer_command,
+    answer_own_command,
     check_conclusion,
     fingerprint,
     outcome_from_run,
@@ -119,7 +120,8 @@ def test_blocked_gets_options_default_and_the_exact_reply() -> None:
     assert out.blocked is not None
     assert out.blocked.options == ("Linux", "macOS", "Windows")
     assert out.blocked.default == "Linux"
-    assert out.blocked.answer == '@my-app ask triage this again --decision "Linux"'
+    assert out.blocked.answer == "@my-app decide 1"
+    assert out.blocked.answer_own == '@my-app decide "<your own answer>"'
 
 
 @pytest.mark.parametrize(
@@ -145,29 +147,33 @@ def test_options_are_kept_between_two_and_four(
     assert out.blocked.default == expected_default
 
 
+def test_the_answer_names_the_defaults_number() -> None:
+    raw = {**BLOCKED, "default": "windows"}
+    out = outcome_from_run({"blocked": raw}, DONE, app_slug="app")
+    assert out.blocked is not None
+    assert (out.blocked.default, out.blocked.answer) == ("Windows", "@app decide 3")
+
+
 @pytest.mark.parametrize(
-    ("workflow", "args", "option", "expected"),
+    ("options", "default", "expected"),
     [
-        pytest.param("fix", "", "Use B", '@app fix --decision "Use B"', id="fix"),
-        pytest.param(
-            "ask",
-            "why is it slow?",
-            "the cache",
-            '@app ask why is it slow? --decision "the cache"',
-            id="ask",
-        ),
-        pytest.param(
-            "triage",
-            "",
-            'say "x"',
-            "@app ask triage this again --decision \"say 'x'\"",
-            id="quotes",
-        ),
-        pytest.param("review", "", "a\nb", '@app review --decision "a b"', id="newline"),
+        pytest.param(["a", "b"], "c", ("a", "b", "c"), id="added"),
+        pytest.param(["a", "b", "c", "d"], "e", ("a", "b", "c", "e"), id="replaces-the-last"),
     ],
 )
-def test_answer_command(workflow: str, args: str, option: str, expected: str) -> None:
-    assert answer_command("app", workflow, args, option) == expected
+def test_a_default_that_is_no_option_becomes_one(
+    options: list[str], default: str, expected: tuple[str, ...]
+) -> None:
+    raw = {"decision": "d", "options": options, "default": default}
+    out = outcome_from_run({"blocked": raw}, DONE, app_slug="app")
+    assert out.blocked is not None
+    assert out.blocked.options == expected
+    assert out.blocked.answer == f"@app decide {len(expected)}"
+
+
+def test_answer_commands() -> None:
+    assert answer_command("app", 2) == "@app decide 2"
+    assert answer_own_command("app") == '@app decide "<your own answer>"'
 
 
 def test_findings_get_stable_fingerprints_and_known_severities() -> None:
@@ -337,9 +343,21 @@ def test_outcome_json_round_trip() -> None:
         "findings": [{"path": "a.py", "line": 2, "title": "t", "body": "b"}],
         "branches": ["bot/x"],
     }
-    out = outcome_from_run(result, DONE, app_slug="app")
+    out = dataclasses.replace(
+        outcome_from_run(result, DONE, app_slug="app"), note="**Follow-up** to run `wf_1`"
+    )
     assert outcome_from_json(outcome_to_json(out)) == out
     assert outcome_from_json(json.loads(json.dumps(outcome_to_json(out)))) == out
+
+
+def test_an_outcome_recorded_before_decide_reads_back_without_its_new_fields() -> None:
+    out = outcome_from_run({"blocked": BLOCKED}, DONE, app_slug="app")
+    data = outcome_to_json(out)
+    del data["note"]
+    assert isinstance(data["blocked"], dict)
+    del data["blocked"]["answer_own"]
+    old = outcome_from_json(data)
+    assert old.note == "" and old.blocked is not None and old.blocked.answer_own == ""
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,8 @@ TRIGGERS = [
     pytest.param("issue_comment.created.review", "@repo-bot review", "review: {drafts: false}", "WRITE", ("review", "pull_request", 2, ""), id="permission-case-insensitive"),
     pytest.param("pull_request_review_comment.created", None, "", "write", ("ask", "pull_request", 2, "why does this line need more emoji?"), id="review-comment-ask"),
     pytest.param("pull_request_review.submitted", None, "", "write", ("fix", "pull_request", 2, "the typos I marked"), id="review-submitted-fix"),
+    pytest.param("issue_comment.created.plain", "@repo-bot decide 2", "", "write", ("decide", "issue", 1, "2"), id="decide-number"),
+    pytest.param("issue_comment.created.plain", '@repo-bot decide "the cache"', "", "maintain", ("decide", "issue", 1, '"the cache"'), id="decide-own-words"),
 ]  # fmt: skip
 
 
@@ -143,6 +145,10 @@ SKIPS = [
     pytest.param("issue_comment.created.unknown", None, "", "write", SkipReason.UNKNOWN_COMMAND, "frobnicate", id="unknown-command"),
     pytest.param("issue_comment.created.plain", "@repo-bot ask", "", "write", SkipReason.UNKNOWN_COMMAND, "ask needs a question", id="ask-without-question"),
     pytest.param("issue_comment.created.plain", "@repo-bot review", "", "write", SkipReason.UNKNOWN_COMMAND, "pull requests only", id="review-on-issue"),
+    pytest.param("issue_comment.created.plain", "@repo-bot decide", "", "write", SkipReason.UNKNOWN_COMMAND, "decide needs an option's number or your own answer", id="decide-bare"),
+    pytest.param("issue_comment.created.plain", '@repo-bot decide ""', "", "write", SkipReason.UNKNOWN_COMMAND, "decide needs", id="decide-empty-quotes"),
+    pytest.param("issue_comment.created.plain", "@repo-bot decide 1", "", "read", SkipReason.NO_PERMISSION, "'read' permission", id="decide-from-reader"),
+    pytest.param("issue_comment.created.plain", "@repo-bot decide", "", "read", SkipReason.NO_PERMISSION, "'read' permission", id="bare-decide-from-reader"),
     pytest.param("pull_request.opened", None, "enabled: false", None, SkipReason.REPO_DISABLED, "Codertocat/Hello-World", id="repo-disabled-pr"),
     pytest.param("issue_comment.created.review", None, "enabled: false", "admin", SkipReason.REPO_DISABLED, "Codertocat/Hello-World", id="repo-disabled-command"),
     pytest.param("pull_request.opened", None, "review: {enabled: false}", None, SkipReason.WORKFLOW_DISABLED, "review", id="review-disabled"),

@@ -113,6 +113,7 @@ async def test_triage_blocked_only_for_a_high_risk_decision(tmp_path: Path) -> N
     assert outcome.blocked is not None and outcome.needs_info is None
     assert outcome.blocked.decision == "Which version shows the crash?"
     assert outcome.blocked.options == ("1.x", "2.x")
+    assert outcome.blocked.answer == "@app decide 2"
 
 
 @pytest.mark.anyio

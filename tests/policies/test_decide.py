@@ -1,0 +1,121 @@
+"""Tests for policies/decide.py: reading `decide`'s answer and checking it against the question."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.decide import (
+    MAX_ANSWER,
+    Answer,
+    Chosen,
+    Question,
+    Refused,
+    choose,
+    decision_args,
+    no_answer,
+    no_arguments,
+    not_resumable,
+    parse_answer,
+)
+from policies.outcome import OTHER_OPTION, PROVIDE_OPTION, Blocked
+
+BLOCKED = Blocked(
+    decision="Which command fails?",
+    why="",
+    options=("`app start` fails", "`app build` fails", OTHER_OPTION),
+    default="`app start` fails",
+    risk="",
+    answer="@app decide 1",
+    answer_own='@app decide "<your own answer>"',
+)
+QUESTION = Question("wf_0123456789ab", BLOCKED)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param("1", Answer(option=1), id="number"),
+        pytest.param("  #2 ", Answer(option=2), id="hash"),
+        pytest.param("3.", Answer(option=3), id="dot"),
+        pytest.param("0", Answer(option=0), id="zero-is-a-number"),
+        pytest.param('"use the cache"', Answer(text="use the cache"), id="quoted"),
+        pytest.param("use the cache", Answer(text="use the cache"), id="unquoted"),
+        pytest.param("“use  the\ncache”", Answer(text="use the cache"), id="curly-folded"),
+        pytest.param("'2'", Answer(text="2"), id="quoted-number-is-text"),
+        pytest.param('"unclosed', Answer(text="unclosed"), id="unclosed-quote"),
+        pytest.param("2 because it is faster", Answer(text="2 because it is faster"), id="more"),
+        pytest.param("1234567", Answer(text="1234567"), id="too-long-for-a-number"),
+        pytest.param("", None, id="empty"),
+        pytest.param('""', None, id="empty-quotes"),
+        pytest.param(" ?! ", None, id="punctuation"),
+    ],
+)
+def test_parse_answer(args: str, expected: Answer | None) -> None:
+    assert parse_answer(args) == expected
+
+
+def test_a_long_answer_is_cut() -> None:
+    answer = parse_answer("x " * MAX_ANSWER)
+    assert answer is not None and len(answer.text) <= MAX_ANSWER
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "expected"),
+    [
+        pytest.param(Answer(option=2), QUESTION, Chosen("`app build` fails", 2), id="option"),
+        pytest.param(Answer(text="neither"), QUESTION, Chosen("neither", None), id="own-words"),
+        pytest.param(
+            Answer(option=9),
+            QUESTION,
+            Refused(
+                "There is no option 9: the question of run `wf_0123456789ab` has options 1, 2 "
+                'or 3. Reply `@app decide 1` with the number you choose, or `@app decide "<your '
+                'own answer>"`.'
+            ),
+            id="out-of-range",
+        ),
+        pytest.param(Answer(option=0), QUESTION, "There is no option 0", id="zero-out-of-range"),
+        pytest.param(
+            Answer(option=3),
+            QUESTION,
+            Refused('Option 3 asks for your own words: reply `@app decide "<your own answer>"`.'),
+            id="open-option",
+        ),
+        pytest.param(Answer(option=1), None, "There is no BLOCKED question", id="no-question"),
+        pytest.param(
+            Answer(option=1),
+            Question("wf_0123456789ab", BLOCKED, answered_by="wf_00000000beef"),
+            "already answered: run `wf_00000000beef` follows it up",
+            id="answered",
+        ),
+    ],
+)
+def test_choose(answer: Answer, question: Question | None, expected: object) -> None:
+    got = choose(answer, question, app_slug="app")
+    if isinstance(expected, str):
+        assert isinstance(got, Refused) and expected in got.reply
+    else:
+        assert got == expected
+
+
+def test_one_option_is_named_alone() -> None:
+    one = Question("wf_1", Blocked("d", "", (PROVIDE_OPTION,), PROVIDE_OPTION, "", "a"))
+    got = choose(Answer(option=2), one, app_slug="app")
+    assert isinstance(got, Refused) and "has options 1." in got.reply
+
+
+def test_decision_args_record_the_answer_and_what_it_answers() -> None:
+    assert decision_args(Chosen("`app build` fails", 2), QUESTION, by="maint") == {
+        "text": "`app build` fails",
+        "by": "maint",
+        "option": 2,
+        "question": "Which command fails?",
+        "blocked_run": "wf_0123456789ab",
+    }
+
+
+def test_the_other_replies_say_what_to_do() -> None:
+    assert "`@app decide 1`" in no_answer("app").reply
+    assert "cannot be resumed by `decide` yet" in not_resumable("review", "app").reply
+    assert "`@app help`" in not_resumable("review", "app").reply
+    assert "Run `wf_1` cannot be resumed" in no_arguments("wf_1").reply

@@ -1,4 +1,4 @@
-"""The JobQueue contract, run against every backend (SQLite now; Postgres joins the params)."""
+"""The JobQueue contract, run against every backend: SQLite, and Postgres on procrastinate."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bot.postgres.store import PostgresStore
 from bot.queue.base import JobQueue, JobStatus, LeaseLost, backoff_seconds
+from bot.queue.postgres import PostgresJobQueue
 from bot.queue.sqlite import SqliteJobQueue
 from bot.store import Store
 
@@ -31,13 +33,17 @@ class Backend:
     clock: FakeClock
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Backend]:
     clock = FakeClock()
     if request.param == "sqlite":
         store = Store.open(data_dir / "bot.sqlite3", clock=clock)
         yield Backend(SqliteJobQueue(store), clock)
         store.close()
+    elif request.param == "postgres":
+        pg = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
+        yield Backend(PostgresJobQueue(pg), clock)
+        pg.close()
     else:  # pragma: no cover - a new backend adds its branch here
         raise AssertionError(request.param)
 
@@ -68,6 +74,34 @@ async def test_enqueue_is_idempotent_per_delivery(backend: Backend) -> None:
     assert await q.enqueue("d-1") is None
     counts = await q.counts()
     assert counts[JobStatus.QUEUED] == 1
+
+
+async def test_concurrent_enqueues_of_one_delivery_make_one_job(backend: Backend) -> None:
+    q = backend.queue
+    made: list[int | None] = []
+
+    async def enqueue() -> None:
+        made.append(await q.enqueue("d-1"))
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(8):
+            tasks.start_soon(enqueue)
+    assert len([job_id for job_id in made if job_id is not None]) == 1
+    assert made.count(None) == 7
+    assert (await q.counts())[JobStatus.QUEUED] == 1
+    job = await q.claim("w", 30)
+    assert job is not None and job.delivery_id == "d-1"
+    assert await q.claim("w", 30) is None
+
+
+async def test_a_delivery_keeps_its_one_job_after_it_is_done(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w", 30)
+    assert job is not None
+    await q.complete(job.id, "w")
+    assert await q.enqueue("d-1") is None
+    assert await q.claim("w", 30) is None
 
 
 async def test_claims_oldest_first(backend: Backend) -> None:

@@ -1,23 +1,63 @@
-"""The SQLite store: schema migrations, deliveries, decisions and runs."""
+"""The store on both backends (deliveries, decisions, runs, review state), and each
+backend's own concerns: SQLite's file and migrations, Postgres's schema and pool."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import procrastinate
+import psycopg
 import pytest
 
+from bot.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from bot.postgres.store import PostgresStore
 from bot.queue.sqlite import SqliteJobQueue
+from bot.storage import Storage
 from bot.store import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
 
+Opener = Callable[..., Storage]
 
-def _insert_delivery(store: Store, guid: str, received_at: float = 1.0) -> None:
-    store.conn().execute(
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Opener]:
+    """Opens the backend's store (again, on the same database, when called again)."""
+    opened: list[Storage] = []
+
+    def opener(clock: Callable[[], float] = time.time) -> Storage:
+        store: Storage
+        if request.param == "sqlite":
+            store = Store.open(data_dir / "bot.sqlite3", clock=clock)
+        else:
+            store = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
+        opened.append(store)
+        return store
+
+    yield opener
+    for store in opened:
+        store.close()
+
+
+def _execute(store: Storage, sql: str, *params: object) -> None:
+    """A statement on the backend's own connection (`?` placeholders)."""
+    if isinstance(store, Store):
+        store.conn().execute(sql, params)
+    else:
+        assert isinstance(store, PostgresStore)
+        with store.pool.connection() as conn:
+            conn.execute(sql.replace("?", "%s"), params)
+
+
+def _insert_delivery(store: Storage, guid: str, received_at: float = 1.0) -> None:
+    sql = (
         "INSERT INTO deliveries (guid, event, action, received_at, headers, body)"
-        " VALUES (?, 'issues', 'opened', ?, '{\"x-github-event\": \"issues\"}', x'7b7d')",
-        (guid, received_at),
+        " VALUES (?, 'issues', 'opened', ?, '{\"x-github-event\": \"issues\"}', ?)"
     )
+    _execute(store, sql, guid, received_at, b"{}")
 
 
 def test_open_creates_the_schema_in_wal_mode(data_dir: Path) -> None:
@@ -57,8 +97,8 @@ def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
         Store.open(blocker / "bot.sqlite3")
 
 
-def test_decision_is_recorded_on_the_delivery(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: 42.0)
+def test_decision_is_recorded_on_the_delivery(open_store: Opener) -> None:
+    store = open_store(clock=lambda: 42.0)
     _insert_delivery(store, "g-1")
     assert store.get_delivery("g-1") is not None
     assert store.get_delivery("g-1").decision is None  # type: ignore[union-attr]
@@ -77,8 +117,8 @@ def test_decision_is_recorded_on_the_delivery(data_dir: Path) -> None:
     store.close()
 
 
-def test_list_deliveries_oldest_first_with_limit_keeping_the_newest(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3")
+def test_list_deliveries_oldest_first_with_limit_keeping_the_newest(open_store: Opener) -> None:
+    store = open_store()
     for n in range(5):
         _insert_delivery(store, f"g-{n}", received_at=float(n))
     assert [d.guid for d in store.list_deliveries()] == [f"g-{n}" for n in range(5)]
@@ -86,8 +126,8 @@ def test_list_deliveries_oldest_first_with_limit_keeping_the_newest(data_dir: Pa
     store.close()
 
 
-def test_create_run_is_idempotent_per_delivery_and_workflow(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3")
+def test_create_run_is_idempotent_per_delivery_and_workflow(open_store: Opener) -> None:
+    store = open_store()
     args = {
         "delivery_id": "g-1",
         "repo": "octo/repo",
@@ -109,9 +149,9 @@ def test_create_run_is_idempotent_per_delivery_and_workflow(data_dir: Path) -> N
     store.close()
 
 
-def test_runs_on_a_target_newest_first_without_the_excluded_one(data_dir: Path) -> None:
+def test_runs_on_a_target_newest_first_without_the_excluded_one(open_store: Opener) -> None:
     clock = iter(float(n) for n in range(100))
-    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: next(clock))
+    store = open_store(clock=lambda: next(clock))
     made = [
         store.create_run(
             delivery_id=f"g-{n}",
@@ -130,9 +170,9 @@ def test_runs_on_a_target_newest_first_without_the_excluded_one(data_dir: Path) 
     store.close()
 
 
-def test_latest_run_and_runs_counted_by_their_deliverys_reason(data_dir: Path) -> None:
+def test_latest_run_and_runs_counted_by_their_deliverys_reason(open_store: Opener) -> None:
     clock = iter(float(n) for n in range(100))
-    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: next(clock))
+    store = open_store(clock=lambda: next(clock))
     reasons = [None, "reporter_reply", "ask", "reporter_reply", "reporter_reply"]
     made = []
     for n, reason in enumerate(reasons):
@@ -168,13 +208,16 @@ def test_latest_run_and_runs_counted_by_their_deliverys_reason(data_dir: Path) -
     store.close()
 
 
-def test_ping_reports_a_broken_database(data_dir: Path) -> None:
-    path = data_dir / "bot.sqlite3"
-    store = Store.open(path)
+def test_ping_reports_a_broken_database(open_store: Opener) -> None:
+    store = open_store()
     assert store.ping()
-    store.conn().execute("DROP TABLE deliveries")
+    _execute(
+        store,
+        "DROP TABLE deliveries CASCADE"
+        if isinstance(store, PostgresStore)
+        else "DROP TABLE deliveries",
+    )
     assert not store.ping()
-    store.close()
 
 
 def test_delivery_and_job_share_the_database_file(data_dir: Path) -> None:
@@ -190,8 +233,8 @@ def test_delivery_and_job_share_the_database_file(data_dir: Path) -> None:
     store.close()
 
 
-def test_review_state_is_kept_per_pull_request(tmp_path: Path) -> None:
-    store = Store.open(tmp_path / "db.sqlite3")
+def test_review_state_is_kept_per_pull_request(open_store: Opener) -> None:
+    store = open_store()
     assert store.get_review_state("o/r", 1) is None
     store.put_review_state("o/r", 1, '{"heads": ["a"]}')
     store.put_review_state("o/r", 2, '{"heads": ["b"]}')
@@ -201,7 +244,7 @@ def test_review_state_is_kept_per_pull_request(tmp_path: Path) -> None:
     assert store.get_review_state("x/r", 1) is None
 
 
-def _run(store: Store, guid: str, workflow: str = "triage", number: int = 7) -> RunRecord:
+def _run(store: Storage, guid: str, workflow: str = "triage", number: int = 7) -> RunRecord:
     return store.create_run(
         delivery_id=guid,
         repo="octo/repo",
@@ -238,8 +281,8 @@ def test_a_database_from_before_run_args_keeps_its_runs_and_gains_the_column(
     store.close()
 
 
-def test_one_run_claims_the_answer_to_a_blocked_run(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3")
+def test_one_run_claims_the_answer_to_a_blocked_run(open_store: Opener) -> None:
+    store = open_store()
     blocked = _run(store, "g-1")
     first, second, elsewhere = (
         _run(store, "g-2", "decide"),
@@ -266,3 +309,67 @@ def test_one_run_claims_the_answer_to_a_blocked_run(data_dir: Path) -> None:
     assert store.answered_by(blocked) is None
     assert store.claim_answer(second.id, blocked, decision) is None
     store.close()
+
+
+# -- Postgres: its schema, migrated by the app, and its connections --------------------------
+
+
+def test_postgres_reopening_keeps_data_and_does_not_migrate_twice(postgres_dsn: str) -> None:
+    store = PostgresStore.open(postgres_dsn)
+    _insert_delivery(store, "g-1")
+    store.close()
+    again = PostgresStore.open(postgres_dsn)
+    assert again.count_deliveries() == 1
+    with again.pool.connection() as conn:
+        rows = conn.execute("SELECT version, procrastinate FROM bot_schema").fetchall()
+    assert rows == [(PG_SCHEMA_VERSION, procrastinate.__version__)]
+    again.close()
+
+
+def test_postgres_stores_opening_at_once_migrate_once(postgres_dsn: str) -> None:
+    stores: list[Storage] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            stores.append(PostgresStore.open(postgres_dsn))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(stores) == 4
+    _insert_delivery(stores[0], "g-1")
+    assert [store.count_deliveries() for store in stores] == [1, 1, 1, 1]
+    for store in stores:
+        store.close()
+
+
+def test_postgres_a_newer_schema_is_refused_with_advice(postgres_dsn: str) -> None:
+    PostgresStore.open(postgres_dsn).close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE bot_schema SET version = version + 1")
+    with pytest.raises(StoreError, match="newer than this bot"):
+        PostgresStore.open(postgres_dsn)
+
+
+def test_postgres_job_tables_of_another_procrastinate_are_refused(postgres_dsn: str) -> None:
+    PostgresStore.open(postgres_dsn).close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE bot_schema SET procrastinate = '2.0.0'")
+    with pytest.raises(StoreError, match=r"procrastinate 2\.0\.0's"):
+        PostgresStore.open(postgres_dsn)
+
+
+def test_postgres_unreachable_is_a_store_error_that_keeps_the_password_out(
+    tmp_path: Path,
+) -> None:
+    # No server listens in tmp_path: the socket is missing.
+    dsn = f"postgresql://bot:pw-{'9' * 12}@/bot?host={tmp_path}"
+    with pytest.raises(StoreError, match="cannot connect to Postgres") as caught:
+        PostgresStore.open(dsn)
+    assert "9" * 12 not in str(caught.value)
+    assert f"postgresql://bot@/bot?host={tmp_path}" in str(caught.value)

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from bot.engine.workflow import WorkflowFn, WorkflowMeta
     from bot.github.checkout import Mirrors
     from bot.github.client import GitHubApp, InstallationClient
-    from bot.store import RunRecord, Store
+    from bot.storage import RunRecord, Storage
     from policies.event import Trigger
 
 log = get_logger(__name__)
@@ -96,7 +96,7 @@ class RunExecutor:
         github: GitHubApp,
         engine: Engine,
         mirrors: Mirrors,
-        store: Store,
+        store: Storage,
         app_slug: str,
         redactor: Callable[[str], str] = redact,
         progress_interval: float = 3.0,

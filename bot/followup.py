@@ -10,7 +10,7 @@
 2. The handler: `FOLLOW_UPS[workflow]`, else `resume_workflow` for the built-in workflows
    (`bot.workflows.get_workflow`: ask, triage), else a reply that the workflow cannot be
    resumed yet (review).
-3. The claim: `Store.claim_answer` records `args["decision"]` on this run atomically, so two
+3. The claim: `Storage.claim_answer` records `args["decision"]` on this run atomically, so two
    `decide` replies at once start one follow-up; a follow-up that failed or was skipped
    releases its claim, so the question can be answered again.
 4. The handler runs the follow-up under this run's id and returns its outcome; the follow-up's
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from bot.execute import RunExecutor
     from bot.github.client import InstallationClient
     from bot.github.models import IssueComment
-    from bot.store import RunRecord, Store
+    from bot.storage import RunRecord, Storage
     from policies.event import Trigger
 
 log = get_logger(__name__)
@@ -225,7 +225,7 @@ def _blocked_of(run: RunRecord) -> Blocked | None:
 
 
 def find_question(
-    store: Store, trigger: Trigger, run: RunRecord
+    store: Storage, trigger: Trigger, run: RunRecord
 ) -> tuple[RunRecord, Blocked] | None:
     """The BLOCKED run `run` answers (blocking: run it in a thread).
 

@@ -18,7 +18,7 @@ from policies.commands import render_help as help_text
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
     from bot.github.publish import Publisher
-    from bot.store import Store
+    from bot.storage import Storage
 
 log = get_logger(__name__)
 
@@ -28,7 +28,7 @@ def target_name(kind: str, number: int) -> str:
 
 
 def runs_for_target(
-    store: Store, repo: str, kind: str, number: int, *, exclude: str = ""
+    store: Storage, repo: str, kind: str, number: int, *, exclude: str = ""
 ) -> list[RunRow]:
     """The newest 20 runs on one issue or PR, newest first (blocking: run it in a thread)."""
     return [
@@ -65,7 +65,7 @@ async def answer_command(
     repo: str,
     kind: str,
     number: int,
-    store: Store,
+    store: Storage,
     engine: Engine,
     app_slug: str,
 ) -> None:

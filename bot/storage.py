@@ -171,7 +171,9 @@ class Storage(ABC):
     _body_columns: ClassVar[str] = "body"
     """The columns after DELIVERY_COLUMNS that `_body` reads a delivery's body from."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, where: str, clock: Callable[[], float] = time.time) -> None:
+        self.where = where
+        """Where the database is, for logs and messages (never with a password)."""
         self.clock = clock
 
     @abstractmethod

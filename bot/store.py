@@ -186,7 +186,7 @@ class Store(Storage):
     _body_columns = "body, body_segment, body_offset, body_length"
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(clock=clock)
+        super().__init__(where=str(path), clock=clock)
         self.path = path
         self.bodies = bodies_dir(path)
         self._local = threading.local()

@@ -7,7 +7,7 @@ import hmac
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -19,11 +19,12 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from bot.delivery_writer import DeliveryWriter, IncomingDelivery
+from bot.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.intake_budget import IntakeBudget, Reservation
 from bot.log import get_logger
 from bot.settings import Settings
-from bot.store import Store, StoreError
+from bot.storage import Storage, StoreError
+from bot.store import Store
 from bot.worker import Worker
 
 log = get_logger(__name__)
@@ -118,7 +119,7 @@ class WebhookReceiver:
         *,
         secrets: Sequence[bytes],
         insecure_no_signature: bool,
-        writer: DeliveryWriter,
+        writer: IntakeWriter,
         max_body: int = MAX_BODY,
         budget: IntakeBudget | None = None,
         body_deadline: float = BODY_DEADLINE,
@@ -330,9 +331,25 @@ async def _reply(send: Send, status: int, error: str, *, close: bool = False) ->
     await send({"type": "http.response.body", "body": _body({"error": error})})
 
 
+def _writer(
+    store: Storage, on_commit: Callable[[int], None] | None, checkpoint_interval: float
+) -> IntakeWriter:
+    """The store's own way of committing deliveries with their jobs."""
+    if isinstance(store, Store):
+        return DeliveryWriter(
+            store.path, checkpoint_interval=checkpoint_interval, on_commit=on_commit
+        )
+    from bot.postgres.intake import PostgresIntake  # psycopg is imported only for Postgres
+    from bot.postgres.store import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        return PostgresIntake(store, on_commit=on_commit)
+    raise TypeError(f"no intake for a {type(store).__name__}")
+
+
 def create_app(
     settings: Settings,
-    store: Store,
+    store: Storage,
     *,
     worker: Worker | None = None,
     max_body: int = MAX_BODY,
@@ -343,11 +360,7 @@ def create_app(
     `max_body` caps a delivery's size (GitHub's 25 MB by default); `worker` runs in the same
     event loop as the server and is woken whenever new deliveries are committed.
     """
-    writer = DeliveryWriter(
-        store.path,
-        checkpoint_interval=checkpoint_interval,
-        on_commit=None if worker is None else worker.wake,
-    )
+    writer = _writer(store, None if worker is None else worker.wake, checkpoint_interval)
     receiver = WebhookReceiver(
         secrets=settings.webhook_secrets,
         insecure_no_signature=settings.insecure_no_signature,

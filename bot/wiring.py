@@ -25,7 +25,7 @@ import anyio
 from bot.log import get_logger
 from bot.redact import install as install_redactor
 from bot.settings import Settings
-from bot.store import Store
+from bot.storage import Storage
 from bot.worker import DEFAULT_APP_SLUG, WorkerHooks, default_config, unknown_permission
 from policies.config import (
     CONFIG_PATH,
@@ -93,7 +93,7 @@ async def close_when_stopped(github: GitHubApp) -> None:
             await github.aclose()
 
 
-def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
+def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     """Repository config, permission lookup and run executor for the worker pool."""
     redactor = install_redactor(settings)
     if not has_credentials(settings):

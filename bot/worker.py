@@ -17,7 +17,7 @@ from bot.events import parse_event
 from bot.github.errors import RateLimited
 from bot.log import bound, get_logger
 from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
-from bot.store import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Store
+from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.interaction import resolve_run_interaction_policy
@@ -98,7 +98,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         queue: JobQueue,
         hooks: WorkerHooks,
         *,

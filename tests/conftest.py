@@ -37,13 +37,16 @@ def shared_dir(name: str) -> Path:
     pytest.skip(reason)
 
 
+# Read once, at start-up: tests that scrub BOT_* variables from their environment still reach it.
+TEST_DATABASE_URL = os.environ.get("BOT_TEST_DATABASE_URL", "")
+
+
 def postgres_url() -> str:
     """The test server's DSN from BOT_TEST_DATABASE_URL (`scripts/postgres start` prints one),
     or skip the test when it is unset (fail instead under TESTS_REQUIRE_POSTGRES=1, which CI
     sets: there a server runs)."""
-    url = os.environ.get("BOT_TEST_DATABASE_URL", "")
-    if url:
-        return url
+    if TEST_DATABASE_URL:
+        return TEST_DATABASE_URL
     reason = (
         "needs a Postgres server: set BOT_TEST_DATABASE_URL "
         '(eval "$(bash scripts/postgres start)" starts one)'

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot.backend import job_queue, open_store
 from bot.events import parse_event
 from bot.settings import SettingsError, load_settings
-from bot.store import Store, StoreError
+from bot.storage import StoreError
 from bot.worker import DEFAULT_APP_SLUG
 from policies.config import ConfigError, parse_repo_config
 from policies.event import Skip
@@ -37,7 +38,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     replay.add_argument("--json", action="store_true", help="print one JSON object")
     replay.set_defaults(func=run_replay)
 
-    deliveries = subparsers.add_parser("deliveries", help="list stored deliveries and decisions")
+    deliveries = subparsers.add_parser(
+        "deliveries",
+        help="list stored deliveries: decision, job state and attempts, runs started",
+    )
     deliveries.add_argument("--limit", type=int, default=None, help="only the N most recent")
     deliveries.add_argument("--json", action="store_true", help="print JSON lines")
     deliveries.set_defaults(func=run_deliveries)
@@ -107,14 +111,19 @@ def run_replay(args: argparse.Namespace) -> int:
 def run_deliveries(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
-        store = Store.open(settings.sqlite_path)
+        store = open_store(settings)
     except (SettingsError, StoreError) as exc:
         return _fail(str(exc))
     try:
         rows = store.list_deliveries(limit=args.limit, bodies=False)
+        guids = [row.guid for row in rows]
+        jobs = job_queue(store).jobs_for_deliveries(guids)
+        runs = store.runs_for_deliveries(guids)
     finally:
         store.close()
     for row in rows:
+        job = jobs[row.guid][-1] if row.guid in jobs else None
+        run_ids = [run.id for run in runs.get(row.guid, [])]
         item = {
             "delivery_id": row.guid,
             "event": row.event,
@@ -123,14 +132,26 @@ def run_deliveries(args: argparse.Namespace) -> int:
             "decision": row.decision,
             "workflow": row.workflow,
             "reason": row.reason,
+            "job": None
+            if job is None
+            else {
+                "state": job.status.value,
+                "attempts": job.attempts,
+                "max_attempts": job.max_attempts,
+                "last_error": job.last_error,
+            },
+            "runs": run_ids,
         }
         if args.json:
             print(json.dumps(item))
         else:
             event = f"{row.event}.{row.action}" if row.action else row.event
             outcome = row.decision or "pending"
+            state = "-" if job is None else f"{job.status.value} {job.attempts}/{job.max_attempts}"
             detail = row.workflow or row.reason or ""
-            print(f"{row.guid}  {event:40}  {outcome:8}  {detail}")
+            print(
+                f"{row.guid}  {event:40}  {outcome:8}  {state:10}  {' '.join(run_ids) or '-':16}  {detail}"
+            )
     if not rows and not args.json:
         print("no deliveries stored", file=sys.stderr)
     return 0

@@ -10,12 +10,12 @@ from typing import Any
 import anyio
 import uvicorn
 
+from bot.backend import job_queue, open_store
 from bot.github.setup import missing_credentials
 from bot.log import configure, get_logger
-from bot.queue.sqlite import SqliteJobQueue
 from bot.redact import install as install_redactor
 from bot.settings import Settings, SettingsError, load_settings
-from bot.store import Store, StoreError
+from bot.storage import Storage, StoreError
 from bot.web import WEBHOOK_PATH, create_app
 from bot.wiring import build_worker_hooks, has_credentials
 from bot.worker import DEFAULT_APP_SLUG, Worker
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     worker.set_defaults(func=run_worker)
 
 
-def _prepare() -> tuple[Settings, Store] | None:
+def _prepare() -> tuple[Settings, Storage] | None:
     try:
         settings = load_settings()
     except SettingsError as exc:
@@ -50,12 +50,6 @@ def _prepare() -> tuple[Settings, Store] | None:
         return None
     configure(settings.log_level)
     install_redactor(settings)  # before anything is logged that could carry a secret
-    if settings.uses_postgres:
-        log.error(
-            "BOT_DATABASE_URL selects Postgres, which this version cannot use yet; "
-            "unset it to use SQLite in BOT_DATA_DIR"
-        )
-        return None
     missing = missing_credentials(settings)
     if missing:
         log.warning(
@@ -67,14 +61,14 @@ def _prepare() -> tuple[Settings, Store] | None:
     if settings.app_slug is None and not has_credentials(settings):
         log.warning(f"BOT_APP_SLUG is not set; answering to @{DEFAULT_APP_SLUG}")
     try:
-        store = Store.open(settings.sqlite_path)
+        store = open_store(settings)
     except StoreError as exc:
         log.error(str(exc))
         return None
     return settings, store
 
 
-def build_worker(settings: Settings, store: Store) -> Worker | None:
+def build_worker(settings: Settings, store: Storage) -> Worker | None:
     """The worker pool, or None (logged) when the operator's settings cannot make one."""
     try:
         hooks = build_worker_hooks(settings, store)
@@ -83,7 +77,7 @@ def build_worker(settings: Settings, store: Store) -> Worker | None:
         return None
     return Worker(
         store,
-        SqliteJobQueue(store),
+        job_queue(store),
         hooks,
         app_slug=settings.app_slug or DEFAULT_APP_SLUG,
         concurrency=settings.workers,
@@ -130,7 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "serving",
         extra={
             "url": f"http://{host}:{port}{WEBHOOK_PATH}",
-            "database": str(store.path),
+            "database": store.where,
             "worker": worker is not None,
         },
     )

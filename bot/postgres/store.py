@@ -33,10 +33,8 @@ class PostgresStore(Storage):
     def __init__(
         self, pool: ConnectionPool, *, where: str, clock: Callable[[], float] = time.time
     ) -> None:
-        super().__init__(clock=clock)
+        super().__init__(where=where, clock=clock)
         self.pool = pool
-        self.where = where
-        """The DSN without its password: what logs may say about the database."""
 
     @classmethod
     def open(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -223,6 +223,20 @@ class SqliteJobQueue:
             f"SELECT {_COLUMNS} FROM jobs WHERE delivery_id = ? ORDER BY id", (delivery_id,)
         )
         return [_job(row) for row in rows]
+
+    def jobs_for_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, list[Job]]:
+        """Each delivery's jobs, oldest first; deliveries without a job are absent."""
+        out: dict[str, list[Job]] = {}
+        conn = self.store.conn()
+        for start in range(0, len(delivery_ids), 500):
+            part = list(delivery_ids[start : start + 500])
+            marks = ", ".join(["?"] * len(part))
+            for row in conn.execute(
+                f"SELECT {_COLUMNS} FROM jobs WHERE delivery_id IN ({marks}) ORDER BY id", part
+            ):
+                job = _job(row)
+                out.setdefault(job.delivery_id, []).append(job)
+        return out
 
     def counts_sync(self) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)

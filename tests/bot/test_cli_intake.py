@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.backend import job_queue
 from bot.cli import build_parser, main
+from bot.postgres.store import PostgresStore
+from bot.storage import Storage
 from bot.store import Store, transaction
+from tests.backends import BACKENDS, insert_delivery
 from tests.conftest import PAYLOADS
 
 
@@ -188,3 +192,76 @@ def test_deliveries_lists_stored_deliveries_with_decisions(
 def test_deliveries_on_an_empty_store(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["deliveries"]) == 0
     assert "no deliveries stored" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_deliveries_shows_each_decision_job_and_runs_on_either_backend(
+    backend: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    store: Storage
+    if backend == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        monkeypatch.setenv("BOT_DATABASE_URL", dsn)
+        store = PostgresStore.open(dsn)
+    else:
+        store = Store.open(tmp_path / "data" / "bot.sqlite3")
+    queue = job_queue(store)
+    for n, guid in enumerate(["g-retried", "g-skipped", "g-waiting"]):
+        insert_delivery(store, guid, received_at=float(n))
+        assert await queue.enqueue(guid) is not None
+    # g-retried: the first attempt fails, the second starts two runs and completes.
+    first = await queue.claim("w", 60)
+    assert first is not None and first.delivery_id == "g-retried"
+    await queue.fail(first.id, "w", "RuntimeError: GitHub answered 502", not_before=0)
+    runs = [
+        store.create_run(
+            delivery_id="g-retried",
+            repo="octo/hello",
+            target_kind="issue",
+            number=1,
+            workflow=workflow,
+            mode="webhook",
+        ).id
+        for workflow in ("triage", "ask")
+    ]
+    store.record_decision("g-retried", "trigger", reason="opened", workflow="triage")
+    skipped = await queue.claim("w", 60)
+    assert skipped is not None and skipped.delivery_id == "g-skipped"
+    store.record_decision("g-skipped", "skip", reason="bot_sender: dependabot[bot]")
+    await queue.complete(skipped.id, "w")
+    store.close()
+
+    assert main(["deliveries", "--json"]) == 0
+    rows = {
+        row["delivery_id"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())
+    }
+    assert list(rows) == ["g-retried", "g-skipped", "g-waiting"]
+    retried = rows["g-retried"]
+    assert (retried["decision"], retried["workflow"], retried["runs"]) == (
+        "trigger",
+        "triage",
+        runs,
+    )
+    assert retried["job"] == {
+        "state": "queued",
+        "attempts": 1,
+        "max_attempts": 5,
+        "last_error": "RuntimeError: GitHub answered 502",
+    }
+    assert (rows["g-skipped"]["decision"], rows["g-skipped"]["runs"]) == ("skip", [])
+    assert rows["g-skipped"]["job"]["state"] == "done"
+    assert rows["g-skipped"]["job"]["attempts"] == 1
+    assert rows["g-waiting"]["decision"] is None
+    assert rows["g-waiting"]["job"]["state"] == "queued"
+    assert rows["g-waiting"]["job"]["attempts"] == 0
+
+    assert main(["deliveries"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert "queued 1/5" in text[0] and " ".join(runs) in text[0]
+    assert "skip" in text[1] and "done 1/5" in text[1]
+    assert "pending" in text[2] and "queued 0/5" in text[2]

@@ -19,11 +19,12 @@ from bot.postgres.store import PostgresStore
 from bot.queue.sqlite import SqliteJobQueue
 from bot.storage import Storage
 from bot.store import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
+from tests.backends import BACKENDS, execute, insert_delivery
 
 Opener = Callable[..., Storage]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def open_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Opener]:
     """Opens the backend's store (again, on the same database, when called again)."""
     opened: list[Storage] = []
@@ -42,24 +43,6 @@ def open_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Opene
         store.close()
 
 
-def _execute(store: Storage, sql: str, *params: object) -> None:
-    """A statement on the backend's own connection (`?` placeholders)."""
-    if isinstance(store, Store):
-        store.conn().execute(sql, params)
-    else:
-        assert isinstance(store, PostgresStore)
-        with store.pool.connection() as conn:
-            conn.execute(sql.replace("?", "%s"), params)
-
-
-def _insert_delivery(store: Storage, guid: str, received_at: float = 1.0) -> None:
-    sql = (
-        "INSERT INTO deliveries (guid, event, action, received_at, headers, body)"
-        " VALUES (?, 'issues', 'opened', ?, '{\"x-github-event\": \"issues\"}', ?)"
-    )
-    _execute(store, sql, guid, received_at, b"{}")
-
-
 def test_open_creates_the_schema_in_wal_mode(data_dir: Path) -> None:
     path = data_dir / "nested" / "bot.sqlite3"
     store = Store.open(path)
@@ -74,7 +57,7 @@ def test_open_creates_the_schema_in_wal_mode(data_dir: Path) -> None:
 def test_reopening_keeps_data_and_does_not_migrate_twice(data_dir: Path) -> None:
     path = data_dir / "bot.sqlite3"
     store = Store.open(path)
-    _insert_delivery(store, "g-1")
+    insert_delivery(store, "g-1")
     store.close()
     again = Store.open(path)
     assert again.count_deliveries() == 1
@@ -99,7 +82,7 @@ def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
 
 def test_decision_is_recorded_on_the_delivery(open_store: Opener) -> None:
     store = open_store(clock=lambda: 42.0)
-    _insert_delivery(store, "g-1")
+    insert_delivery(store, "g-1")
     assert store.get_delivery("g-1") is not None
     assert store.get_delivery("g-1").decision is None  # type: ignore[union-attr]
     store.record_decision("g-1", "skip", reason="bot_sender: dependabot[bot]")
@@ -120,7 +103,7 @@ def test_decision_is_recorded_on_the_delivery(open_store: Opener) -> None:
 def test_list_deliveries_oldest_first_with_limit_keeping_the_newest(open_store: Opener) -> None:
     store = open_store()
     for n in range(5):
-        _insert_delivery(store, f"g-{n}", received_at=float(n))
+        insert_delivery(store, f"g-{n}", received_at=float(n))
     assert [d.guid for d in store.list_deliveries()] == [f"g-{n}" for n in range(5)]
     assert [d.guid for d in store.list_deliveries(limit=2)] == ["g-3", "g-4"]
     store.close()
@@ -176,7 +159,7 @@ def test_latest_run_and_runs_counted_by_their_deliverys_reason(open_store: Opene
     reasons = [None, "reporter_reply", "ask", "reporter_reply", "reporter_reply"]
     made = []
     for n, reason in enumerate(reasons):
-        _insert_delivery(store, f"g-{n}")
+        insert_delivery(store, f"g-{n}")
         workflow = "ask" if reason == "ask" else "triage"
         made.append(
             store.create_run(
@@ -189,7 +172,7 @@ def test_latest_run_and_runs_counted_by_their_deliverys_reason(open_store: Opene
             )
         )
         store.record_decision(f"g-{n}", "trigger", reason=reason, workflow=workflow)
-    _insert_delivery(store, "g-skip")
+    insert_delivery(store, "g-skip")
     store.record_decision("g-skip", "skip", reason="reporter_reply")
 
     latest = store.latest_run("octo/repo", "issue", 7, "triage")
@@ -211,7 +194,7 @@ def test_latest_run_and_runs_counted_by_their_deliverys_reason(open_store: Opene
 def test_ping_reports_a_broken_database(open_store: Opener) -> None:
     store = open_store()
     assert store.ping()
-    _execute(
+    execute(
         store,
         "DROP TABLE deliveries CASCADE"
         if isinstance(store, PostgresStore)
@@ -223,7 +206,7 @@ def test_ping_reports_a_broken_database(open_store: Opener) -> None:
 def test_delivery_and_job_share_the_database_file(data_dir: Path) -> None:
     store = Store.open(data_dir / "bot.sqlite3")
     queue = SqliteJobQueue(store)
-    _insert_delivery(store, "g-1")
+    insert_delivery(store, "g-1")
     assert queue.enqueue_sync("g-1") is not None
     raw = sqlite3.connect(data_dir / "bot.sqlite3")
     assert raw.execute(
@@ -316,7 +299,7 @@ def test_one_run_claims_the_answer_to_a_blocked_run(open_store: Opener) -> None:
 
 def test_postgres_reopening_keeps_data_and_does_not_migrate_twice(postgres_dsn: str) -> None:
     store = PostgresStore.open(postgres_dsn)
-    _insert_delivery(store, "g-1")
+    insert_delivery(store, "g-1")
     store.close()
     again = PostgresStore.open(postgres_dsn)
     assert again.count_deliveries() == 1
@@ -342,7 +325,7 @@ def test_postgres_stores_opening_at_once_migrate_once(postgres_dsn: str) -> None
     for thread in threads:
         thread.join()
     assert errors == [] and len(stores) == 4
-    _insert_delivery(stores[0], "g-1")
+    insert_delivery(stores[0], "g-1")
     assert [store.count_deliveries() for store in stores] == [1, 1, 1, 1]
     for store in stores:
         store.close()

@@ -11,6 +11,7 @@ a writer thread of our own (SQLite's `bot.delivery_writer` needs one).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio.to_thread
 import psycopg
@@ -65,34 +66,43 @@ class PostgresIntake:
         """Insert the deliveries not stored yet and their jobs, in one transaction; True for
         each that was new (a GUID twice in `deliveries` is new once)."""
         with self.store.pool.connection() as conn:
-            fresh = {
-                str(row[0])
-                for row in conn.execute(
-                    "INSERT INTO deliveries (guid, event, action, hook_id, target_type,"
-                    " target_id, received_at, headers, body)"
-                    " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],"
-                    " %s::text[], %s::text[], %s::float8[], %s::text[], %s::bytea[])"
-                    " ON CONFLICT (guid) DO NOTHING RETURNING guid",
-                    (
-                        [d.guid for d in deliveries],
-                        [d.event for d in deliveries],
-                        [d.action for d in deliveries],
-                        [d.hook_id for d in deliveries],
-                        [d.target_type for d in deliveries],
-                        [d.target_id for d in deliveries],
-                        [d.received_at for d in deliveries],
-                        [d.headers_json for d in deliveries],
-                        [d.body for d in deliveries],
-                    ),
-                )
-            }
-            out: list[bool] = []
-            new: list[IncomingDelivery] = []
-            for d in deliveries:
-                is_new = d.guid in fresh
-                fresh.discard(d.guid)
-                out.append(is_new)
-                if is_new:
-                    new.append(d)
-            insert_jobs(conn, self.manager, [(d.guid, d.received_at) for d in new])
+            return self.write_in(conn, deliveries)
+
+    def write_in(
+        self, conn: psycopg.Connection[Any], deliveries: Sequence[IncomingDelivery]
+    ) -> list[bool]:
+        """`write` inside the caller's transaction on `conn`.
+
+        A GUID another transaction has inserted but not committed yet waits for it: the
+        primary key then decides, so of two receivers racing one delivery, one stores it."""
+        fresh = {
+            str(row[0])
+            for row in conn.execute(
+                "INSERT INTO deliveries (guid, event, action, hook_id, target_type,"
+                " target_id, received_at, headers, body)"
+                " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],"
+                " %s::text[], %s::text[], %s::float8[], %s::text[], %s::bytea[])"
+                " ON CONFLICT (guid) DO NOTHING RETURNING guid",
+                (
+                    [d.guid for d in deliveries],
+                    [d.event for d in deliveries],
+                    [d.action for d in deliveries],
+                    [d.hook_id for d in deliveries],
+                    [d.target_type for d in deliveries],
+                    [d.target_id for d in deliveries],
+                    [d.received_at for d in deliveries],
+                    [d.headers_json for d in deliveries],
+                    [d.body for d in deliveries],
+                ),
+            )
+        }
+        out: list[bool] = []
+        new: list[IncomingDelivery] = []
+        for d in deliveries:
+            is_new = d.guid in fresh
+            fresh.discard(d.guid)
+            out.append(is_new)
+            if is_new:
+                new.append(d)
+        insert_jobs(conn, self.manager, [(d.guid, d.received_at) for d in new])
         return out

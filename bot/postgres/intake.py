@@ -1,19 +1,27 @@
-"""The intake on Postgres: a delivery and its job commit in one transaction before the answer.
+"""The intake on Postgres: group commit of deliveries and their jobs, before each answer.
 
-Each request writes its own transaction on a pooled connection: the delivery row, inserted
-unless its GUID is there already (the primary key decides, so two receivers given the same
-delivery store it once and answer one of them 202, the other 200), and, when it is new, its
-job through procrastinate's deferral in the same transaction. Postgres flushes the commits
-of concurrent transactions together, so requests arriving at once share a disk flush without
-a writer thread of our own (SQLite's `bot.delivery_writer` needs one).
+Requests hand their delivery to one writer thread and await a future; the thread takes
+everything queued while its previous transaction ran and commits it as one: the delivery
+rows, each inserted unless its GUID is stored already (the primary key decides, so two
+receivers given the same delivery store it once and answer one 202, the other 200), and
+for each new one its job, deferred through procrastinate in the same transaction. Then it
+wakes each request with its result. One transaction per batch instead of one per request
+is what lets a receiver keep up with a burst (see `bench/README.md`).
+
+Rows of a batch are inserted in GUID order, so two receivers' batches that share GUIDs lock
+them in the same order and never deadlock. A batch that fails is written again one
+delivery at a time, so one bad row fails only its own request (503, GitHub may redeliver).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import queue
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import anyio.to_thread
 import psycopg
 from procrastinate.exceptions import ConnectorException
 
@@ -25,42 +33,126 @@ from bot.storage import StoreError
 
 log = get_logger(__name__)
 
+_Item = tuple[IncomingDelivery, "asyncio.Future[bool]", asyncio.AbstractEventLoop]
+_Result = bool | BaseException
+_FAILURES = (psycopg.Error, ConnectorException)
+
+
+def _resolve(pending: list[tuple[asyncio.Future[bool], _Result]]) -> None:
+    for future, result in pending:
+        if future.done():  # the request was cancelled; its row is stored all the same
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
+
 
 class PostgresIntake:
-    """The webhook route's `IntakeWriter` on Postgres."""
+    """The webhook route's `IntakeWriter` on Postgres. `submit` is awaited from the loop."""
 
     def __init__(
-        self, store: PostgresStore, *, on_commit: Callable[[int], None] | None = None
+        self,
+        store: PostgresStore,
+        *,
+        on_commit: Callable[[int], None] | None = None,
+        max_batch: int = 512,
     ) -> None:
         self.store = store
         self.manager = job_manager(store)
         self.on_commit = on_commit
-        self._running = False
+        self.max_batch = max_batch
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.batches = 0
         self.rows = 0
 
     @property
     def running(self) -> bool:
-        return self._running
+        return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
-        self._running = True
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._write_loop, name="pg-intake", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
-        # Nothing is buffered: every answered request was committed before its answer.
-        self._running = False
+        """Write what is queued, then stop the thread."""
+        if self._thread is None:
+            return
+        self._queue.put(None)
+        self._thread.join()
+        self._thread = None
+        while True:  # anything submitted after the stop is answered, not left hanging
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self._answer([item], [StoreError("the intake has stopped")])
 
     async def submit(self, delivery: IncomingDelivery) -> bool:
         """Commit the delivery and its job; True if new, False if its GUID was seen before."""
-        if not self._running:
+        if not self.running:
             raise StoreError("the intake is not running")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._queue.put((delivery, future, loop))
+        return await future
+
+    # -- the writer thread ---------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        stopping = False
+        while not stopping:
+            item = self._queue.get()
+            if item is None:
+                break
+            batch = [item]
+            while len(batch) < self.max_batch:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True
+                    break
+                batch.append(more)
+            self._commit(batch)
+
+    def _commit(self, batch: list[_Item]) -> None:
+        results: list[_Result]
         try:
-            (is_new,) = await anyio.to_thread.run_sync(self.write, [delivery])
-        except (psycopg.Error, ConnectorException) as exc:
-            raise StoreError(f"delivery not stored: {type(exc).__name__}: {exc}") from exc
-        self.rows += 1
-        if is_new and self.on_commit is not None:
-            self.on_commit(1)
-        return is_new
+            results = list(self.write([item[0] for item in batch]))
+        except _FAILURES:
+            results = []
+            for item in batch:
+                try:
+                    results.extend(self.write([item[0]]))
+                except _FAILURES as exc:
+                    log.error(
+                        "delivery not stored",
+                        extra={"delivery_id": item[0].guid, "error": str(exc)},
+                    )
+                    results.append(StoreError(f"delivery not stored: {type(exc).__name__}: {exc}"))
+        self.batches += 1
+        self.rows += len(batch)
+        self._answer(batch, results)
+        new = sum(1 for result in results if result is True)
+        if self.on_commit is not None and new:
+            for loop in {item[2] for item in batch}:
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
+                    loop.call_soon_threadsafe(self.on_commit, new)
+
+    @staticmethod
+    def _answer(batch: list[_Item], results: list[_Result]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], _Result]]] = {}
+        for (_, future, loop), result in zip(batch, results, strict=True):
+            by_loop.setdefault(loop, []).append((future, result))
+        for loop, pending in by_loop.items():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, pending)
 
     def write(self, deliveries: Sequence[IncomingDelivery]) -> list[bool]:
         """Insert the deliveries not stored yet and their jobs, in one transaction; True for
@@ -75,24 +167,25 @@ class PostgresIntake:
 
         A GUID another transaction has inserted but not committed yet waits for it: the
         primary key then decides, so of two receivers racing one delivery, one stores it."""
+        rows = sorted(deliveries, key=lambda d: d.guid)  # one lock order for every receiver
         fresh = {
             str(row[0])
             for row in conn.execute(
                 "INSERT INTO deliveries (guid, event, action, hook_id, target_type,"
                 " target_id, received_at, headers, body)"
                 " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],"
-                " %s::text[], %s::text[], %s::float8[], %s::text[], %s::bytea[])"
+                " %s::text[], %s::text[], %s::float8[], %s::text[], %b::bytea[])"
                 " ON CONFLICT (guid) DO NOTHING RETURNING guid",
                 (
-                    [d.guid for d in deliveries],
-                    [d.event for d in deliveries],
-                    [d.action for d in deliveries],
-                    [d.hook_id for d in deliveries],
-                    [d.target_type for d in deliveries],
-                    [d.target_id for d in deliveries],
-                    [d.received_at for d in deliveries],
-                    [d.headers_json for d in deliveries],
-                    [d.body for d in deliveries],
+                    [d.guid for d in rows],
+                    [d.event for d in rows],
+                    [d.action for d in rows],
+                    [d.hook_id for d in rows],
+                    [d.target_type for d in rows],
+                    [d.target_id for d in rows],
+                    [d.received_at for d in rows],
+                    [d.headers_json for d in rows],
+                    [d.body for d in rows],
                 ),
             )
         }

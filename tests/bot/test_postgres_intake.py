@@ -41,7 +41,9 @@ def store(postgres_dsn: str) -> Iterator[PostgresStore]:
 
 
 @pytest.mark.anyio
-async def test_concurrent_deliveries_are_each_stored_with_one_job(store: PostgresStore) -> None:
+async def test_concurrent_deliveries_share_commits_and_each_gets_one_job(
+    store: PostgresStore,
+) -> None:
     commits: list[int] = []
     intake = PostgresIntake(store, on_commit=commits.append)
     intake.start()
@@ -57,6 +59,8 @@ async def test_concurrent_deliveries_are_each_stored_with_one_job(store: Postgre
             tasks.start_soon(submit, f"g-{n}")
     intake.stop()
     assert results == {f"g-{n}": True for n in range(100)}
+    assert intake.rows == 100
+    assert intake.batches < 100  # requests arriving together shared transactions
     assert store.count_deliveries() == 100
     stored = store.get_delivery("g-7")
     assert stored is not None and stored.body == big

@@ -23,8 +23,10 @@ procrastinate like this:
   explicitly: only `AttemptFailed` is retried. Left unset, procrastinate retries every
   exception, an abort included; here an abort or a refusal ends the job after its attempt.
   When is ours: the contract's backoff, or `not_before` when that is later, as `scheduled_at`.
-  A job whose abort was requested (`cancel_job_by_id(abort=True)`) is failed by
-  `retry_job` itself rather than retried.
+- abort: a running job whose abort was requested (procrastinate's `cancel_job_by_id(job_id,
+  abort=True)`) makes its worker's next `heartbeat` raise LeaseLost, so the worker stops; a
+  `fail` then, or the lease running out, ends the job (failed, after that one attempt): the
+  abort reaches the retry strategy as `JobAborted`, which it does not retry.
 
 Blocking work runs on anyio's thread pool over the store's connection pool.
 """
@@ -34,13 +36,14 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio.to_thread
 import psycopg
 from procrastinate import RetryStrategy, SyncPsycopgConnector
 from procrastinate import jobs as pjobs
 from procrastinate import sql as psql
+from procrastinate.exceptions import JobAborted
 from procrastinate.manager import JobManager
 
 from bot.postgres.store import PostgresStore
@@ -100,6 +103,13 @@ UPDATE procrastinate_jobs SET status = 'doing'
   FROM candidate WHERE procrastinate_jobs.id = candidate.id
 RETURNING procrastinate_jobs.id
 """
+
+
+class Held(NamedTuple):
+    """A job its worker holds, and whether its abort was requested meanwhile."""
+
+    job: Job
+    aborting: bool
 
 
 class AttemptFailed(Exception):
@@ -272,9 +282,9 @@ class PostgresJobQueue:
 
     def _recover_expired(self, conn: psycopg.Connection[Any], now: float) -> None:
         """Leases that ran out: another attempt through procrastinate's retry, or, with no
-        attempt left, failed (dead) through its finish."""
+        attempt left or an abort requested, failed (dead) through its finish."""
         expired = conn.execute(
-            f"SELECT pj.id, pj.attempts + 1 >= bj.max_attempts FROM {_JOBS}"
+            f"SELECT pj.id, pj.attempts + 1 >= bj.max_attempts OR pj.abort_requested FROM {_JOBS}"
             " WHERE bj.lease_until <= %s AND pj.status = 'doing'"
             " ORDER BY bj.lease_until LIMIT %s FOR UPDATE OF bj, pj SKIP LOCKED",
             (now, _EXPIRED_PER_CLAIM),
@@ -301,9 +311,10 @@ class PostgresJobQueue:
                 (last, job_id),
             )
 
-    def _held(self, conn: psycopg.Connection[Any], job_id: int, worker_id: str) -> Job:
+    def _held(self, conn: psycopg.Connection[Any], job_id: int, worker_id: str) -> Held:
         row = conn.execute(
-            f"SELECT {_JOB_COLUMNS} FROM {_JOBS} WHERE pj.id = %s FOR UPDATE OF bj, pj",
+            f"SELECT {_JOB_COLUMNS}, pj.abort_requested FROM {_JOBS} WHERE pj.id = %s"
+            " FOR UPDATE OF bj, pj",
             (job_id,),
         ).fetchone()
         if row is None:
@@ -311,12 +322,14 @@ class PostgresJobQueue:
         job = _job(row)
         if job.status is not JobStatus.RUNNING or job.lease_owner != worker_id:
             raise LeaseLost(f"job {job_id} is no longer leased to {worker_id}")
-        return job
+        return Held(job, bool(row[10]))
 
     def _heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
         now = self.clock()
         with self.store.pool.connection() as conn:
-            self._held(conn, job_id, worker_id)
+            if self._held(conn, job_id, worker_id).aborting:
+                # The worker stops as on a lost lease; the lease runs out and the job ends.
+                raise LeaseLost(f"job {job_id} was aborted")
             conn.execute(
                 "UPDATE bot_jobs SET lease_until = %s WHERE job_id = %s",
                 (now + lease_seconds, job_id),
@@ -338,8 +351,12 @@ class PostgresJobQueue:
     ) -> Job:
         now = self.clock()
         with self.store.pool.connection() as conn:
-            job = self._held(conn, job_id, worker_id)
-            failure = AttemptFailed(error) if retry else GaveUp(error)
+            job, aborting = self._held(conn, job_id, worker_id)
+            failure: BaseException
+            if aborting:
+                failure = JobAborted(error)
+            else:
+                failure = AttemptFailed(error) if retry else GaveUp(error)
             attempt = pjobs.Job(
                 id=job.id,
                 queue=QUEUE,

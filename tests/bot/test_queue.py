@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import procrastinate.jobs
 import pytest
+from procrastinate.exceptions import JobAborted
 
 from bot.postgres.store import PostgresStore
 from bot.queue.base import JobQueue, JobStatus, LeaseLost, backoff_seconds
-from bot.queue.postgres import PostgresJobQueue
+from bot.queue.postgres import AttemptFailed, GaveUp, PostgresJobQueue, retry_strategy
 from bot.queue.sqlite import SqliteJobQueue
 from bot.store import Store
 
@@ -244,3 +247,103 @@ async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
 def test_backoff_doubles_up_to_a_cap() -> None:
     assert [backoff_seconds(n) for n in (1, 2, 3, 4)] == [2.0, 4.0, 8.0, 16.0]
     assert backoff_seconds(30) == 300.0
+
+
+# -- Postgres: how the contract sits on procrastinate ------------------------------------------
+
+
+@pytest.fixture
+def pg_queue(postgres_dsn: str) -> Iterator[tuple[PostgresJobQueue, FakeClock]]:
+    clock = FakeClock()
+    store = PostgresStore.open(postgres_dsn, clock=clock)
+    yield PostgresJobQueue(store), clock
+    store.close()
+
+
+def test_only_a_failed_attempt_is_retried_by_the_explicit_retry_strategy() -> None:
+    attempt = procrastinate.jobs.Job(
+        id=1, queue="bot", lock=None, queueing_lock=None, task_name="delivery", attempts=1
+    )
+    strategy = retry_strategy(max_attempts=5)
+    assert strategy.get_retry_decision(exception=AttemptFailed("boom"), job=attempt) is not None
+    # Left unset, procrastinate retries any exception, an aborted job's included.
+    for other in (JobAborted(), asyncio.CancelledError(), GaveUp("bad payload"), KeyError("x")):
+        assert strategy.get_retry_decision(exception=other, job=attempt) is None
+    assert (
+        strategy.get_retry_decision(exception=AttemptFailed("boom"), job=attempt.evolve(attempts=5))
+        is None
+    )
+
+
+async def test_a_job_aborted_through_procrastinate_ends_after_its_attempt(
+    pg_queue: tuple[PostgresJobQueue, FakeClock],
+) -> None:
+    q, clock = pg_queue
+    await q.enqueue("d-1")
+    job = await q.claim("w", 30)
+    assert job is not None
+    assert q.manager.cancel_job_by_id(job.id, abort=True)
+    with pytest.raises(LeaseLost, match="aborted"):  # the worker stops at its next heartbeat
+        await q.heartbeat(job.id, "w", 30)
+    after = await q.fail(job.id, "w", "CancelledError: aborted", retry=True)
+    assert (after.status, after.attempts) == (JobStatus.DEAD, 1)
+    clock.advance(3600)
+    assert await q.claim("w", 30) is None
+
+
+async def test_an_aborted_job_whose_worker_stopped_ends_when_its_lease_runs_out(
+    pg_queue: tuple[PostgresJobQueue, FakeClock],
+) -> None:
+    q, clock = pg_queue
+    await q.enqueue("d-1")
+    job = await q.claim("w", 30)
+    assert job is not None
+    assert q.manager.cancel_job_by_id(job.id, abort=True)
+    clock.advance(31)
+    assert await q.claim("w2", 30) is None
+    after = await q.get(job.id)
+    assert after is not None and (after.status, after.attempts) == (JobStatus.DEAD, 1)
+
+
+async def test_jobs_are_procrastinate_jobs_with_its_history(
+    pg_queue: tuple[PostgresJobQueue, FakeClock],
+) -> None:
+    q, clock = pg_queue
+    job_id = await q.enqueue("d-1")
+    assert job_id is not None
+    first = await q.claim("w1", 30)
+    assert first is not None
+    clock.advance(31)  # w1's lease runs out: recovered through procrastinate's retry
+    second = await q.claim("w2", 30)
+    assert second is not None
+    await q.fail(second.id, "w2", "boom")
+    clock.advance(backoff_seconds(2))
+    third = await q.claim("w3", 30)
+    assert third is not None and third.attempts == 3
+    await q.complete(third.id, "w3")
+    (pjob,) = q.manager.list_jobs(id=job_id)
+    assert (pjob.task_name, pjob.queue, pjob.task_kwargs) == (
+        "delivery",
+        "bot",
+        {"delivery_id": "d-1"},
+    )
+    assert (pjob.status, pjob.attempts) == ("succeeded", 3)
+    with q.store.pool.connection() as conn:
+        events = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT type FROM procrastinate_events WHERE job_id = %s ORDER BY id", (job_id,)
+            )
+        ]
+    # A retry's two events come in the order of procrastinate's trigger names.
+    assert events == [
+        "deferred",
+        "started",
+        "scheduled",
+        "deferred_for_retry",
+        "started",
+        "scheduled",
+        "deferred_for_retry",
+        "started",
+        "succeeded",
+    ]

@@ -28,7 +28,11 @@ procrastinate like this:
   `fail` then, or the lease running out, ends the job (failed, after that one attempt): the
   abort reaches the retry strategy as `JobAborted`, which it does not retry.
 
-Blocking work runs on anyio's thread pool over the store's connection pool.
+procrastinate's own worker does not run: `bot.worker` claims through this contract. So
+`procrastinate_workers` stays empty and a running job's `worker_id` stays NULL, which
+procrastinate's own stalled-job query would read as stalled: do not point `procrastinate
+worker` or its stalled-job recovery at this database. Blocking work runs on anyio's thread
+pool over the store's connection pool.
 """
 
 from __future__ import annotations

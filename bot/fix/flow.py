@@ -71,8 +71,8 @@ class Place:
     start: str
     target: FixTarget
     default: str
-    branches: dict[str, str]
-    """The remote's `bot/fix-<n>*` branches, when they were listed (name -> commit)."""
+    branches: dict[str, str] | None
+    """The remote's `bot/fix-<n>*` branches (name -> commit); None when not listed yet."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -264,7 +264,8 @@ async def fix_outcome(
             resume_from=resume.blocked_run if resume is not None else None,
         )
         facts = ex.facts_of(finished, run.id, "fix", started)
-        place = Place(git_dir, start, target, default, branches)
+        listed = branches if trigger.target_kind == "issue" else None
+        place = Place(git_dir, start, target, default, listed)
         outcome = await _conclude(ex, client, trigger, finished, facts, args, place, config)
     except RateLimited:
         raise
@@ -432,9 +433,9 @@ async def _conclude(
     if target.branch is not None:
         branch = target.branch
     else:
-        taken = place.branches or await ex.mirrors.remote_branches(
-            client, f"bot/fix-{trigger.number}"
-        )
+        taken = place.branches
+        if taken is None:
+            taken = await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}")
         branch = branch_name(trigger.number, title or summary[:60], taken)
     await ex.mirrors.push_branch(client, sha, branch, default_branch=place.default)
     text = PullText(title, summary, check, [str(a) for a in base["assumptions"]], facts.usage)

@@ -200,7 +200,8 @@ def render_footer(outcome: Outcome) -> str:
     usage = outcome.usage
     bits = [
         f"Run `{outcome.run_id}`",
-        f"agents {usage.agents_ok} ok, {usage.agents_failed} failed",
+        f"agents {usage.agents_ok} ok, {usage.agents_failed} failed"
+        + (f" ({usage.agents_replayed} replayed)" if usage.agents_replayed else ""),
         f"{usage.total_tokens:,} tokens",
     ]
     if usage.cost is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.log import get_logger
 from bot.segments import SegmentError, bodies_dir, read_body
+from policies.outcome import OUTCOME_STATUSES
 
 log = get_logger(__name__)
 
@@ -94,6 +95,20 @@ MIGRATIONS: tuple[str, ...] = (
     # interrupted (its worker died); after three of those it is given up.
     """
     ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    """,
+    # One run per (repository, issue or pull request, workflow) at a time, held like a job's
+    # lease; and a stop asked of a run, which whichever worker runs it acts on.
+    """
+    CREATE TABLE target_locks (
+        repo TEXT NOT NULL,
+        target_kind TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        workflow TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        until REAL NOT NULL,
+        PRIMARY KEY (repo, target_kind, number, workflow)
+    );
+    ALTER TABLE runs ADD COLUMN stop_reason TEXT;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -475,6 +490,51 @@ class Store:
                 run_id,
             ),
         )
+
+    # -- one run per target, and stops across workers ------------------------------------
+
+    def acquire_target(self, run: RunRecord, *, workflow: str, until: float) -> str | None:
+        """Hold (repo, target, `workflow`) for `run` until `until`; None when it is held now,
+        else the id of the run that holds it. A lock past its time, or held by a run that has
+        ended, is taken over; a run may always take its own lock again (a retried job)."""
+        key = (run.repo, run.target_kind, run.number, workflow)
+        conn = self.conn()
+        with transaction(conn):
+            row = conn.execute(
+                "SELECT l.run_id, l.until, r.status FROM target_locks l"
+                " LEFT JOIN runs r ON r.id = l.run_id"
+                " WHERE l.repo = ? AND l.target_kind = ? AND l.number = ? AND l.workflow = ?",
+                key,
+            ).fetchone()
+            if row is not None:
+                holder, held_until, status = str(row[0]), float(row[1]), row[2]
+                live = held_until > self.clock() and status not in OUTCOME_STATUSES
+                if holder != run.id and live:
+                    return holder
+            conn.execute(
+                "INSERT INTO target_locks (repo, target_kind, number, workflow, run_id, until)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (repo, target_kind, number, workflow)"
+                " DO UPDATE SET run_id = excluded.run_id, until = excluded.until",
+                (*key, run.id, until),
+            )
+        return None
+
+    def refresh_target(self, run_id: str, until: float) -> None:
+        self.conn().execute("UPDATE target_locks SET until = ? WHERE run_id = ?", (until, run_id))
+
+    def release_target(self, run_id: str) -> None:
+        self.conn().execute("DELETE FROM target_locks WHERE run_id = ?", (run_id,))
+
+    def request_stop(self, run_id: str, reason: str) -> None:
+        """Ask whichever worker runs `run_id` to stop it (it looks every second or so)."""
+        self.conn().execute(
+            "UPDATE runs SET stop_reason = ?, updated_at = ? WHERE id = ? AND stop_reason IS NULL",
+            (reason, self.clock(), run_id),
+        )
+
+    def stop_requested(self, run_id: str) -> str | None:
+        row = self.conn().execute("SELECT stop_reason FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     def start_attempt(self, run_id: str) -> int:
         """Count one more attempt at the run; the number of attempts started, this one too."""

@@ -266,3 +266,48 @@ def test_one_run_claims_the_answer_to_a_blocked_run(data_dir: Path) -> None:
     assert store.answered_by(blocked) is None
     assert store.claim_answer(second.id, blocked, decision) is None
     store.close()
+
+
+def test_one_run_holds_a_target_until_it_ends_or_its_time_runs_out(data_dir: Path) -> None:
+    now = [1000.0]
+    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: now[0])
+
+    def run(guid: str, number: int = 7) -> RunRecord:
+        return store.create_run(
+            delivery_id=guid,
+            repo="o/r",
+            target_kind="issue",
+            number=number,
+            workflow="ask",
+            mode="webhook",
+        )
+
+    a, b, c = run("g-a"), run("g-b"), run("g-c", number=8)
+    assert store.acquire_target(a, workflow="ask", until=1030) is None
+    assert store.acquire_target(b, workflow="ask", until=1030) == a.id  # held
+    assert store.acquire_target(b, workflow="triage", until=1030) is None  # another workflow
+    assert store.acquire_target(c, workflow="ask", until=1030) is None  # another issue
+    assert store.acquire_target(a, workflow="ask", until=1030) is None  # its own, again
+    store.update_run(a.id, status="succeeded")
+    assert store.acquire_target(b, workflow="ask", until=1030) is None  # a ended
+    now[0] = 1031.0  # b's holder died: its time runs out
+    d = run("g-d")
+    assert store.acquire_target(d, workflow="ask", until=1060) is None
+    store.refresh_target(d.id, 1100)
+    now[0] = 1080.0
+    assert store.acquire_target(b, workflow="ask", until=1110) == d.id
+    store.release_target(d.id)
+    assert store.acquire_target(b, workflow="ask", until=1110) is None
+    store.close()
+
+
+def test_a_stop_is_recorded_once_for_whichever_worker_runs_it(data_dir: Path) -> None:
+    store = Store.open(data_dir / "bot.sqlite3")
+    run = store.create_run(
+        delivery_id="g", repo="o/r", target_kind="issue", number=1, workflow="ask", mode="webhook"
+    )
+    assert store.stop_requested(run.id) is None
+    store.request_stop(run.id, "stopped on request")
+    store.request_stop(run.id, "superseded")  # the first reason stays
+    assert store.stop_requested(run.id) == "stopped on request"
+    store.close()

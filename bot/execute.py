@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -40,24 +39,22 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from bot.agents.gitread import run_git
 from bot.engine.artifacts import RunNotFound
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
 from bot.followup import answer_blocked
-from bot.gitguard import WORKTREES_DIR
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
 from bot.github.publish import CommentKind, Publisher
 from bot.github.render import Progress
+from bot.leftovers import clear_interrupted
 from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
 from bot.queue.base import GiveUp
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
 from bot.review.flow import SUPERSEDED, run_review
-from bot.review.suggest import reclaim
 from bot.store import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.config import RepoConfig, parse_repo_config
@@ -649,26 +646,6 @@ class RunExecutor:
             app_slug=self.app_slug,
         )
         await self._record(run.id, "succeeded", None)
-
-
-async def clear_interrupted(git_dir: Path, run_id: str) -> None:
-    """Delete what an interrupted attempt of `run_id` left in the mirror: its agents'
-    worktrees (by path, never through git inside them) and their `bot/...-<run>-<n>` branches.
-    This attempt owns the run, so nothing of it can be in use."""
-    suffix = run_id.removeprefix("wf_")[-6:]
-    root = git_dir / WORKTREES_DIR / run_id
-    paths = [str(p) for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-    listed = await run_git(
-        ["for-each-ref", "--format=%(refname:short)", "refs/heads/bot/"], git_dir=git_dir
-    )
-    names = listed.stdout.decode("utf-8", "replace").split()
-    branches = [n for n in names if re.fullmatch(rf"bot/.+-{suffix}-\d+(?:-[0-9a-f]{{6}})?", n)]
-    if paths or branches:
-        log.info(
-            "clearing what the interrupted attempt left",
-            extra={"worktrees": len(paths), "branches": len(branches)},
-        )
-        await reclaim(git_dir, paths, branches)
 
 
 def _default_branch(payload: Mapping[str, Any] | None) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from bot.queue.base import Job, JobQueue
+from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue
 from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
 from bot.storage import Storage
@@ -18,9 +18,15 @@ from bot.store import Store
 
 
 class InspectableQueue(JobQueue, Protocol):
-    """A JobQueue that can also list jobs by delivery, blocking (for `bot deliveries`)."""
+    """A JobQueue with the blocking calls that commands and tests use beside the contract."""
 
-    def jobs_for_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, list[Job]]: ...
+    def enqueue_sync(
+        self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> int | None: ...
+
+    def jobs_for_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, list[Job]]:
+        """Each delivery's jobs, oldest first (for `bot deliveries`)."""
+        ...
 
 
 def open_store(settings: Settings) -> Storage:

@@ -19,6 +19,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from policies.outcome import OUTCOME_STATUSES
+
 REPORTER_REPLY = "reporter_reply"
 """The decision reason of a delivery whose run is triage again after the reporter's reply."""
 
@@ -377,6 +379,72 @@ class Storage(ABC):
                     run_id,
                 ),
             )
+
+    # -- one run per target, and stops across workers ------------------------------------
+
+    def acquire_target(self, run: RunRecord, *, workflow: str, until: float) -> str | None:
+        """Hold (repo, target, `workflow`) for `run` until `until`; None when it is held now,
+        else the id of the run that holds it. A lock past its time, or held by a run that has
+        ended, is taken over; a run may always take its own lock again (a retried job).
+
+        One conditional upsert decides, so two workers racing for a free target cannot both
+        win: the second waits for the first's row and then finds it live."""
+        key = (run.repo, run.target_kind, run.number, workflow)
+        ended = _marks(len(OUTCOME_STATUSES))
+        holder: str | None = None
+        with self._transaction() as db:
+            for _ in range(10):  # the holder may release between the two statements
+                taken = db.one(
+                    "INSERT INTO target_locks (repo, target_kind, number, workflow, run_id, until)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (repo, target_kind, number, workflow)"
+                    " DO UPDATE SET run_id = excluded.run_id, until = excluded.until"
+                    " WHERE target_locks.run_id = excluded.run_id OR target_locks.until <= ?"
+                    " OR (SELECT status FROM runs WHERE runs.id = target_locks.run_id)"
+                    f" IN ({ended}) RETURNING run_id",
+                    (*key, run.id, until, self.clock(), *OUTCOME_STATUSES),
+                )
+                if taken is not None:
+                    return None
+                row = db.one(
+                    "SELECT run_id FROM target_locks"
+                    " WHERE repo = ? AND target_kind = ? AND number = ? AND workflow = ?",
+                    key,
+                )
+                if row is not None:
+                    holder = str(row[0])
+                    break
+        return holder or "(being released)"
+
+    def refresh_target(self, run_id: str, until: float) -> None:
+        with self._session() as db:
+            db.run("UPDATE target_locks SET until = ? WHERE run_id = ?", (until, run_id))
+
+    def release_target(self, run_id: str) -> None:
+        with self._session() as db:
+            db.run("DELETE FROM target_locks WHERE run_id = ?", (run_id,))
+
+    def request_stop(self, run_id: str, reason: str) -> None:
+        """Ask whichever worker runs `run_id` to stop it (it looks every second or so)."""
+        with self._session() as db:
+            db.run(
+                "UPDATE runs SET stop_reason = ?, updated_at = ? WHERE id = ? AND stop_reason IS NULL",
+                (reason, self.clock(), run_id),
+            )
+
+    def stop_requested(self, run_id: str) -> str | None:
+        with self._session() as db:
+            row = db.one("SELECT stop_reason FROM runs WHERE id = ?", (run_id,))
+        return None if row is None or row[0] is None else str(row[0])
+
+    def start_attempt(self, run_id: str) -> int:
+        """Count one more attempt at the run; the number of attempts started, this one too."""
+        with self._transaction() as db:
+            row = db.one(
+                "UPDATE runs SET attempts = attempts + 1, updated_at = ? WHERE id = ?"
+                " RETURNING attempts",
+                (self.clock(), run_id),
+            )
+        return 0 if row is None else int(row[0])
 
     def set_run_args(self, run_id: str, args: dict[str, Any]) -> None:
         """Record the arguments the run's workflow is given (see `RunRecord.args`)."""

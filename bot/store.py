@@ -115,6 +115,25 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN args TEXT;
     """,
+    # How many attempts started the run: a run found `running` when an attempt starts was
+    # interrupted (its worker died); after three of those it is given up.
+    """
+    ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    """,
+    # One run per (repository, issue or pull request, workflow) at a time, held like a job's
+    # lease; and a stop asked of a run, which whichever worker runs it acts on.
+    """
+    CREATE TABLE target_locks (
+        repo TEXT NOT NULL,
+        target_kind TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        workflow TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        until REAL NOT NULL,
+        PRIMARY KEY (repo, target_kind, number, workflow)
+    );
+    ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

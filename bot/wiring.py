@@ -111,6 +111,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.github.checkout import Mirrors
     from bot.github.client import GitHubApp
     from bot.github.errors import GitHubError, RetryableError
+    from bot.leftovers import sweep_forever
 
     slug = _learn_slug(settings)
     github = GitHubApp.from_settings(settings, app_slug=slug)
@@ -192,6 +193,10 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         permission_lookup=permission_lookup,
         executor=executor,
         skip_handler=executor.answer_skip,
-        background=(mirrors.sweep_forever, partial(close_when_stopped, github)),
+        background=(
+            mirrors.sweep_forever,
+            partial(sweep_forever, mirrors.root, store),
+            partial(close_when_stopped, github),
+        ),
         app_slug=slug,
     )

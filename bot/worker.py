@@ -16,7 +16,7 @@ import anyio.to_thread
 from bot.events import parse_event
 from bot.github.errors import RateLimited
 from bot.log import bound, get_logger
-from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
+from bot.queue.base import GiveUp, Job, JobQueue, JobStatus, LeaseLost
 from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
@@ -241,7 +241,11 @@ class Worker:
         # GitHub's rate limit says when to come back; an earlier try would only fail again.
         not_before = error.retry_at if isinstance(error, RateLimited) else None
         after = await self.queue.fail(
-            job.id, worker_id, f"{type(error).__name__}: {error}", not_before=not_before
+            job.id,
+            worker_id,
+            f"{type(error).__name__}: {error}",
+            retry=not isinstance(error, GiveUp),
+            not_before=not_before,
         )
         if after.status is JobStatus.DEAD:
             reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"

@@ -26,8 +26,9 @@ def insert_delivery(
     *,
     event: str = "issues",
     action: str | None = "opened",
+    body: bytes = b"{}",
 ) -> None:
-    """A delivery row as the intake stores it, with a tiny body and no job."""
+    """A delivery row as the intake stores it (a tiny body by default), without a job."""
     execute(
         store,
         "INSERT INTO deliveries (guid, event, action, received_at, headers, body)"
@@ -36,5 +37,5 @@ def insert_delivery(
         event,
         action,
         received_at,
-        b"{}",
+        body,
     )

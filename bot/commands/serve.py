@@ -38,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     serve.set_defaults(func=run_serve)
     worker = subparsers.add_parser("worker", help="run only the worker pool")
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        help="jobs handled at once by this process (default: BOT_WORKERS, 2)",
+    )
     worker.set_defaults(func=run_worker)
 
 
@@ -68,7 +73,9 @@ def _prepare() -> tuple[Settings, Storage] | None:
     return settings, store
 
 
-def build_worker(settings: Settings, store: Storage) -> Worker | None:
+def build_worker(
+    settings: Settings, store: Storage, *, concurrency: int | None = None
+) -> Worker | None:
     """The worker pool, or None (logged) when the operator's settings cannot make one."""
     try:
         hooks = build_worker_hooks(settings, store)
@@ -80,7 +87,8 @@ def build_worker(settings: Settings, store: Storage) -> Worker | None:
         job_queue(store),
         hooks,
         app_slug=settings.app_slug or DEFAULT_APP_SLUG,
-        concurrency=settings.workers,
+        concurrency=concurrency or settings.workers,
+        lease_seconds=settings.job_lease_seconds,
     )
 
 
@@ -149,7 +157,11 @@ def run_worker(args: argparse.Namespace) -> int:
     if prepared is None:
         return 1
     settings, store = prepared
-    worker = build_worker(settings, store)
+    if args.concurrency is not None and not 1 <= args.concurrency <= 64:
+        log.error("--concurrency must be between 1 and 64")
+        store.close()
+        return 1
+    worker = build_worker(settings, store, concurrency=args.concurrency)
     if worker is None:
         store.close()
         return 1

@@ -53,9 +53,22 @@ CREATE TABLE runs (
     updated_at double precision NOT NULL,
     outcome text,
     args text,
+    attempts integer NOT NULL DEFAULT 0,
+    stop_reason text,
     CONSTRAINT runs_delivery_workflow UNIQUE (delivery_id, workflow)
 );
 CREATE INDEX runs_target ON runs (repo, target_kind, number, created_at);
+-- One run per (repository, issue or pull request, workflow) at a time, held like a lease.
+CREATE TABLE target_locks (
+    repo text NOT NULL,
+    target_kind text NOT NULL,
+    number integer NOT NULL,
+    workflow text NOT NULL,
+    run_id text NOT NULL,
+    until double precision NOT NULL,
+    PRIMARY KEY (repo, target_kind, number, workflow)
+);
+CREATE INDEX target_locks_run ON target_locks (run_id);
 CREATE TABLE review_states (
     repo text NOT NULL,
     number integer NOT NULL,

@@ -294,6 +294,89 @@ def test_one_run_claims_the_answer_to_a_blocked_run(open_store: Opener) -> None:
     store.close()
 
 
+def test_one_run_holds_a_target_until_it_ends_or_its_time_runs_out(open_store: Opener) -> None:
+    now = [1000.0]
+    store = open_store(clock=lambda: now[0])
+
+    def run(guid: str, number: int = 7) -> RunRecord:
+        return store.create_run(
+            delivery_id=guid,
+            repo="o/r",
+            target_kind="issue",
+            number=number,
+            workflow="ask",
+            mode="webhook",
+        )
+
+    a, b, c = run("g-a"), run("g-b"), run("g-c", number=8)
+    assert store.acquire_target(a, workflow="ask", until=1030) is None
+    assert store.acquire_target(b, workflow="ask", until=1030) == a.id  # held
+    assert store.acquire_target(b, workflow="triage", until=1030) is None  # another workflow
+    assert store.acquire_target(c, workflow="ask", until=1030) is None  # another issue
+    assert store.acquire_target(a, workflow="ask", until=1030) is None  # its own, again
+    store.update_run(a.id, status="succeeded")
+    assert store.acquire_target(b, workflow="ask", until=1030) is None  # a ended
+    now[0] = 1031.0  # b's holder died: its time runs out
+    d = run("g-d")
+    assert store.acquire_target(d, workflow="ask", until=1060) is None
+    store.refresh_target(d.id, 1100)
+    now[0] = 1080.0
+    assert store.acquire_target(b, workflow="ask", until=1110) == d.id
+    store.release_target(d.id)
+    assert store.acquire_target(b, workflow="ask", until=1110) is None
+    store.close()
+
+
+def test_a_stop_is_recorded_once_for_whichever_worker_runs_it(open_store: Opener) -> None:
+    store = open_store()
+    run = store.create_run(
+        delivery_id="g", repo="o/r", target_kind="issue", number=1, workflow="ask", mode="webhook"
+    )
+    assert store.stop_requested(run.id) is None
+    store.request_stop(run.id, "stopped on request")
+    store.request_stop(run.id, "superseded")  # the first reason stays
+    assert store.stop_requested(run.id) == "stopped on request"
+    store.close()
+
+
+def test_workers_racing_for_a_free_target_leave_one_holder(open_store: Opener) -> None:
+    store = open_store()
+    runs = [
+        store.create_run(
+            delivery_id=f"g-{n}",
+            repo="o/r",
+            target_kind="issue",
+            number=1,
+            workflow="ask",
+            mode="webhook",
+        )
+        for n in range(8)
+    ]
+    results: dict[str, str | None] = {}
+    start = threading.Barrier(len(runs))
+
+    def acquire(run: RunRecord) -> None:
+        start.wait()
+        results[run.id] = store.acquire_target(run, workflow="ask", until=time.time() + 30)
+
+    threads = [threading.Thread(target=acquire, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (winner,) = [run_id for run_id, holder in results.items() if holder is None]
+    assert all(holder == winner for run_id, holder in results.items() if run_id != winner)
+
+
+def test_attempts_at_a_run_are_counted(open_store: Opener) -> None:
+    store = open_store()
+    run = store.create_run(
+        delivery_id="g", repo="o/r", target_kind="issue", number=1, workflow="ask", mode="webhook"
+    )
+    assert [store.start_attempt(run.id) for _ in range(3)] == [1, 2, 3]
+    assert store.start_attempt("wf_000000000000") == 0
+
+
 # -- Postgres: its schema, migrated by the app, and its connections --------------------------
 
 

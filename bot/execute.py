@@ -43,7 +43,7 @@ from bot.engine.artifacts import RunNotFound
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
 from bot.followup import answer_blocked
-from bot.github.context import fetch_context, sanitize
+from bot.github.context import default_branch_of, fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
 from bot.github.publish import CommentKind, Publisher
@@ -380,7 +380,7 @@ class RunExecutor:
                 actor_permission="write" if trigger.command is not None else None,
                 run_id=run.id,
                 payload=payload,
-                default_branch=_default_branch(payload),
+                default_branch=default_branch_of(payload),
             )
             if context.comments_fetched:
                 publisher.know_comments(context.comments)
@@ -578,7 +578,7 @@ class RunExecutor:
         if trigger.target_kind == "pull_request" and head_sha:
             git_dir = await self.mirrors.ensure_commit(client, head_sha, pull_number=trigger.number)
             return git_dir, head_sha
-        branch = _default_branch(payload) or (await client.get_repo()).default_branch
+        branch = default_branch_of(payload) or (await client.get_repo()).default_branch
         git_dir = await self.mirrors.fetch(client, [f"+refs/heads/{branch}:refs/heads/{branch}"])
         return git_dir, f"refs/heads/{branch}"
 
@@ -646,12 +646,6 @@ class RunExecutor:
             app_slug=self.app_slug,
         )
         await self._record(run.id, "succeeded", None)
-
-
-def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
-    repo = payload.get("repository") if payload else None
-    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
-    return branch if isinstance(branch, str) and branch else None
 
 
 def _issue_author(payload: Mapping[str, Any] | None) -> str | None:

@@ -35,7 +35,7 @@ import anyio.to_thread
 from bot.engine.artifacts import RunNotFound
 from bot.fix.flow import resume_fix
 from bot.github.checkout import CheckoutError
-from bot.github.context import sanitize
+from bot.github.context import default_branch_of, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import FOLLOW_UP_KIND, Publisher, find_run_comment
 from bot.github.render import Progress, answered_note, follow_up_note, render_reply
@@ -115,12 +115,6 @@ def _titles(meta: Any) -> tuple[str, ...]:
     return tuple(p.title for p in meta.phase_list())
 
 
-def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
-    repo = payload.get("repository") if payload else None
-    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
-    return branch if isinstance(branch, str) and branch else None
-
-
 async def _workspace(ex: RunExecutor, fu: FollowUp) -> tuple[Path, str, str | None]:
     """The mirror, the commit the blocked run read, and the run to resume from.
 
@@ -141,7 +135,7 @@ async def _workspace(ex: RunExecutor, fu: FollowUp) -> tuple[Path, str, str | No
                 client,
                 previous.base,
                 pull_number=trigger.number if is_pull else None,
-                branch=None if is_pull else _default_branch(fu.payload),
+                branch=None if is_pull else default_branch_of(fu.payload),
             )
         except CheckoutError as exc:
             log.warning(

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.fix import gitops
-from bot.github.context import fetch_context, sanitize
+from bot.github.context import default_branch_of, fetch_context, sanitize
 from bot.github.errors import GitHubError, RateLimited
 from bot.github.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
 from bot.github.render import Progress
 from bot.log import get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
-from bot.review.suggest import check_commit, reclaim
+from bot.review.runner import reclaim_run
+from bot.review.suggest import check_commit
 from bot.workflows import fix as fix_workflow
 from policies.config import FixConfig, RepoConfig
 from policies.decide import Refused, no_arguments
@@ -231,7 +232,7 @@ async def fix_outcome(
     git_dir: Path | None = None
     try:
         config = (await read_config(client)).fix
-        default = _default_branch(payload) or (await client.get_repo()).default_branch
+        default = default_branch_of(payload) or (await client.get_repo()).default_branch
         branches: dict[str, str] = {}
         target = await _target(ex, client, trigger, default, branches)
         stored = dict(resume.args) if resume is not None else {}
@@ -277,7 +278,7 @@ async def fix_outcome(
         outcome = failed_outcome(failed, ex.redactor(describe_error(exc)))
     finally:
         if git_dir is not None:
-            await _reclaim(git_dir, details)
+            await reclaim_run(git_dir, details)
     return outcome, details
 
 
@@ -316,23 +317,8 @@ async def _arguments(
     }
 
 
-async def _reclaim(git_dir: Path, details: RunDetails | None) -> None:
-    if details is None:
-        return
-    paths = [a.worktree_path for a in details.agents if a.worktree_path]
-    branches = [a.worktree_branch for a in details.agents if a.worktree_branch]
-    if paths or branches:
-        await reclaim(git_dir, paths, branches)
-
-
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
-    repo = payload.get("repository") if payload else None
-    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
-    return branch if isinstance(branch, str) and branch else None
 
 
 async def _conclude(

@@ -7,7 +7,9 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
   merged over the defaults; an invalid file raises `ConfigError` with line references;
 - `permission_lookup`: the sender's collaborator permission (cached briefly by the client; any
   failure gives None, so commands fail closed);
-- `executor`: `bot.execute.RunExecutor` on the real runner, engine, mirrors and client.
+- `executor`: `bot.execute.RunExecutor` on the real runner, engine, mirrors and client;
+- `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
+  installation's lifecycle change drops and stops (`bot.lifecycle`).
 
 Without credentials: default config, unknown permissions (commands fail closed) and no executor
 (runs are recorded as queued). In both cases the log redactor is installed with the deployment's
@@ -106,6 +108,7 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
 
     from bot.agents.runtime import build_runner
     from bot.agents.types import resolve_agent_types
+    from bot.engine.artifacts import RunNotFound
     from bot.engine.engine import Engine
     from bot.execute import RunExecutor
     from bot.github.checkout import Mirrors
@@ -187,11 +190,20 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         client = github.installation(event.installation_id, owner, repo)
         return await client.get_collaborator_permission(event.sender_login)
 
+    async def stop_run(run_id: str, reason: str) -> bool:
+        try:
+            await engine.stop(run_id, reason)
+        except RunNotFound:
+            return False  # not running in this process
+        return True
+
     return WorkerHooks(
         config_loader=config_loader,
         permission_lookup=permission_lookup,
         executor=executor,
         skip_handler=executor.answer_skip,
+        access=github,
+        stop_run=stop_run,
         background=(mirrors.sweep_forever, partial(close_when_stopped, github)),
         app_slug=slug,
     )

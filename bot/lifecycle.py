@@ -198,4 +198,4 @@ async def apply_change(
             "tasks_cancelled": len(stopping),
         },
     )
-    return f"{reason}; {len(jobs)} jobs cancelled, {stopped} runs stopped"
+    return f"{reason}; jobs cancelled: {len(jobs)}, runs stopped: {stopped}"

@@ -150,7 +150,7 @@ async def test_suspend_cancels_the_installations_queued_and_running_work(env: En
     assert decision == "lifecycle"
     assert (
         reason
-        == "installation_suspended: installation 42 was suspended; 2 jobs cancelled, 0 runs stopped"
+        == "installation_suspended: installation 42 was suspended; jobs cancelled: 2, runs stopped: 0"
     )
     assert env.store.installation_state(42) is InstallationState.SUSPENDED
     assert env.job("g-running") is JobStatus.CANCELLED
@@ -247,7 +247,7 @@ async def test_removed_repositories_cancel_only_their_own_work(env: Env) -> None
     assert env.job("g-other") is JobStatus.RUNNING
     assert env.job("g-evil") is JobStatus.RUNNING
     assert env.decision("g-removed")[1] == (
-        "repositories_removed: octo/hello of installation 42; 1 jobs cancelled, 0 runs stopped"
+        "repositories_removed: octo/hello of installation 42; jobs cancelled: 1, runs stopped: 0"
     )
     assert env.store.installation_state(42) is None  # the installation itself stays active
     with pytest.raises(AccessRevoked):

@@ -9,7 +9,9 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
   failure gives None, so commands fail closed);
 - `executor`: `bot.execute.RunExecutor` on the real runner, engine, mirrors and client;
 - `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
-  installation's lifecycle change drops and stops (`bot.lifecycle`).
+  installation's lifecycle change drops and stops (`bot.lifecycle`);
+- `background`: the mirror sweep, and with BOT_REDELIVER_INTERVAL the periodic redelivery
+  of missed deliveries (`bot.redeliver`).
 
 Without credentials: default config, unknown permissions (commands fail closed) and no executor
 (runs are recorded as queued). In both cases the log redactor is installed with the deployment's
@@ -18,8 +20,9 @@ secret values.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -114,6 +117,7 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
     from bot.github.checkout import Mirrors
     from bot.github.client import GitHubApp
     from bot.github.errors import GitHubError, RetryableError
+    from bot.redeliver import redeliver_forever
 
     slug = _learn_slug(settings)
     github = GitHubApp.from_settings(settings, app_slug=slug)
@@ -197,6 +201,13 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
             return False  # not running in this process
         return True
 
+    background: list[Callable[[], Coroutine[Any, Any, object]]] = [
+        mirrors.sweep_forever,
+        partial(close_when_stopped, github),
+    ]
+    if settings.redeliver_interval is not None:
+        background.append(partial(redeliver_forever, github, store, settings.redeliver_interval))
+
     return WorkerHooks(
         config_loader=config_loader,
         permission_lookup=permission_lookup,
@@ -204,6 +215,6 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         skip_handler=executor.answer_skip,
         access=github,
         stop_run=stop_run,
-        background=(mirrors.sweep_forever, partial(close_when_stopped, github)),
+        background=tuple(background),
         app_slug=slug,
     )

@@ -14,10 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+
 from bot.store import Store
 from tests.conftest import PAYLOADS
 from tests.fakes.llm import hang
 from tests.scripted import bot_with_fakes, issues_opened
+
+pytestmark = pytest.mark.slow
 
 T = TypeVar("T")
 

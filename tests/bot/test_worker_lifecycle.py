@@ -256,6 +256,21 @@ async def test_removed_repositories_cancel_only_their_own_work(env: Env) -> None
     await other.token()  # still cached
     assert len(env.fake.calls) == calls
 
+    # Added back: its tokens may be asked for again.
+    env.clock.now += 1
+    added = repos("octo/hello")
+    env.deliver(
+        "g-added",
+        "installation_repositories",
+        lifecycle("installation_repositories", "added", 42, repositories_added=added),
+    )
+    await env.worker().run_until_idle()
+    assert env.decision("g-added") == (
+        "lifecycle",
+        "repositories_added: octo/hello of installation 42",
+    )
+    assert (await hello.token()).startswith("ghs_")
+
 
 async def test_an_installation_cannot_cancel_another_installations_work(env: Env) -> None:
     # Installation 43 says it lost octo/hello, which is installation 42's.

@@ -30,16 +30,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
+from bot.agents.gitread import run_git
+from bot.engine.artifacts import RunNotFound
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
 from bot.followup import answer_blocked
+from bot.gitguard import WORKTREES_DIR
 from bot.github.context import fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
@@ -47,9 +52,11 @@ from bot.github.publish import CommentKind, Publisher
 from bot.github.render import Progress
 from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
+from bot.queue.base import GiveUp
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
 from bot.review.flow import run_review
+from bot.review.suggest import reclaim
 from bot.store import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.config import RepoConfig, parse_repo_config
@@ -66,8 +73,6 @@ from policies.outcome_json import outcome_from_json, outcome_to_json
 from policies.triggers import MAX_REPORTER_REPLIES
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from bot.engine.engine import Engine
     from bot.engine.workflow import WorkflowFn, WorkflowMeta
     from bot.github.checkout import Mirrors
@@ -78,6 +83,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 PUBLISHING = "publishing"  # the outcome is recorded and being posted
+INTERRUPTIONS_BEFORE_GIVING_UP = 3
 
 
 def describe_error(exc: BaseException) -> str:
@@ -112,6 +118,8 @@ class RunExecutor:
         self.redactor = redactor
         self.progress_interval = progress_interval
         self.clock = clock
+        self._resuming: set[str] = set()
+        """Runs whose interrupted attempt this attempt resumes from the engine's journal."""
 
     @property
     def bot_login(self) -> str:
@@ -128,7 +136,42 @@ class RunExecutor:
                 return
             owner, repo = trigger.repo_full_name.split("/", 1)
             client = self.github.installation(trigger.installation_id, owner, repo)
-            await self._execute(client, trigger, run)
+            attempts = await anyio.to_thread.run_sync(self.store.start_attempt, run.id)
+            if run.status == "running":  # the last attempt never ended: its worker died
+                if attempts > INTERRUPTIONS_BEFORE_GIVING_UP:
+                    await self._give_up(client, trigger, run, attempts - 1)
+                log.warning(
+                    "resuming a run whose last attempt was interrupted",
+                    extra={"attempt": attempts},
+                )
+                self._resuming.add(run.id)
+            try:
+                await self._execute(client, trigger, run)
+            except RateLimited:
+                # Not an interruption: the next attempt starts a running run as a queued one
+                # (one whose outcome is recorded stays `publishing`, and is posted then).
+                current = await anyio.to_thread.run_sync(self.store.get_run, run.id)
+                if current is not None and current.status == "running":
+                    await self._record(run.id, "queued", None)
+                raise
+            finally:
+                self._resuming.discard(run.id)
+
+    async def _give_up(
+        self, client: InstallationClient, trigger: Trigger, run: RunRecord, interrupted: int
+    ) -> None:
+        """Post a failed outcome for a run whose attempts keep killing their worker, and end
+        its job for good (`GiveUp`): a fourth try would most likely kill the next one too."""
+        payload = await self._payload(run.delivery_id)
+        publisher = self._publisher(client, trigger, run, payload)
+        facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
+        reason = (
+            f"the run was interrupted {interrupted} times (its worker stopped: a crash, a kill "
+            "or a lost lease), so it was given up"
+        )
+        log.error("giving up a run that keeps stopping its worker", extra={"times": interrupted})
+        await self._publish(publisher, run.id, failed_outcome(facts, reason))
+        raise GiveUp(reason)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -348,7 +391,17 @@ class RunExecutor:
         `args` is recorded on the run first, so that a `decide` can resume it with the same
         prompts; `resume_from` (a run id) replays that run's journaled read-only agent calls.
         """
-        await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, args))
+        if run_id in self._resuming:
+            await clear_interrupted(git_dir, run_id)
+            if resume_from is None and self._journaled(run_id):
+                resume_from = run_id  # replay what the interrupted attempt finished
+            # Its arguments too (the context's fence is drawn per attempt): the same prompts
+            # are what lets the journaled calls replay.
+            record = await anyio.to_thread.run_sync(self.store.get_run, run_id)
+            if record is not None and record.args is not None:
+                args = record.args
+        saved = args
+        await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, saved))
         policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._pump, publisher, tracker)
@@ -365,6 +418,12 @@ class RunExecutor:
             )
             tasks.cancel_scope.cancel()
         return finished
+
+    def _journaled(self, run_id: str) -> bool:
+        try:
+            return (self.engine.store.run_dir(run_id) / "journal.json").is_file()
+        except RunNotFound:
+            return False
 
     def facts_of(
         self, finished: RunDetails, run_id: str, workflow: str, started: float
@@ -504,6 +563,26 @@ class RunExecutor:
             app_slug=self.app_slug,
         )
         await self._record(run.id, "succeeded", None)
+
+
+async def clear_interrupted(git_dir: Path, run_id: str) -> None:
+    """Delete what an interrupted attempt of `run_id` left in the mirror: its agents'
+    worktrees (by path, never through git inside them) and their `bot/...-<run>-<n>` branches.
+    This attempt owns the run, so nothing of it can be in use."""
+    suffix = run_id.removeprefix("wf_")[-6:]
+    root = git_dir / WORKTREES_DIR / run_id
+    paths = [str(p) for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+    listed = await run_git(
+        ["for-each-ref", "--format=%(refname:short)", "refs/heads/bot/"], git_dir=git_dir
+    )
+    names = listed.stdout.decode("utf-8", "replace").split()
+    branches = [n for n in names if re.fullmatch(rf"bot/.+-{suffix}-\d+(?:-[0-9a-f]{{6}})?", n)]
+    if paths or branches:
+        log.info(
+            "clearing what the interrupted attempt left",
+            extra={"worktrees": len(paths), "branches": len(branches)},
+        )
+        await reclaim(git_dir, paths, branches)
 
 
 def _default_branch(payload: Mapping[str, Any] | None) -> str | None:

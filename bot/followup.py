@@ -33,6 +33,7 @@ import anyio
 import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
+from bot.fix.flow import resume_fix
 from bot.github.checkout import CheckoutError
 from bot.github.context import sanitize
 from bot.github.errors import RateLimited
@@ -185,8 +186,7 @@ async def resume_workflow(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused:
 
 
 FOLLOW_UPS: dict[str, FollowUpHandler] = {
-    # `fix` plugs in here with its own runner: "fix": resume_fix, where
-    # `async def resume_fix(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused`.
+    "fix": resume_fix,  # its own runner: the app pushes and opens the pull request
 }
 """Handlers by the blocked workflow's name, before the generic `resume_workflow`."""
 

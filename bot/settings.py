@@ -61,6 +61,9 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = Field(default=2, ge=1, le=64)
+    # How long a worker holds a claimed job without a heartbeat: a job whose worker died is
+    # claimed again after this (and its run resumed from the journal).
+    job_lease_seconds: float = Field(default=60.0, ge=3, le=3600)
     log_level: str = "INFO"
     insecure_no_signature: bool = False
     github_write_interval: float = Field(default=1.0, ge=0, le=60)

@@ -92,6 +92,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN args TEXT;
     """,
+    # How many attempts started the run: a run found `running` when an attempt starts was
+    # interrupted (its worker died); after three of those it is given up.
+    """
+    ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    """,
     # What GitHub said of each installation (policies.lifecycle.InstallationState); one not
     # listed is active. `delivery_id` is the delivery that set the state.
     """
@@ -569,6 +574,17 @@ class Store:
                 run_id,
             ),
         )
+
+    def start_attempt(self, run_id: str) -> int:
+        """Count one more attempt at the run; the number of attempts started, this one too."""
+        conn = self.conn()
+        with transaction(conn):
+            conn.execute(
+                "UPDATE runs SET attempts = attempts + 1, updated_at = ? WHERE id = ?",
+                (self.clock(), run_id),
+            )
+            row = conn.execute("SELECT attempts FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return 0 if row is None else int(row[0])
 
     def set_run_args(self, run_id: str, args: dict[str, Any]) -> None:
         """Record the arguments the run's workflow is given (see `RunRecord.args`)."""

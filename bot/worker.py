@@ -17,7 +17,7 @@ from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
-from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
+from bot.queue.base import GiveUp, Job, JobQueue, JobStatus, LeaseLost
 from bot.store import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Store
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
@@ -263,8 +263,8 @@ class Worker:
             job.id,
             worker_id,
             f"{type(error).__name__}: {error}",
+            retry=not isinstance(error, GiveUp | AccessRevoked),  # trying again cannot help
             not_before=not_before,
-            retry=not isinstance(error, AccessRevoked),  # trying again cannot get access back
         )
         if after.status is JobStatus.DEAD:
             reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"

@@ -186,6 +186,7 @@ class RunningBot:
     url: str
     db: Path
     log: Path
+    process: subprocess.Popen[bytes] | None = None
 
 
 @contextmanager
@@ -222,7 +223,7 @@ def running_bot(
     )
     log_path = root / "serve.log"
     command = [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    with log_path.open("wb") as log_file:
+    with log_path.open("ab") as log_file:  # appended: a test may start it twice on one root
         proc = subprocess.Popen(
             command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT
         )
@@ -238,7 +239,7 @@ def running_bot(
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"bot serve did not start:\n{log_path.read_text()}")
                 time.sleep(0.1)
-            yield RunningBot(url, data / "bot.sqlite3", log_path)
+            yield RunningBot(url, data / "bot.sqlite3", log_path, proc)
         finally:
             proc.terminate()
             try:

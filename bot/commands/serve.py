@@ -87,6 +87,7 @@ def build_worker(settings: Settings, store: Store) -> Worker | None:
         hooks,
         app_slug=settings.app_slug or DEFAULT_APP_SLUG,
         concurrency=settings.workers,
+        lease_seconds=settings.job_lease_seconds,
     )
 
 

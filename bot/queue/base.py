@@ -35,6 +35,10 @@ class Job:
     last_error: str | None
 
 
+class GiveUp(RuntimeError):
+    """The job must not be tried again: the worker marks it dead at once."""
+
+
 class LeaseLost(RuntimeError):
     """The job's lease expired and another worker may hold it now; stop working on it."""
 

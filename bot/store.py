@@ -7,7 +7,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.log import get_logger
 from bot.segments import SegmentError, bodies_dir, read_body
+from policies.lifecycle import InstallationState
 from policies.outcome import OUTCOME_STATUSES
 
 log = get_logger(__name__)
@@ -96,6 +97,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
     """,
+    # What GitHub said of each installation (policies.lifecycle.InstallationState); one not
+    # listed is active. `delivery_id` is the delivery that set the state.
+    """
+    CREATE TABLE installations (
+        id INTEGER PRIMARY KEY,
+        state TEXT NOT NULL,
+        delivery_id TEXT,
+        updated_at REAL NOT NULL
+    );
+    """,
     # One run per (repository, issue or pull request, workflow) at a time, held like a job's
     # lease; and a stop asked of a run, which whichever worker runs it acts on.
     """
@@ -169,9 +180,25 @@ class RunRecord:
         return blocked if isinstance(blocked, str) else None
 
 
+@dataclass(frozen=True, slots=True)
+class DeliverySummary:
+    """A delivery as `bot deliveries` shows it: its decision (on `delivery`, whose body is
+    not read), its job and the runs it started."""
+
+    delivery: DeliveryRecord
+    job_status: str | None
+    """queued, running, done, dead or cancelled; None when no job was made for it."""
+    attempts: int
+    max_attempts: int | None
+    last_error: str | None
+    runs: tuple[tuple[str, str], ...]
+    """(run id, status) of each run the delivery started, oldest first."""
+
+
 # A run that answers a BLOCKED run but ended in these does not count as its answer: the
 # question may be answered again.
 _NOT_ANSWERED = ("failed", "skipped")
+_BATCH = 500  # values bound in one `IN (...)`, well under SQLite's limit
 
 
 def new_run_id() -> str:
@@ -364,6 +391,77 @@ class Store:
 
     def count_deliveries(self) -> int:
         return int(self.conn().execute("SELECT count(*) FROM deliveries").fetchone()[0])
+
+    def seen_guids(self, guids: Iterable[str]) -> set[str]:
+        """Those of `guids` that are stored (received at least once)."""
+        wanted = list(dict.fromkeys(guids))
+        seen: set[str] = set()
+        for start in range(0, len(wanted), _BATCH):
+            batch = wanted[start : start + _BATCH]
+            rows = self.conn().execute(
+                f"SELECT guid FROM deliveries WHERE guid IN ({','.join('?' * len(batch))})",
+                batch,
+            )
+            seen.update(str(row[0]) for row in rows)
+        return seen
+
+    def deliveries_in_flight(self) -> list[DeliveryRecord]:
+        """Deliveries with work still ahead, oldest first: not decided yet, or with a run
+        that has not finished. A body that cannot be read back is given as empty."""
+        finished = ",".join("?" * len(OUTCOME_STATUSES))
+        rows = (
+            self.conn()
+            .execute(
+                f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE decision IS NULL"
+                f" OR guid IN (SELECT delivery_id FROM runs WHERE status NOT IN ({finished}))"
+                " ORDER BY received_at, rowid",
+                tuple(OUTCOME_STATUSES),
+            )
+            .fetchall()
+        )
+        records: list[DeliveryRecord] = []
+        for row in rows:
+            try:
+                records.append(_delivery(row, self.bodies))
+            except BodyMissing:
+                records.append(_delivery(row, None))
+        return records
+
+    def delivery_summaries(self, *, limit: int | None = None) -> list[DeliverySummary]:
+        """`list_deliveries(limit=..., bodies=False)`, each with its job and its runs."""
+        deliveries = self.list_deliveries(limit=limit, bodies=False)
+        jobs: dict[str, tuple[Any, ...]] = {}
+        runs: dict[str, list[tuple[str, str]]] = {}
+        guids = [d.guid for d in deliveries]
+        for start in range(0, len(guids), _BATCH):
+            batch = guids[start : start + _BATCH]
+            marks = ",".join("?" * len(batch))
+            for row in self.conn().execute(
+                "SELECT delivery_id, status, attempts, max_attempts, last_error FROM jobs"
+                f" WHERE kind = 'delivery' AND delivery_id IN ({marks})",
+                batch,
+            ):
+                jobs[str(row[0])] = row
+            for row in self.conn().execute(
+                f"SELECT delivery_id, id, status FROM runs WHERE delivery_id IN ({marks})"
+                " ORDER BY created_at, rowid",
+                batch,
+            ):
+                runs.setdefault(str(row[0]), []).append((str(row[1]), str(row[2])))
+        summaries: list[DeliverySummary] = []
+        for delivery in deliveries:
+            job = jobs.get(delivery.guid)
+            summaries.append(
+                DeliverySummary(
+                    delivery=delivery,
+                    job_status=None if job is None else str(job[1]),
+                    attempts=0 if job is None else int(job[2]),
+                    max_attempts=None if job is None else int(job[3]),
+                    last_error=None if job is None else _opt(job[4]),
+                    runs=tuple(runs.get(delivery.guid, ())),
+                )
+            )
+        return summaries
 
     def record_decision(
         self, guid: str, decision: str, *, reason: str | None = None, workflow: str | None = None
@@ -594,6 +692,27 @@ class Store:
                 ),
             )
         return None
+
+    # -- installations -------------------------------------------------------------------
+
+    def installation_state(self, installation_id: int) -> InstallationState | None:
+        """What the lifecycle deliveries left the installation in; None when none came."""
+        row = (
+            self.conn()
+            .execute("SELECT state FROM installations WHERE id = ?", (installation_id,))
+            .fetchone()
+        )
+        return None if row is None else InstallationState(str(row[0]))
+
+    def set_installation_state(
+        self, installation_id: int, state: InstallationState, *, delivery_id: str
+    ) -> None:
+        self.conn().execute(
+            "INSERT INTO installations (id, state, delivery_id, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+            " delivery_id = excluded.delivery_id, updated_at = excluded.updated_at",
+            (installation_id, state.value, delivery_id, self.clock()),
+        )
 
     # -- review memory -------------------------------------------------------------------
 

@@ -45,3 +45,11 @@ def test_secret_values_are_the_rotation_parts_without_spaces() -> None:
     assert [s.decode() for s in settings.webhook_secrets] == ["old-secret-1", "new-secret-2"]
     # Redaction matches these literally: a leading space would miss the secret at a line start.
     assert settings.secret_values() == ["old-secret-1", "new-secret-2"]
+
+
+def test_the_redelivery_interval_is_off_unless_set() -> None:
+    assert load_settings({}, None).redeliver_interval is None
+    assert load_settings({"BOT_REDELIVER_INTERVAL": ""}, None).redeliver_interval is None
+    assert load_settings({"BOT_REDELIVER_INTERVAL": "300"}, None).redeliver_interval == 300.0
+    with pytest.raises(SettingsError, match="redeliver_interval"):
+        load_settings({"BOT_REDELIVER_INTERVAL": "0"}, None)

@@ -7,7 +7,6 @@ loads psycopg or procrastinate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
 from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue
@@ -24,8 +23,8 @@ class InspectableQueue(JobQueue, Protocol):
         self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
     ) -> int | None: ...
 
-    def jobs_for_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, list[Job]]:
-        """Each delivery's jobs, oldest first (for `bot deliveries`)."""
+    def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
+        """The delivery's jobs, oldest first."""
         ...
 
 

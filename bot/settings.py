@@ -68,6 +68,9 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     insecure_no_signature: bool = False
     github_write_interval: float = Field(default=1.0, ge=0, le=60)
+    # Seconds between passes that ask GitHub again for missed deliveries (bot/redeliver.py);
+    # unset: never, `bot redeliver` by hand.
+    redeliver_interval: float | None = Field(default=None, gt=0)
     # Request bodies held at once by the webhook route (bot/intake_budget.py); at least 34 so
     # that three quarters of it still holds one 25 MB delivery.
     intake_buffer_mb: int = Field(default=64, ge=34, le=65536)
@@ -96,6 +99,7 @@ class Settings(BaseModel):
         "llm_api_key",
         "anthropic_api_key",
         "database_url",
+        "redeliver_interval",
         mode="before",
     )
     @classmethod

@@ -14,11 +14,12 @@ import json
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from policies.lifecycle import InstallationState
 from policies.outcome import OUTCOME_STATUSES
 
 REPORTER_REPLY = "reporter_reply"
@@ -75,6 +76,21 @@ class RunRecord:
         decision = (self.args or {}).get("decision")
         blocked = decision.get("blocked_run") if isinstance(decision, dict) else None
         return blocked if isinstance(blocked, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySummary:
+    """A delivery as `bot deliveries` shows it: its decision (on `delivery`, whose body is
+    not read), its job and the runs it started."""
+
+    delivery: DeliveryRecord
+    job_status: str | None
+    """queued, running, done, dead or cancelled; None when no job was made for it."""
+    attempts: int
+    max_attempts: int | None
+    last_error: str | None
+    runs: tuple[tuple[str, str], ...]
+    """(run id, status) of each run the delivery started, oldest first."""
 
 
 # A run that answers a BLOCKED run but ended in these does not count as its answer: the
@@ -172,6 +188,10 @@ class Storage(ABC):
     """What locks a selected row until the transaction ends ('' where writers serialize)."""
     _body_columns: ClassVar[str] = "body"
     """The columns after DELIVERY_COLUMNS that `_body` reads a delivery's body from."""
+    _delivery_jobs: ClassVar[str]
+    """A query of (delivery_id, status, attempts, max_attempts, last_error) of the delivery
+    jobs of the deliveries in `{marks}`, status and attempts in the JobQueue's words (the
+    job table is the backend's queue's)."""
 
     def __init__(self, *, where: str, clock: Callable[[], float] = time.time) -> None:
         self.where = where
@@ -238,6 +258,64 @@ class Storage(ABC):
         with self._session() as db:
             row = db.one("SELECT count(*) FROM deliveries")
         return int(row[0]) if row else 0
+
+    def seen_guids(self, guids: Iterable[str]) -> set[str]:
+        """Those of `guids` that are stored (received at least once)."""
+        wanted = list(dict.fromkeys(guids))
+        seen: set[str] = set()
+        with self._session() as db:
+            for start in range(0, len(wanted), _BATCH):
+                batch = wanted[start : start + _BATCH]
+                rows = db.all(
+                    f"SELECT guid FROM deliveries WHERE guid IN ({_marks(len(batch))})", batch
+                )
+                seen.update(str(row[0]) for row in rows)
+        return seen
+
+    def deliveries_in_flight(self) -> list[DeliveryRecord]:
+        """Deliveries with work still ahead, oldest first: not decided yet, or with a run
+        that has not finished. A body that cannot be read back is given as empty."""
+        with self._session() as db:
+            rows = db.all(
+                f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries"
+                " WHERE decision IS NULL OR guid IN (SELECT delivery_id FROM runs"
+                f" WHERE status NOT IN ({_marks(len(OUTCOME_STATUSES))}))"
+                f" ORDER BY received_at, {self._rowid}",
+                OUTCOME_STATUSES,
+            )
+        records: list[DeliveryRecord] = []
+        for row in rows:
+            try:
+                records.append(self._delivery(row))
+            except BodyMissing:
+                records.append(self._delivery(row, read=False))
+        return records
+
+    def delivery_summaries(self, *, limit: int | None = None) -> list[DeliverySummary]:
+        """`list_deliveries(limit=..., bodies=False)`, each with its job and its runs."""
+        deliveries = self.list_deliveries(limit=limit, bodies=False)
+        guids = [d.guid for d in deliveries]
+        jobs: dict[str, tuple[Any, ...]] = {}
+        with self._session() as db:
+            for start in range(0, len(guids), _BATCH):
+                batch = guids[start : start + _BATCH]
+                for row in db.all(self._delivery_jobs.format(marks=_marks(len(batch))), batch):
+                    jobs[str(row[0])] = row
+        runs = self.runs_for_deliveries(guids)
+        summaries: list[DeliverySummary] = []
+        for delivery in deliveries:
+            job = jobs.get(delivery.guid)
+            summaries.append(
+                DeliverySummary(
+                    delivery=delivery,
+                    job_status=None if job is None else str(job[1]),
+                    attempts=0 if job is None else int(job[2]),
+                    max_attempts=None if job is None else int(job[3]),
+                    last_error=None if job is None else _opt(job[4]),
+                    runs=tuple((run.id, run.status) for run in runs.get(delivery.guid, ())),
+                )
+            )
+        return summaries
 
     def record_decision(
         self, guid: str, decision: str, *, reason: str | None = None, workflow: str | None = None
@@ -496,6 +574,25 @@ class Storage(ABC):
                 ),
             )
         return None
+
+    # -- installations -------------------------------------------------------------------
+
+    def installation_state(self, installation_id: int) -> InstallationState | None:
+        """What the lifecycle deliveries left the installation in; None when none came."""
+        with self._session() as db:
+            row = db.one("SELECT state FROM installations WHERE id = ?", (installation_id,))
+        return None if row is None else InstallationState(str(row[0]))
+
+    def set_installation_state(
+        self, installation_id: int, state: InstallationState, *, delivery_id: str
+    ) -> None:
+        with self._session() as db:
+            db.run(
+                "INSERT INTO installations (id, state, delivery_id, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+                " delivery_id = excluded.delivery_id, updated_at = excluded.updated_at",
+                (installation_id, state.value, delivery_id, self.clock()),
+            )
 
     # -- review memory -------------------------------------------------------------------
 

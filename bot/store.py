@@ -20,6 +20,7 @@ from bot.storage import (
     REPORTER_REPLY,
     BodyMissing,
     DeliveryRecord,
+    DeliverySummary,
     RunRecord,
     Storage,
     StoreError,
@@ -32,6 +33,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "BodyMissing",
     "DeliveryRecord",
+    "DeliverySummary",
     "RunRecord",
     "Store",
     "StoreError",
@@ -120,6 +122,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
     """,
+    # What GitHub said of each installation (policies.lifecycle.InstallationState); one not
+    # listed is active. `delivery_id` is the delivery that set the state.
+    """
+    CREATE TABLE installations (
+        id INTEGER PRIMARY KEY,
+        state TEXT NOT NULL,
+        delivery_id TEXT,
+        updated_at REAL NOT NULL
+    );
+    """,
     # One run per (repository, issue or pull request, workflow) at a time, held like a job's
     # lease; and a stop asked of a run, which whichever worker runs it acts on.
     """
@@ -203,6 +215,10 @@ class Store(Storage):
     _rowid = "rowid"
     _for_update = ""  # BEGIN IMMEDIATE already serializes writers
     _body_columns = "body, body_segment, body_offset, body_length"
+    _delivery_jobs = (
+        "SELECT delivery_id, status, attempts, max_attempts, last_error FROM jobs"
+        " WHERE kind = 'delivery' AND delivery_id IN ({marks})"
+    )
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__(where=str(path), clock=clock)

@@ -19,6 +19,15 @@ def execute(store: Storage, sql: str, *params: object) -> None:
             conn.execute(sql.replace("?", "%s"), params)
 
 
+def query(store: Storage, sql: str, *params: object) -> list[tuple[object, ...]]:
+    """The rows of a query (`?` placeholders) on the backend's own connection."""
+    if isinstance(store, Store):
+        return list(store.conn().execute(sql, params).fetchall())
+    assert isinstance(store, PostgresStore)
+    with store.pool.connection() as conn:
+        return list(conn.execute(sql.replace("?", "%s"), params).fetchall())
+
+
 def insert_delivery(
     store: Storage,
     guid: str,

@@ -65,3 +65,11 @@ def test_a_sqlite_url_names_the_database_file(tmp_path: Path) -> None:
     settings = load_settings({"BOT_DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}, None)
     assert not settings.uses_postgres and settings.sqlite_path == tmp_path / "x.db"
     assert load_settings({}, None).sqlite_path == Path(".bot/bot.sqlite3")
+
+
+def test_the_redelivery_interval_is_off_unless_set() -> None:
+    assert load_settings({}, None).redeliver_interval is None
+    assert load_settings({"BOT_REDELIVER_INTERVAL": ""}, None).redeliver_interval is None
+    assert load_settings({"BOT_REDELIVER_INTERVAL": "300"}, None).redeliver_interval == 300.0
+    with pytest.raises(SettingsError, match="redeliver_interval"):
+        load_settings({"BOT_REDELIVER_INTERVAL": "0"}, None)

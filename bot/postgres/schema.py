@@ -69,6 +69,13 @@ CREATE TABLE target_locks (
     PRIMARY KEY (repo, target_kind, number, workflow)
 );
 CREATE INDEX target_locks_run ON target_locks (run_id);
+-- What GitHub said of each installation (policies.lifecycle.InstallationState).
+CREATE TABLE installations (
+    id bigint PRIMARY KEY,
+    state text NOT NULL,
+    delivery_id text,
+    updated_at double precision NOT NULL
+);
 CREATE TABLE review_states (
     repo text NOT NULL,
     number integer NOT NULL,

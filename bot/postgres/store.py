@@ -29,6 +29,15 @@ class PostgresStore(Storage):
 
     _rowid = "seq"
     _for_update = " FOR UPDATE"
+    # A delivery's job is procrastinate's row and ours (bot.queue.postgres), named as the
+    # JobQueue names them: an aborted job is one cancelled while it ran.
+    _delivery_jobs = (
+        "SELECT bj.delivery_id, CASE pj.status WHEN 'todo' THEN 'queued'"
+        " WHEN 'doing' THEN 'running' WHEN 'succeeded' THEN 'done' WHEN 'failed' THEN 'dead'"
+        " ELSE 'cancelled' END, pj.attempts + (pj.status = 'doing')::int, bj.max_attempts,"
+        " bj.last_error FROM bot_jobs AS bj JOIN procrastinate_jobs AS pj ON pj.id = bj.job_id"
+        " WHERE bj.kind = 'delivery' AND bj.delivery_id IN ({marks})"
+    )
 
     def __init__(
         self, pool: ConnectionPool, *, where: str, clock: Callable[[], float] = time.time

@@ -5,8 +5,9 @@ args), created by procrastinate's `JobManager.batch_defer_jobs` inside the calle
 transaction, so the intake commits a delivery and its job together. The contract maps onto
 procrastinate like this:
 
-- status: todo is queued, doing is running, succeeded is done; failed, cancelled and aborted
-  are dead. Attempts are procrastinate's own counter (finished attempts) plus the one running.
+- status: todo is queued, doing is running, succeeded is done, failed is dead; cancelled
+  (while it waited) and aborted (while it ran) are cancelled. Attempts are procrastinate's
+  own counter (finished attempts) plus the one running.
 - enqueue dedupes by the unique key (kind, delivery_id) of `bot_jobs`, our row beside
   procrastinate's: its `queueing_lock` only holds while a job waits, and a delivery must get
   one job for good. The loser of a race drops the job it deferred, in its own transaction.
@@ -23,6 +24,9 @@ procrastinate like this:
   explicitly: only `AttemptFailed` is retried. Left unset, procrastinate retries every
   exception, an abort included; here an abort or a refusal ends the job after its attempt.
   When is ours: the contract's backoff, or `not_before` when that is later, as `scheduled_at`.
+- cancel: a waiting job through procrastinate's `cancel_job`; a running one is finished as
+  aborted through its `finish_job` at once (the contract takes the lease from its holder
+  there and then, where procrastinate would only flag it and wait for its worker).
 - abort: a running job whose abort was requested (procrastinate's `cancel_job_by_id(job_id,
   abort=True)`) makes its worker's next `heartbeat` raise LeaseLost, so the worker stops; a
   `fail` then, or the lease running out, ends the job (failed, after that one attempt): the
@@ -70,8 +74,8 @@ _STATUS = {
     "doing": JobStatus.RUNNING,
     "succeeded": JobStatus.DONE,
     "failed": JobStatus.DEAD,
-    "cancelled": JobStatus.DEAD,
-    "aborted": JobStatus.DEAD,
+    "cancelled": JobStatus.CANCELLED,
+    "aborted": JobStatus.CANCELLED,  # cancelled while it ran
 }
 
 _JOB_COLUMNS = (
@@ -243,6 +247,9 @@ class PostgresJobQueue:
     ) -> Job:
         return await self._call(self._fail, job_id, worker_id, error, retry, not_before)
 
+    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
+        return await self._call(self.cancel_sync, list(delivery_ids), reason)
+
     async def get(self, job_id: int) -> Job | None:
         return await self._call(self.get_sync, job_id)
 
@@ -409,21 +416,43 @@ class PostgresJobQueue:
             ).fetchone()
         return None if row is None else _job(row)
 
-    def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
-        return self.jobs_for_deliveries([delivery_id]).get(delivery_id, [])
-
-    def jobs_for_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, list[Job]]:
-        """Each delivery's jobs, oldest first; deliveries without a job are absent."""
-        out: dict[str, list[Job]] = {}
+    def cancel_sync(self, delivery_ids: list[str], reason: str) -> list[Job]:
+        """Cancel the waiting and running jobs (every kind) of `delivery_ids`; those this
+        call cancelled, by id."""
+        if not delivery_ids:
+            return []
         with self.store.pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM {_JOBS} WHERE bj.delivery_id = ANY(%s) ORDER BY pj.id",
-                (list(delivery_ids),),
+                f"SELECT pj.id, pj.status::text FROM {_JOBS}"
+                " WHERE bj.delivery_id = ANY(%s) AND pj.status IN ('todo', 'doing')"
+                " ORDER BY pj.id FOR UPDATE OF bj, pj",
+                (delivery_ids,),
             ).fetchall()
-        for row in rows:
-            job = _job(row)
-            out.setdefault(job.delivery_id, []).append(job)
-        return out
+            for job_id, status in rows:
+                if status == "todo":
+                    self._procrastinate(
+                        conn, "cancel_job", job_id=job_id, abort=False, delete_job=False
+                    )
+                else:
+                    self._procrastinate(
+                        conn, "finish_job", job_id=job_id, status="aborted", delete_job=False
+                    )
+            ids = [int(row[0]) for row in rows]
+            conn.execute(
+                "UPDATE bot_jobs SET lease_owner = NULL, lease_until = NULL, last_error = %s"
+                " WHERE job_id = ANY(%s)",
+                (reason[:2000], ids),
+            )
+            return [self._get(conn, job_id) for job_id in ids]
+
+    def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
+        """The delivery's jobs (of every kind), oldest first."""
+        with self.store.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM {_JOBS} WHERE bj.delivery_id = %s ORDER BY pj.id",
+                (delivery_id,),
+            ).fetchall()
+        return [_job(row) for row in rows]
 
     def counts_sync(self) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)

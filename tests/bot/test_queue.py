@@ -244,6 +244,75 @@ async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
     assert sorted(claimed) == sorted(f"d-{n}" for n in range(20))
 
 
+async def test_cancelled_queued_jobs_are_never_claimed(backend: Backend) -> None:
+    q = backend.queue
+    for name in ("d-1", "d-2", "d-3"):
+        await q.enqueue(name)
+    cancelled = await q.cancel(["d-1", "d-3", "d-unknown"], "installation_suspended")
+    assert [(j.delivery_id, j.status, j.last_error) for j in cancelled] == [
+        ("d-1", JobStatus.CANCELLED, "installation_suspended"),
+        ("d-3", JobStatus.CANCELLED, "installation_suspended"),
+    ]
+    backend.clock.advance(3600)
+    claimed = await q.claim("w", 30)
+    assert claimed is not None and claimed.delivery_id == "d-2"
+    assert await q.claim("w", 30) is None
+    counts = await q.counts()
+    assert (counts[JobStatus.CANCELLED], counts[JobStatus.RUNNING]) == (2, 1)
+
+
+async def test_cancelling_a_running_job_takes_the_lease_from_its_holder(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w1", 30)
+    assert job is not None
+    (cancelled,) = await q.cancel(["d-1"], "repositories_removed")
+    assert (cancelled.id, cancelled.status, cancelled.lease_owner) == (
+        job.id,
+        JobStatus.CANCELLED,
+        None,
+    )
+    with pytest.raises(LeaseLost):
+        await q.heartbeat(job.id, "w1", 30)
+    with pytest.raises(LeaseLost):
+        await q.complete(job.id, "w1")
+    with pytest.raises(LeaseLost):
+        await q.fail(job.id, "w1", "boom")
+    backend.clock.advance(3600)  # long past the lease: still not claimable
+    assert await q.claim("w2", 30) is None
+    after = await q.get(job.id)
+    assert after is not None and after.status is JobStatus.CANCELLED
+
+
+async def test_cancel_leaves_finished_jobs_alone(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-done")
+    await q.enqueue("d-dead")
+    done = await q.claim("w", 30)
+    dead = await q.claim("w", 30)
+    assert done is not None and dead is not None
+    await q.complete(done.id, "w")
+    await q.fail(dead.id, "w", "bad payload", retry=False)
+    assert await q.cancel(["d-done", "d-dead"], "installation_deleted") == []
+    assert await q.cancel([], "installation_deleted") == []
+    again = await q.get(done.id)
+    assert again is not None and again.status is JobStatus.DONE
+    # Cancelling twice cancels once.
+    await q.enqueue("d-1")
+    assert len(await q.cancel(["d-1"], "first")) == 1
+    assert await q.cancel(["d-1"], "second") == []
+    assert (await q.counts())[JobStatus.CANCELLED] == 1
+
+
+async def test_cancel_handles_many_deliveries_at_once(backend: Backend) -> None:
+    q = backend.queue
+    names = [f"d-{n}" for n in range(1200)]
+    for name in names:
+        await q.enqueue(name)
+    assert len(await q.cancel(names, "installation_deleted")) == 1200
+    assert await q.claim("w", 30) is None
+
+
 def test_backoff_doubles_up_to_a_cap() -> None:
     assert [backoff_seconds(n) for n in (1, 2, 3, 4)] == [2.0, 4.0, 8.0, 16.0]
     assert backoff_seconds(30) == 300.0

@@ -14,12 +14,14 @@ import procrastinate
 import psycopg
 import pytest
 
+from bot.backend import job_queue
 from bot.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from bot.postgres.store import PostgresStore
 from bot.queue.sqlite import SqliteJobQueue
 from bot.storage import Storage
 from bot.store import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
-from tests.backends import BACKENDS, execute, insert_delivery
+from policies.lifecycle import InstallationState
+from tests.backends import BACKENDS, execute, insert_delivery, query
 
 Opener = Callable[..., Storage]
 
@@ -336,6 +338,76 @@ def test_a_stop_is_recorded_once_for_whichever_worker_runs_it(open_store: Opener
     store.request_stop(run.id, "stopped on request")
     store.request_stop(run.id, "superseded")  # the first reason stays
     assert store.stop_requested(run.id) == "stopped on request"
+    store.close()
+
+
+def test_installation_state_is_kept_per_installation(open_store: Opener) -> None:
+    store = open_store()
+    assert store.installation_state(42) is None
+    store.set_installation_state(42, InstallationState.SUSPENDED, delivery_id="g-1")
+    store.set_installation_state(43, InstallationState.DELETED, delivery_id="g-2")
+    assert store.installation_state(42) is InstallationState.SUSPENDED
+    store.set_installation_state(42, InstallationState.ACTIVE, delivery_id="g-3")
+    assert store.installation_state(42) is InstallationState.ACTIVE
+    assert store.installation_state(43) is InstallationState.DELETED
+    assert query(store, "SELECT delivery_id FROM installations WHERE id = 42") == [("g-3",)]
+    store.close()
+
+
+def test_seen_guids_are_those_stored(open_store: Opener) -> None:
+    store = open_store()
+    for n in range(3):
+        insert_delivery(store, f"g-{n}")
+    asked = [f"g-{n}" for n in range(1000)] + ["g-1"]
+    assert store.seen_guids(asked) == {"g-0", "g-1", "g-2"}
+    assert store.seen_guids([]) == set()
+    store.close()
+
+
+def test_deliveries_in_flight_are_undecided_or_have_unfinished_runs(open_store: Opener) -> None:
+    store = open_store()
+    for n, guid in enumerate(["undecided", "skipped", "running", "finished", "publishing"]):
+        insert_delivery(store, guid, received_at=float(n))
+    store.record_decision("skipped", "skip", reason="not_addressed")
+    for guid, status in [
+        ("running", "running"),
+        ("finished", "failed"),
+        ("publishing", "publishing"),
+    ]:
+        store.record_decision(guid, "trigger", workflow="triage")
+        store.update_run(_run(store, guid).id, status=status)
+    pending = store.deliveries_in_flight()
+    assert [d.guid for d in pending] == ["undecided", "running", "publishing"]
+    assert pending[0].body == b"{}"
+    store.close()
+
+
+def test_delivery_summaries_carry_the_job_and_the_runs(open_store: Opener) -> None:
+    store = open_store()
+    queue = job_queue(store)
+    for n, guid in enumerate(["g-0", "g-1", "g-2"]):
+        insert_delivery(store, guid, received_at=float(n))
+    for guid in ("g-0", "g-1"):
+        queue.enqueue_sync(guid)
+    job = queue.claim_sync("w", 30)
+    assert job is not None and job.delivery_id == "g-0"
+    store.record_decision("g-0", "trigger", workflow="triage")
+    first = _run(store, "g-0")
+    second = _run(store, "g-0", workflow="review")
+    store.update_run(first.id, status="succeeded")
+
+    g0, g1, g2 = store.delivery_summaries()
+    assert (g0.delivery.guid, g0.delivery.decision, g0.job_status, g0.attempts) == (
+        "g-0",
+        "trigger",
+        "running",
+        1,
+    )
+    assert g0.max_attempts == 5 and g0.last_error is None
+    assert g0.runs == ((first.id, "succeeded"), (second.id, "queued"))
+    assert (g1.job_status, g1.attempts, g1.runs) == ("queued", 0, ())
+    assert (g2.job_status, g2.attempts, g2.max_attempts, g2.runs) == (None, 0, None, ())
+    assert [s.delivery.guid for s in store.delivery_summaries(limit=1)] == ["g-2"]
     store.close()
 
 

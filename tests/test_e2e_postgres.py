@@ -86,16 +86,18 @@ def test_serve_on_postgres_triages_an_issue_once(postgres_dsn: str, tmp_path: Pa
         def job_done() -> bool:
             rows = deliveries_json(postgres_dsn, tmp_path)
             job = rows[0]["job"] if rows else None
-            return isinstance(job, dict) and job["state"] == "done"
+            return isinstance(job, dict) and job["status"] == "done"
 
         wait("the job to complete", job_done, running.log)
         (row,) = deliveries_json(postgres_dsn, tmp_path)
-        assert (row["delivery_id"], row["decision"], row["runs"]) == (
-            "pg-0001",
-            "trigger",
-            [run.id],
-        )
-        assert row["job"] == {"state": "done", "attempts": 1, "max_attempts": 5, "last_error": None}
+        assert (row["delivery_id"], row["decision"]) == ("pg-0001", "trigger")
+        assert row["runs"] == [{"run_id": run.id, "status": "succeeded"}]
+        assert row["job"] == {
+            "status": "done",
+            "attempts": 1,
+            "max_attempts": 5,
+            "last_error": None,
+        }
         log = running.log.read_text()
     # Everything lived in Postgres: no SQLite file was made.
     assert not (tmp_path / "data" / "bot.sqlite3").exists()

@@ -179,8 +179,10 @@ def insert_jobs(
                 queueing_lock=None,
                 task_name=kind,
                 task_kwargs={"delivery_id": delivery_id},
+                # Ready from `now` on the queue's clock, as the contract's run_after.
+                scheduled_at=_at(now),
             )
-            for delivery_id, _ in items
+            for delivery_id, now in items
         ],
         connection=conn,
     )

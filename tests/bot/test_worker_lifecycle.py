@@ -14,15 +14,18 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.backend import job_queue
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.github.errors import AccessRevoked
+from bot.postgres.store import PostgresStore
 from bot.queue.base import JobStatus
-from bot.queue.sqlite import SqliteJobQueue, insert_job
-from bot.store import Store, transaction
+from bot.storage import Storage
+from bot.store import Store
 from bot.worker import Worker, WorkerHooks
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event
 from policies.lifecycle import InstallationState
+from tests.backends import BACKENDS, insert_delivery
 from tests.conftest import PAYLOADS
 from tests.fakes.github import FakeGitHub, init_bare_repo, make_fake_github
 
@@ -63,20 +66,15 @@ def opened(installation: int, repo: str, number: int = 1) -> dict[str, Any]:
 
 
 class Env:
-    def __init__(self, store: Store, clock: Clock, app: GitHubApp, fake: FakeGitHub) -> None:
+    def __init__(self, store: Storage, clock: Clock, app: GitHubApp, fake: FakeGitHub) -> None:
         self.store, self.clock, self.app, self.fake = store, clock, app, fake
-        self.queue = SqliteJobQueue(store)
+        self.queue = job_queue(store)
         self.configs: list[str] = []
 
     def deliver(self, guid: str, event: str, body: dict[str, Any]) -> None:
-        conn = self.store.conn()
-        with transaction(conn):
-            conn.execute(
-                "INSERT INTO deliveries (guid, event, received_at, headers, body)"
-                " VALUES (?, ?, ?, '{}', ?)",
-                (guid, event, self.clock(), json.dumps(body).encode()),
-            )
-            insert_job(conn, guid, self.clock())
+        raw = json.dumps(body).encode()
+        insert_delivery(self.store, guid, self.clock(), event=event, action=None, body=raw)
+        assert self.queue.enqueue_sync(guid) is not None
 
     def worker(self) -> Worker:
         async def config_loader(event: Event) -> RepoConfig:
@@ -96,8 +94,8 @@ class Env:
         return job.status
 
 
-@pytest.fixture
-def env(data_dir: Path, tmp_path: Path) -> Iterator[Env]:
+@pytest.fixture(params=BACKENDS)
+def env(request: pytest.FixtureRequest, data_dir: Path, tmp_path: Path) -> Iterator[Env]:
     fake = make_fake_github(tmp_path)  # octo/hello in installation 42
     fake.add_repo("octo", "other", init_bare_repo(tmp_path / "other.git", {"a": "a\n"}))
     fake.installations[42].repos.append("octo/other")
@@ -111,7 +109,11 @@ def env(data_dir: Path, tmp_path: Path) -> Iterator[Env]:
         policy=RetryPolicy(mutation_interval_s=0.0, backoff_s=0.01),
     )
     clock = Clock()
-    store = Store.open(data_dir / "bot.sqlite3", clock=clock)
+    store: Storage = (
+        PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
+        if request.param == "postgres"
+        else Store.open(data_dir / "bot.sqlite3", clock=clock)
+    )
     yield Env(store, clock, app, fake)
     store.close()
 

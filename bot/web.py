@@ -1,4 +1,4 @@
-"""The Starlette app: the signed webhook route, health and readiness."""
+"""The Starlette app: the signed webhook route, health, readiness and metrics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hmac
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -15,13 +15,15 @@ import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from bot import metrics
 from bot.delivery_writer import DeliveryWriter, IncomingDelivery
 from bot.intake_budget import IntakeBudget, Reservation
 from bot.log import get_logger
+from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
 from bot.store import Store, StoreError
 from bot.worker import Worker
@@ -142,6 +144,7 @@ class WebhookReceiver:
         self.body_deadline = body_deadline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
         headers: dict[bytes, bytes] = {}
         for key, value in scope["headers"]:
             if key in _WANTED:
@@ -157,6 +160,7 @@ class WebhookReceiver:
                 "delivery refused: no webhook secret is configured; set BOT_WEBHOOK_SECRET",
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "no_secret"},
             )
+            metrics.delivery(metrics.UNVERIFIED, "no_secret")
             await _reply(send, 503, "no webhook secret is configured; set BOT_WEBHOOK_SECRET")
             return
         given = _signature_digest(headers.get(_SIGNATURE))
@@ -165,6 +169,7 @@ class WebhookReceiver:
                 "delivery refused: no usable X-Hub-Signature-256 header",
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "unsigned"},
             )
+            metrics.delivery(metrics.UNVERIFIED, "unsigned")
             await _reply(send, 401, "invalid or missing X-Hub-Signature-256", close=True)
             return
         if not raw_event or not raw_id:
@@ -193,6 +198,7 @@ class WebhookReceiver:
             try:
                 declared = int(length)
             except ValueError:
+                metrics.delivery(metrics.UNVERIFIED, "bad_length")
                 await _reply(send, 400, "invalid Content-Length", close=True)
                 return
             if declared > self.max_body:
@@ -206,7 +212,9 @@ class WebhookReceiver:
                 self._log(delivery_id, event, "over_budget", size=declared)
                 await _busy(send)
                 return
-            await self._receive(delivery_id, event, given, reservation, receive, send, headers)
+            await self._receive(
+                delivery_id, event, given, reservation, receive, send, headers, started
+            )
         finally:
             reservation.release()
 
@@ -219,6 +227,7 @@ class WebhookReceiver:
         receive: Receive,
         send: Send,
         headers: dict[bytes, bytes],
+        started: float,
     ) -> None:
         macs = [mac.copy() for mac in self._macs]
         chunks: list[bytes] = []
@@ -259,6 +268,7 @@ class WebhookReceiver:
                 f"delivery refused: signature mismatch; {_MISMATCH_HINT}",
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "bad_signature"},
             )
+            metrics.delivery(metrics.UNVERIFIED, "bad_signature")
             await _reply(send, 401, "invalid or missing X-Hub-Signature-256")
             return
         # Joined only once verified: the copy doubles the body for a moment.
@@ -271,7 +281,7 @@ class WebhookReceiver:
         except (ValueError, RecursionError):  # orjson.JSONDecodeError is a ValueError
             payload = None
         if not isinstance(payload, dict):
-            self._log(delivery_id, event, "not_json")
+            self._log(delivery_id, event, "not_json", verified=True)
             await _reply(send, 400, "the body must be a JSON object")
             return
         action = payload.get("action")
@@ -295,10 +305,12 @@ class WebhookReceiver:
                 "delivery not stored",
                 extra={"delivery_id": delivery_id, "event": event, "error": str(exc)},
             )
+            self._count(event, "store_error", verified=True)
             # A 5xx makes GitHub show the delivery as failed, so it can be redelivered.
             await _reply(send, 503, "the store is unavailable; redeliver later")
             return
-        self._log(delivery_id, event, "accepted" if is_new else "duplicate")
+        outcome = "accepted" if is_new else "duplicate"
+        log.info("delivery", extra={"delivery_id": delivery_id, "event": event, "outcome": outcome})
         await send(
             {
                 "type": "http.response.start",
@@ -307,13 +319,23 @@ class WebhookReceiver:
             }
         )
         await send({"type": "http.response.body", "body": _ACCEPTED if is_new else _DUPLICATE})
+        self._count(event, outcome, verified=True, seconds=time.perf_counter() - started)
 
-    @staticmethod
-    def _log(delivery_id: str, event: str, outcome: str, **extra: object) -> None:
+    def _log(
+        self, delivery_id: str, event: str, outcome: str, *, verified: bool = False, **extra: object
+    ) -> None:
         log.info(
             "delivery",
             extra={"delivery_id": delivery_id, "event": event, "outcome": outcome, **extra},
         )
+        self._count(event, outcome, verified=verified)
+
+    def _count(
+        self, event: str, outcome: str, *, verified: bool, seconds: float | None = None
+    ) -> None:
+        # An event name is a label only once a secret vouched for it (see bot/metrics.py).
+        label = event if verified and self.secrets else metrics.UNVERIFIED
+        metrics.delivery(label, outcome, seconds)
 
 
 async def _busy(send: Send) -> None:
@@ -337,17 +359,24 @@ def create_app(
     worker: Worker | None = None,
     max_body: int = MAX_BODY,
     checkpoint_interval: float = 1.0,
+    on_commit: Callable[[int], None] | None = None,
 ) -> Starlette:
     """The web app. Its lifespan runs the delivery writer and, when given, the worker pool.
 
     `max_body` caps a delivery's size (GitHub's 25 MB by default); `worker` runs in the same
-    event loop as the server and is woken whenever new deliveries are committed.
+    event loop as the server and is woken whenever new deliveries are committed; `on_commit`
+    (called on the event loop with the number of new deliveries) wakes a worker elsewhere.
+    `GET /metrics` serves `bot/metrics.py`'s page, with the queue read from `store`.
     """
+    if on_commit is None and worker is not None:
+        on_commit = worker.wake
     writer = DeliveryWriter(
         store.path,
         checkpoint_interval=checkpoint_interval,
-        on_commit=None if worker is None else worker.wake,
+        on_commit=on_commit,
+        durability=settings.durability,
     )
+    queue = SqliteJobQueue(store)
     receiver = WebhookReceiver(
         secrets=settings.webhook_secrets,
         insecure_no_signature=settings.insecure_no_signature,
@@ -364,6 +393,10 @@ def create_app(
         return JSONResponse(
             {"status": "ready" if ready else "unavailable"}, status_code=200 if ready else 503
         )
+
+    async def metrics_page(request: Request) -> Response:
+        page = await anyio.to_thread.run_sync(metrics.render, queue.stats_sync)
+        return Response(page, media_type=metrics.CONTENT_TYPE)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -382,6 +415,7 @@ def create_app(
             Route(WEBHOOK_PATH, receiver, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_page, methods=["GET"]),
         ],
         lifespan=lifespan,
     )

@@ -33,6 +33,18 @@ class Job:
     last_error: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """The queue at one moment, for monitoring: jobs by status, and how long the oldest job
+    ready to run has waited (0.0 when none waits)."""
+
+    queued: int
+    ready: int
+    running: int
+    dead: int
+    oldest_ready_age: float
+
+
 class LeaseLost(RuntimeError):
     """The job's lease expired and another worker may hold it now; stop working on it."""
 

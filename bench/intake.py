@@ -45,6 +45,7 @@ end
 
 function init(args)
   prefix = args[1] .. "-" .. tid .. "-"
+  expected = tonumber(args[2] or "202")
 end
 
 function request()
@@ -54,7 +55,7 @@ function request()
 end
 
 function response(status, headers, body)
-  if status == 202 then accepted = accepted + 1 else other = other + 1 end
+  if status == expected then accepted = accepted + 1 else other = other + 1 end
 end
 
 function done(summary, latency, requests)
@@ -120,8 +121,15 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -
 
 
 def run_wrk(
-    url: str, script: Path, prefix: str, concurrency: int, duration: float, threads: int
+    url: str,
+    script: Path,
+    prefix: str,
+    concurrency: int,
+    duration: float,
+    threads: int,
+    expected: int = 202,
 ) -> dict[str, int]:
+    """wrk's figures; `accepted` counts the answers with status `expected`, `other` the rest."""
     cmd = [
         "wrk",
         f"-t{min(threads, concurrency)}",
@@ -134,6 +142,7 @@ def run_wrk(
         url,
         "--",
         prefix,
+        str(expected),
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -144,6 +153,22 @@ def run_wrk(
             result: dict[str, int] = json.loads(line.removeprefix("RESULT "))
             return result
     raise SystemExit(f"wrk printed no result:\n{out}")
+
+
+def write_script(path: Path, body: bytes, event: str) -> None:
+    """The wrk script: POST `body` signed with SECRET, a distinct delivery id per request."""
+    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-Hub-Signature-256": signature,
+        "User-Agent": "GitHub-Hookshot/bench",
+    }
+    setup = "wrk.method = 'POST'\nwrk.body = " + _lua_string(body.decode()) + "\n"
+    setup += "".join(
+        f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}\n" for k, v in headers.items()
+    )
+    path.write_text(setup + LUA)
 
 
 def stored(db: Path, prefix: str) -> int:
@@ -170,6 +195,9 @@ def main() -> int:
     parser.add_argument("--body", type=Path, default=DEFAULT_BODY, help="payload to send")
     parser.add_argument("--event", default="issues", help="X-GitHub-Event to send")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--receivers", type=int, default=1, help="`bot serve --receivers` (bench/scale.py: 1 and 2)"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit(
@@ -179,22 +207,11 @@ def main() -> int:
         raise SystemExit(f"{args.body} not found; pass --body PATH")
     body = args.body.read_bytes()
     load = os.getloadavg()
-    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
 
     with tempfile.TemporaryDirectory(prefix="bench-intake-") as tmp:
         work = Path(tmp)
         script = work / "signed.lua"
-        headers = {
-            "Content-Type": "application/json",
-            "X-GitHub-Event": args.event,
-            "X-Hub-Signature-256": signature,
-            "User-Agent": "GitHub-Hookshot/bench",
-        }
-        setup = "wrk.method = 'POST'\nwrk.body = " + _lua_string(body.decode()) + "\n"
-        setup += "".join(
-            f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}\n" for k, v in headers.items()
-        )
-        script.write_text(setup + LUA)
+        write_script(script, body, args.event)
         port = free_port()
         env = {
             **os.environ,
@@ -204,7 +221,17 @@ def main() -> int:
         }
         log_file = (work / "serve.log").open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--no-worker", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "serve",
+                "--no-worker",
+                "--receivers",
+                str(args.receivers),
+                "--port",
+                str(port),
+            ],
             cwd=work,
             env=env,
             stdout=log_file,

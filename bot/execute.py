@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from bot import metrics
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
 from bot.followup import answer_blocked
@@ -125,10 +126,17 @@ class RunExecutor:
             if trigger.installation_id is None or "/" not in trigger.repo_full_name:
                 log.error("the trigger names no installation or repository; nothing can be posted")
                 await self._record(run.id, "failed", None)
+                metrics.run_finished(trigger.workflow, "failed", None)
                 return
             owner, repo = trigger.repo_full_name.split("/", 1)
             client = self.github.installation(trigger.installation_id, owner, repo)
+            started = time.monotonic()
             await self._execute(client, trigger, run)
+            # Every way through `_execute` ends in a recorded status; read it back once
+            # rather than count in each of them.
+            finished = await anyio.to_thread.run_sync(self.store.get_run, run.id)
+            if finished is not None and finished.status in OUTCOME_STATUSES:
+                metrics.run_finished(trigger.workflow, finished.status, time.monotonic() - started)
 
     # -- plumbing ------------------------------------------------------------------------------
 

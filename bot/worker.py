@@ -13,6 +13,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from bot import metrics
 from bot.events import parse_event
 from bot.github.errors import RateLimited
 from bot.log import bound, get_logger
@@ -248,6 +249,7 @@ class Worker:
             await self._record(delivery.guid, "error", reason=reason)
             await anyio.to_thread.run_sync(self._fail_unfinished_runs, delivery.guid)
             log.error("job is dead", extra={"reason": reason})
+            metrics.job_dead()
 
     def _fail_unfinished_runs(self, guid: str) -> None:
         """Nothing works on a dead job's run any more: say so, or `status` shows it running."""
@@ -364,6 +366,7 @@ class Worker:
         )
         reason = REPORTER_REPLY if trigger.reporter_reply else trigger.command
         await self._record(delivery.guid, "trigger", workflow=trigger.workflow, reason=reason)
+        metrics.run_started(trigger.workflow)
         with bound(run_id=run.id, repo=trigger.repo_full_name):
             log.info(
                 "run created",

@@ -12,11 +12,12 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +187,10 @@ class RunningBot:
     url: str
     db: Path
     log: Path
+    proc: subprocess.Popen[bytes]
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
 
 
 @contextmanager
@@ -198,8 +203,10 @@ def running_bot(
     private_key_pem: str,
     webhook_secret: str,
     extra_env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[RunningBot]:
-    """`bot serve` as a subprocess on a free port of 127.0.0.1, configured only by BOT_* env."""
+    """`bot serve [args]` as a subprocess on a free port of 127.0.0.1, configured only by
+    BOT_* env."""
     key = root / "app.pem"
     key.write_text(private_key_pem)
     data = root / "data"
@@ -221,7 +228,10 @@ def running_bot(
         }
     )
     log_path = root / "serve.log"
-    command = [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command = [
+        *(sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+        *args,
+    ]
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
             command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT
@@ -238,7 +248,7 @@ def running_bot(
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"bot serve did not start:\n{log_path.read_text()}")
                 time.sleep(0.1)
-            yield RunningBot(url, data / "bot.sqlite3", log_path)
+            yield RunningBot(url, data / "bot.sqlite3", log_path, proc)
         finally:
             proc.terminate()
             try:
@@ -246,6 +256,21 @@ def running_bot(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def metric_sample(page: str, name: str, **labels: str) -> float | None:
+    """The value of one sample in a Prometheus text page, None when it is absent."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in page.splitlines():
+        if line.startswith("#"):
+            continue
+        match = re.fullmatch(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)", line)
+        if match is None or match.group(1) != name:
+            continue
+        found = ",".join(sorted((match.group(2) or "").split(","))) if match.group(2) else ""
+        if found == wanted:
+            return float(match.group(3))
+    return None
 
 
 REPO_FILES = {
@@ -260,9 +285,10 @@ def bot_with_fakes(
     *,
     extra_env: dict[str, str] | None = None,
     files: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[tuple[FakeGitHub, FakeLLM, RunningBot]]:
     """The fake GitHub (repository `octo/hello` holding REPO_FILES, and `files`) and the fake
-    model, each on 127.0.0.1, and `bot serve` as a subprocess configured to use both."""
+    model, each on 127.0.0.1, and `bot serve [args]` as a subprocess configured to use both."""
     fake = make_fake_github(root, files={**REPO_FILES, **(files or {})})
     llm = FakeLLM()
     llm.respond_with(ModelScript())
@@ -277,6 +303,7 @@ def bot_with_fakes(
             private_key_pem=fake.private_key_pem,
             webhook_secret=fake.webhook_secret,
             extra_env=extra_env,
+            args=args,
         ) as running,
     ):
         yield fake, llm, running

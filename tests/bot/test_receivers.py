@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -24,6 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.store import Store
+from tests.conftest import PAYLOADS
 from tests.scripted import (
     RunningBot,
     bot_with_fakes,
@@ -239,3 +242,35 @@ def test_an_unknown_durability_is_refused_before_anything_starts(tmp_path: Path)
     )
     assert done.returncode == 1
     assert "durability" in done.stderr and "fsync" in done.stderr
+
+
+def test_kill_9_of_every_process_right_after_202s_loses_nothing(tmp_path: Path) -> None:
+    body = (PAYLOADS / "issues" / "opened.payload.json").read_bytes()
+    guids = [f"k9-{n:03d}" for n in range(80)]
+    with bot_with_fakes(tmp_path, args=["--receivers", "2", "--no-worker"]) as (fake, _, running):
+        pids = serving(running)["receiver_pids"]
+
+        def post(guid: str) -> int:
+            headers = delivery_headers("issues", guid, fake.webhook_secret, body)
+            url = f"{running.url}/webhooks/github"
+            return httpx.post(url, content=body, headers=headers).status_code
+
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(post, guids))
+        for pid in [*pids, running.proc.pid]:
+            os.kill(pid, signal.SIGKILL)
+        running.proc.wait()
+        wait_until("the receivers to die", lambda: not any(alive(pid) for pid in pids))
+    assert statuses == [202] * len(guids)
+    conn = sqlite3.connect(running.db)
+    try:
+        stored = {row[0] for row in conn.execute("SELECT delivery_id FROM jobs")}
+        bodies = conn.execute("SELECT count(*) FROM deliveries").fetchone()[0]
+    finally:
+        conn.close()
+    assert stored == set(guids) and bodies == len(guids)
+    store = Store.open(running.db)
+    try:
+        assert {store.get_delivery(g).body for g in guids} == {body}  # type: ignore[union-attr]
+    finally:
+        store.close()

@@ -6,6 +6,9 @@ request), prints deliveries/s and p50/p99 latency per level, then checks that ev
 saw is a stored delivery.
 
     .venv/bin/python bench/intake.py [--duration 8] [--body PATH] [--levels 1,16,64]
+
+`--receivers N` (1 by default, the figures in bench/README.md) is passed to `bot serve`;
+bench/scale.py compares receiver counts and durability settings with Probot.
 """
 
 from __future__ import annotations
@@ -98,6 +101,20 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU time a process (all its threads) has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and its children (the receivers of `bot serve`)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                children.append(int(entry.name))
+    return [pid, *children]
 
 
 def free_port() -> int:
@@ -245,9 +262,10 @@ def main() -> int:
             results: list[Level] = []
             for concurrency in (int(c) for c in args.levels.split(",")):
                 prefix = f"c{concurrency}"
-                cpu_before = cpu_seconds(proc.pid)
+                pids = tree(proc.pid)  # with --receivers N, the receivers too
+                cpu_before = sum(cpu_seconds(pid) for pid in pids)
                 raw = run_wrk(url, script, prefix, concurrency, args.duration, args.threads)
-                cpu = cpu_seconds(proc.pid) - cpu_before
+                cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
                 results.append(
                     Level(
                         concurrency=concurrency,

@@ -43,6 +43,7 @@ from bench.intake import (  # noqa: E402
     free_port,
     run_wrk,
     stored,
+    tree,
     wait_ready,
     write_script,
 )
@@ -104,20 +105,6 @@ def install_probot() -> bool:
         )
         key.write_bytes(pem)
     return True
-
-
-def tree(pid: int) -> list[int]:
-    """`pid` and its children (the receivers of `bot serve`)."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == pid:
-                children.append(int(entry.name))
-    return [pid, *children]
 
 
 def measure(

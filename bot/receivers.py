@@ -111,8 +111,10 @@ class Receivers:
             command += ["--wake-fd", str(self.wake_fd)]
             fds.append(self.wake_fd)
         for _ in range(self.count):
-            # stdout and stderr are inherited: every process logs to the same place.
-            self.procs.append(subprocess.Popen(command, pass_fds=fds))
+            # stdout and stderr are inherited: every process logs to the same place. A process
+            # group of their own: Ctrl-C in a terminal reaches the parent alone, which stops
+            # the receivers itself, so none is seen exiting before the parent knows why.
+            self.procs.append(subprocess.Popen(command, pass_fds=fds, process_group=0))
 
     @property
     def pids(self) -> list[int]:

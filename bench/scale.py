@@ -54,17 +54,18 @@ PROBOT_DIR = ROOT / "bench" / "out" / "probot"
 
 @dataclass(frozen=True)
 class Server:
+    key: str
     name: str
     receivers: int = 0  # 0: Probot
     durability: str = "normal"
 
 
 SERVERS = (
-    Server("probot"),
-    Server("bot, 1 receiver", 1),
-    Server("bot, 2 receivers", 2),
-    Server("bot, 1 receiver, fsync", 1, "fsync"),
-    Server("bot, 2 receivers, fsync", 2, "fsync"),
+    Server("probot", "probot"),
+    Server("r1", "bot, 1 receiver", 1),
+    Server("r2", "bot, 2 receivers", 2),
+    Server("r1-fsync", "bot, 1 receiver, fsync", 1, "fsync"),
+    Server("r2-fsync", "bot, 2 receivers, fsync", 2, "fsync"),
 )
 
 
@@ -192,14 +193,20 @@ def main() -> int:
     parser.add_argument("--body", type=Path, default=DEFAULT_BODY, help="payload to send")
     parser.add_argument("--event", default="issues", help="X-GitHub-Event to send")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--servers",
+        default=",".join(s.key for s in SERVERS),
+        help="comma-separated, of " + ", ".join(s.key for s in SERVERS),
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit(
             "wrk is not installed: BOT_SETUP_BENCH=1 bash scripts/setup (or apt-get install wrk)"
         )
-    servers = list(SERVERS)
+    wanted = args.servers.split(",")
+    servers = [s for s in SERVERS if s.key in wanted]
     note = ""
-    if not install_probot():
+    if "probot" in wanted and not install_probot():
         servers = [s for s in servers if s.receivers]
         note = "Probot skipped: Node.js and npm are needed (apt-get install nodejs npm)"
     body = args.body.read_bytes()
@@ -242,12 +249,14 @@ def main() -> int:
             f"{statistics.median(r.cpu_us for r in rs):>7.0f}  "
             f"{'ok' if all(r.ok for r in rs) else 'MISMATCH'}"
         )
-    two, two_fsync = medians["bot, 2 receivers"], medians["bot, 2 receivers, fsync"]
-    if "probot" in medians:
-        print(f"2 receivers / Probot, deliveries/s: {two[0] / medians['probot'][0]:.2f}")
-    print(f"2 receivers, fsync / default, deliveries/s: {two_fsync[0] / two[0]:.2f}")
-    one = medians["bot, 1 receiver"]
-    print(f"2 receivers / 1 receiver, deliveries/s: {two[0] / one[0]:.2f}")
+    for top, bottom in (
+        ("bot, 2 receivers", "probot"),
+        ("bot, 2 receivers", "bot, 1 receiver"),
+        ("bot, 1 receiver, fsync", "bot, 1 receiver"),
+        ("bot, 2 receivers, fsync", "bot, 2 receivers"),
+    ):
+        if top in medians and bottom in medians:
+            print(f"{top} / {bottom}, deliveries/s: {medians[top][0] / medians[bottom][0]:.2f}")
     return 0 if all(r.ok for rs in results.values() for r in rs) else 1
 
 

@@ -76,6 +76,7 @@ class Result:
     p99_ms: float
     cpu_us: float
     ok: bool
+    slow_commits: int
 
 
 def install_probot() -> bool:
@@ -159,6 +160,7 @@ def measure(
             proc.kill()
         log_file.close()
     ok = raw["other"] == 0 and raw["errors"] == 0
+    log_text = (work / f"{label}.log").read_text(errors="replace")
     if server.receivers:
         count = stored(data / "bot.sqlite3", prefix)
         ok &= 0 <= count - raw["accepted"] <= args.concurrency
@@ -168,6 +170,7 @@ def measure(
         p99_ms=raw["p99_us"] / 1000,
         cpu_us=cpu / max(1, raw["requests"]) * 1e6,
         ok=ok,
+        slow_commits=sum(1 for line in log_text.splitlines() if "slow commit" in line),
     )
 
 
@@ -233,9 +236,10 @@ def main() -> int:
     )
     if note:
         print(note)
+    print("cpu us: CPU time of every process of the server per request; slow: commits over 100 ms")
     print(
         f"{'server':<26} {'deliveries/s':>13} {'(range)':>15} {'p50 ms':>7} {'p99 ms':>7} "
-        f"{'(range)':>13} {'cpu us':>7}  check"
+        f"{'(range)':>13} {'cpu us':>7} {'slow':>5}  check"
     )
     medians: dict[str, tuple[float, float]] = {}
     for name, rs in results.items():
@@ -246,7 +250,8 @@ def main() -> int:
             f"{name:<26} {rate:>13.0f} {_range([r.rate for r in rs], '.0f'):>15} "
             f"{statistics.median(r.p50_ms for r in rs):>7.2f} {p99:>7.2f} "
             f"{_range([r.p99_ms for r in rs], '.1f'):>13} "
-            f"{statistics.median(r.cpu_us for r in rs):>7.0f}  "
+            f"{statistics.median(r.cpu_us for r in rs):>7.0f} "
+            f"{sum(r.slow_commits for r in rs):>5}  "
             f"{'ok' if all(r.ok for r in rs) else 'MISMATCH'}"
         )
     for top, bottom in (

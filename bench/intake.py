@@ -6,6 +6,7 @@ request), prints deliveries/s and p50/p99 latency per level, then checks that ev
 saw is a stored delivery.
 
     .venv/bin/python bench/intake.py [--duration 8] [--body PATH] [--levels 1,16,64]
+    .venv/bin/python bench/intake.py --database-url postgresql://...   # the Postgres backend
 
 `--receivers N` (1 by default, the figures in bench/README.md) is passed to `bot serve`;
 bench/scale.py compares receiver counts and durability settings with Probot.
@@ -188,7 +189,9 @@ def write_script(path: Path, body: bytes, event: str) -> None:
     path.write_text(setup + LUA)
 
 
-def stored(db: Path, prefix: str) -> int:
+def stored(db: Path | str, prefix: str) -> int:
+    if isinstance(db, str):
+        return stored_postgres(db, prefix)
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         # One statement reads one snapshot, even while late commits land.
@@ -204,6 +207,22 @@ def stored(db: Path, prefix: str) -> int:
     return int(count)
 
 
+def stored_postgres(dsn: str, prefix: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM deliveries WHERE guid LIKE %(p)s),"
+            " (SELECT count(*) FROM bot_jobs WHERE delivery_id LIKE %(p)s)",
+            {"p": prefix + "-%"},
+        ).fetchone()
+    assert row is not None
+    count, jobs = row
+    if jobs != count:
+        raise SystemExit(f"{prefix}: {count} deliveries but {jobs} jobs")
+    return int(count)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per level")
@@ -212,6 +231,10 @@ def main() -> int:
     parser.add_argument("--body", type=Path, default=DEFAULT_BODY, help="payload to send")
     parser.add_argument("--event", default="issues", help="X-GitHub-Event to send")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--database-url",
+        help="a Postgres DSN to store into (an empty database or schema); default SQLite",
+    )
     parser.add_argument(
         "--receivers", type=int, default=1, help="`bot serve --receivers` (bench/scale.py: 1 and 2)"
     )
@@ -236,6 +259,8 @@ def main() -> int:
             "BOT_WEBHOOK_SECRET": SECRET,
             "BOT_APP_SLUG": "bench-bot",
         }
+        if args.database_url:
+            env["BOT_DATABASE_URL"] = args.database_url
         log_file = (work / "serve.log").open("wb")
         proc = subprocess.Popen(
             [
@@ -277,7 +302,7 @@ def main() -> int:
                         p50_ms=raw["p50_us"] / 1000,
                         p99_ms=raw["p99_us"] / 1000,
                         max_ms=raw["max_us"] / 1000,
-                        stored=stored(work / "data" / "bot.sqlite3", prefix),
+                        stored=stored(args.database_url or work / "data" / "bot.sqlite3", prefix),
                         cpu_us=cpu / max(1, raw["requests"]) * 1e6,
                     )
                 )
@@ -294,6 +319,7 @@ def main() -> int:
 
     ok = True
     lines = [
+        f"{'Postgres' if args.database_url else 'SQLite'}, "
         f"body {len(body)} bytes ({args.body.name}), {os.cpu_count()} CPUs, "
         f"{platform.python_implementation()} {platform.python_version()}, wrk -t{args.threads}, "
         f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f}",

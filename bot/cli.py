@@ -11,6 +11,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "bot.commands.serve",  # serve, worker
     "bot.commands.deliveries",  # replay, deliveries
+    "bot.commands.redeliver",  # redeliver
     "bot.engine.cli",  # workflow run | status | stop
     "bot.doctor",  # doctor
     "bot.github.setup",  # setup

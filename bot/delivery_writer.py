@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from bot.log import get_logger
 from bot.queue.sqlite import insert_jobs
@@ -83,6 +84,24 @@ class IncomingDelivery:
     headers_json: str
     body: bytes
     received_at: float
+
+
+class IntakeWriter(Protocol):
+    """How the webhook route stores a delivery: `submit` returns once the delivery and its
+    job are committed, True when new and False when its GUID was stored before, and raises
+    StoreError when they cannot be. This module's `DeliveryWriter` is SQLite's;
+    `bot.postgres.intake.PostgresIntake` is Postgres's."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None:
+        """Finish what was submitted; blocking, so call it from a worker thread."""
+        ...
+
+    async def submit(self, delivery: IncomingDelivery) -> bool: ...
 
 
 Result = bool | BaseException

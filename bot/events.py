@@ -95,6 +95,8 @@ class _Comment(_Model):
 
 class _Payload(_Model):
     action: Lenient[str] = None
+    repositories_added: Lenient[list[Lenient[_Repository]]] = None
+    repositories_removed: Lenient[list[Lenient[_Repository]]] = None
     number: Lenient[int] = None
     repository: Lenient[_Repository] = None
     installation: Lenient[_Installation] = None
@@ -127,6 +129,10 @@ def _target_kind(name: str, payload: _Payload) -> TargetKind | None:
 
 def _labels(labels: list[_Label | None] | None) -> tuple[str, ...]:
     return tuple(label.name for label in labels or () if label is not None and label.name)
+
+
+def _full_names(repos: list[_Repository | None] | None) -> tuple[str, ...]:
+    return tuple(repo.full_name for repo in repos or () if repo is not None and repo.full_name)
 
 
 def _event(name: str, delivery_id: str, p: _Payload) -> Event:
@@ -173,6 +179,8 @@ def _event(name: str, delivery_id: str, p: _Payload) -> Event:
         author_login=target.user.login if target and target.user else None,
         labels=_labels(target.labels) if target else (),
         html_url=target.html_url if target else None,
+        repositories_added=_full_names(p.repositories_added),
+        repositories_removed=_full_names(p.repositories_removed),
     )
 
 

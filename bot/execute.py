@@ -28,29 +28,34 @@ not posted (GitHub down at the end) posts the recorded outcome without running t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from bot import metrics
+from bot.engine.artifacts import RunNotFound
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
 from bot.followup import answer_blocked
-from bot.github.context import fetch_context, sanitize
+from bot.github.context import default_branch_of, fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
 from bot.github.publish import CommentKind, Publisher
 from bot.github.render import Progress
+from bot.leftovers import clear_interrupted
 from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
+from bot.queue.base import GiveUp
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
-from bot.review.flow import run_review
+from bot.review.flow import SUPERSEDED, run_review
 from bot.store import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.config import RepoConfig, parse_repo_config
@@ -67,18 +72,19 @@ from policies.outcome_json import outcome_from_json, outcome_to_json
 from policies.triggers import MAX_REPORTER_REPLIES
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from bot.engine.engine import Engine
     from bot.engine.workflow import WorkflowFn, WorkflowMeta
     from bot.github.checkout import Mirrors
     from bot.github.client import GitHubApp, InstallationClient
-    from bot.store import RunRecord, Store
+    from bot.storage import RunRecord, Storage
     from policies.event import Trigger
 
 log = get_logger(__name__)
 
 PUBLISHING = "publishing"  # the outcome is recorded and being posted
+INTERRUPTIONS_BEFORE_GIVING_UP = 3
+TARGET_LEASE_S = 30.0  # a target held by a worker that died frees itself after this
+TARGET_POLL_S = 1.0  # how often a run renews its target and looks for a stop request
 
 
 def describe_error(exc: BaseException) -> str:
@@ -97,7 +103,7 @@ class RunExecutor:
         github: GitHubApp,
         engine: Engine,
         mirrors: Mirrors,
-        store: Store,
+        store: Storage,
         app_slug: str,
         redactor: Callable[[str], str] = redact,
         progress_interval: float = 3.0,
@@ -113,6 +119,10 @@ class RunExecutor:
         self.redactor = redactor
         self.progress_interval = progress_interval
         self.clock = clock
+        self._engine_started: set[str] = set()
+        """Runs whose workflow reached the engine in this attempt (a stop then goes there)."""
+        self._resuming: set[str] = set()
+        """Runs whose interrupted attempt this attempt resumes from the engine's journal."""
 
     @property
     def bot_login(self) -> str:
@@ -130,13 +140,128 @@ class RunExecutor:
                 return
             owner, repo = trigger.repo_full_name.split("/", 1)
             client = self.github.installation(trigger.installation_id, owner, repo)
+            attempts = await anyio.to_thread.run_sync(self.store.start_attempt, run.id)
+            if run.status == "running":  # the last attempt never ended: its worker died
+                if attempts > INTERRUPTIONS_BEFORE_GIVING_UP:
+                    await self._give_up(client, trigger, run, attempts - 1)
+                log.warning(
+                    "resuming a run whose last attempt was interrupted",
+                    extra={"attempt": attempts},
+                )
+                self._resuming.add(run.id)
             started = time.monotonic()
-            await self._execute(client, trigger, run)
-            # Every way through `_execute` ends in a recorded status; read it back once
-            # rather than count in each of them.
+            try:
+                await self._execute_held(client, trigger, run)
+            except RateLimited:
+                # Not an interruption: the next attempt starts a running run as a queued one
+                # (one whose outcome is recorded stays `publishing`, and is posted then).
+                current = await anyio.to_thread.run_sync(self.store.get_run, run.id)
+                if current is not None and current.status == "running":
+                    await self._record(run.id, "queued", None)
+                raise
+            finally:
+                self._resuming.discard(run.id)
+            # Every way through ends in a recorded status: read it back once rather than
+            # count in each of them.
             finished = await anyio.to_thread.run_sync(self.store.get_run, run.id)
             if finished is not None and finished.status in OUTCOME_STATUSES:
                 metrics.run_finished(trigger.workflow, finished.status, time.monotonic() - started)
+
+    async def _execute_held(
+        self, client: InstallationClient, trigger: Trigger, run: RunRecord
+    ) -> None:
+        """`_execute` while holding the run's target (one run per repository, issue or pull
+        request, and workflow, across every worker), and acting on stops asked of it."""
+        if trigger.workflow in MODEL_FREE:  # a reply, at once: `stop` must never wait
+            await self._execute(client, trigger, run)
+            return
+        await self._acquire_target(trigger, run)
+        stopped: list[str] = []
+        failed: list[Exception] = []  # raised as it is, not in a group: the worker reads it
+        try:
+            async with anyio.create_task_group() as tasks:
+
+                async def body() -> None:
+                    try:
+                        await self._execute(client, trigger, run)
+                    except Exception as exc:
+                        failed.append(exc)
+                    tasks.cancel_scope.cancel()
+
+                tasks.start_soon(self._watch, run.id, tasks.cancel_scope, stopped)
+                tasks.start_soon(body)
+            if failed:
+                raise failed[0]
+        finally:
+            self._engine_started.discard(run.id)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.store.release_target, run.id)
+        current = await anyio.to_thread.run_sync(self.store.get_run, run.id)
+        if stopped and current is not None and current.status not in OUTCOME_STATUSES:
+            # Stopped before its workflow started (fetching, reading the context): say so.
+            payload = await self._payload(run.delivery_id)
+            facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
+            outcome = failed_outcome(
+                facts, stopped[0], summary=f"The run was stopped: {stopped[0]}."
+            )
+            await self._publish(self._publisher(client, trigger, run, payload), run.id, outcome)
+
+    async def _acquire_target(self, trigger: Trigger, run: RunRecord) -> None:
+        """Wait until this run holds its target. A command or triage queues behind the run
+        that holds it; a review of a new push asks the older review to stop (superseded)."""
+        waiting_for = None
+        while True:
+            acquire = functools.partial(
+                self.store.acquire_target,
+                run,
+                workflow=trigger.workflow,
+                until=self.store.clock() + TARGET_LEASE_S,
+            )
+            holder = await anyio.to_thread.run_sync(acquire)
+            if holder is None:
+                return
+            if holder != waiting_for:
+                waiting_for = holder
+                log.info("waiting for the run that holds this target", extra={"holder": holder})
+                if trigger.workflow == "review" and trigger.command is None:
+                    await anyio.to_thread.run_sync(self.store.request_stop, holder, SUPERSEDED)
+            await anyio.sleep(TARGET_POLL_S)
+
+    async def _watch(self, run_id: str, scope: anyio.CancelScope, stopped: list[str]) -> None:
+        """Keep the target held, and stop the run when any worker's `stop` asks for it: its
+        engine run if it has one here, else everything before it (`scope`)."""
+        while True:
+            await anyio.sleep(TARGET_POLL_S)
+            until = self.store.clock() + TARGET_LEASE_S
+            await anyio.to_thread.run_sync(self.store.refresh_target, run_id, until)
+            reason = await anyio.to_thread.run_sync(self.store.stop_requested, run_id)
+            if reason is None:
+                continue
+            log.info("stop requested", extra={"reason": reason})
+            try:
+                await self.engine.stop(run_id, reason)
+            except RunNotFound:
+                if run_id in self._engine_started:
+                    return  # its workflow has ended: the outcome is being posted
+                stopped.append(reason)
+                scope.cancel()
+            return
+
+    async def _give_up(
+        self, client: InstallationClient, trigger: Trigger, run: RunRecord, interrupted: int
+    ) -> None:
+        """Post a failed outcome for a run whose attempts keep killing their worker, and end
+        its job for good (`GiveUp`): a fourth try would most likely kill the next one too."""
+        payload = await self._payload(run.delivery_id)
+        publisher = self._publisher(client, trigger, run, payload)
+        facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
+        reason = (
+            f"the run was interrupted {interrupted} times (its worker stopped: a crash, a kill "
+            "or a lost lease), so it was given up"
+        )
+        log.error("giving up a run that keeps stopping its worker", extra={"times": interrupted})
+        await self._publish(publisher, run.id, failed_outcome(facts, reason))
+        raise GiveUp(reason)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -263,7 +388,7 @@ class RunExecutor:
                 actor_permission="write" if trigger.command is not None else None,
                 run_id=run.id,
                 payload=payload,
-                default_branch=_default_branch(payload),
+                default_branch=default_branch_of(payload),
             )
             if context.comments_fetched:
                 publisher.know_comments(context.comments)
@@ -356,7 +481,18 @@ class RunExecutor:
         `args` is recorded on the run first, so that a `decide` can resume it with the same
         prompts; `resume_from` (a run id) replays that run's journaled read-only agent calls.
         """
-        await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, args))
+        if run_id in self._resuming:
+            await clear_interrupted(git_dir, run_id)
+            if resume_from is None and self._journaled(run_id):
+                resume_from = run_id  # replay what the interrupted attempt finished
+            # Its arguments too (the context's fence is drawn per attempt): the same prompts
+            # are what lets the journaled calls replay.
+            record = await anyio.to_thread.run_sync(self.store.get_run, run_id)
+            if record is not None and record.args is not None:
+                args = record.args
+        saved = args
+        await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, saved))
+        self._engine_started.add(run_id)
         policy = resolve_run_interaction_policy({"context": {"channel_name": "github"}})
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._pump, publisher, tracker)
@@ -373,6 +509,12 @@ class RunExecutor:
             )
             tasks.cancel_scope.cancel()
         return finished
+
+    def _journaled(self, run_id: str) -> bool:
+        try:
+            return (self.engine.store.run_dir(run_id) / "journal.json").is_file()
+        except RunNotFound:
+            return False
 
     def facts_of(
         self, finished: RunDetails, run_id: str, workflow: str, started: float
@@ -444,7 +586,7 @@ class RunExecutor:
         if trigger.target_kind == "pull_request" and head_sha:
             git_dir = await self.mirrors.ensure_commit(client, head_sha, pull_number=trigger.number)
             return git_dir, head_sha
-        branch = _default_branch(payload) or (await client.get_repo()).default_branch
+        branch = default_branch_of(payload) or (await client.get_repo()).default_branch
         git_dir = await self.mirrors.fetch(client, [f"+refs/heads/{branch}:refs/heads/{branch}"])
         return git_dir, f"refs/heads/{branch}"
 
@@ -512,12 +654,6 @@ class RunExecutor:
             app_slug=self.app_slug,
         )
         await self._record(run.id, "succeeded", None)
-
-
-def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
-    repo = payload.get("repository") if payload else None
-    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
-    return branch if isinstance(branch, str) and branch else None
 
 
 def _issue_author(payload: Mapping[str, Any] | None) -> str | None:

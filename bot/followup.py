@@ -10,7 +10,7 @@
 2. The handler: `FOLLOW_UPS[workflow]`, else `resume_workflow` for the built-in workflows
    (`bot.workflows.get_workflow`: ask, triage), else a reply that the workflow cannot be
    resumed yet (review).
-3. The claim: `Store.claim_answer` records `args["decision"]` on this run atomically, so two
+3. The claim: `Storage.claim_answer` records `args["decision"]` on this run atomically, so two
    `decide` replies at once start one follow-up; a follow-up that failed or was skipped
    releases its claim, so the question can be answered again.
 4. The handler runs the follow-up under this run's id and returns its outcome; the follow-up's
@@ -33,8 +33,9 @@ import anyio
 import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
+from bot.fix.flow import resume_fix
 from bot.github.checkout import CheckoutError
-from bot.github.context import sanitize
+from bot.github.context import default_branch_of, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import FOLLOW_UP_KIND, Publisher, find_run_comment
 from bot.github.render import Progress, answered_note, follow_up_note, render_reply
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from bot.execute import RunExecutor
     from bot.github.client import InstallationClient
     from bot.github.models import IssueComment
-    from bot.store import RunRecord, Store
+    from bot.storage import RunRecord, Storage
     from policies.event import Trigger
 
 log = get_logger(__name__)
@@ -114,12 +115,6 @@ def _titles(meta: Any) -> tuple[str, ...]:
     return tuple(p.title for p in meta.phase_list())
 
 
-def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
-    repo = payload.get("repository") if payload else None
-    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
-    return branch if isinstance(branch, str) and branch else None
-
-
 async def _workspace(ex: RunExecutor, fu: FollowUp) -> tuple[Path, str, str | None]:
     """The mirror, the commit the blocked run read, and the run to resume from.
 
@@ -140,7 +135,7 @@ async def _workspace(ex: RunExecutor, fu: FollowUp) -> tuple[Path, str, str | No
                 client,
                 previous.base,
                 pull_number=trigger.number if is_pull else None,
-                branch=None if is_pull else _default_branch(fu.payload),
+                branch=None if is_pull else default_branch_of(fu.payload),
             )
         except CheckoutError as exc:
             log.warning(
@@ -185,8 +180,7 @@ async def resume_workflow(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused:
 
 
 FOLLOW_UPS: dict[str, FollowUpHandler] = {
-    # `fix` plugs in here with its own runner: "fix": resume_fix, where
-    # `async def resume_fix(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused`.
+    "fix": resume_fix,  # its own runner: the app pushes and opens the pull request
 }
 """Handlers by the blocked workflow's name, before the generic `resume_workflow`."""
 
@@ -225,7 +219,7 @@ def _blocked_of(run: RunRecord) -> Blocked | None:
 
 
 def find_question(
-    store: Store, trigger: Trigger, run: RunRecord
+    store: Storage, trigger: Trigger, run: RunRecord
 ) -> tuple[RunRecord, Blocked] | None:
     """The BLOCKED run `run` answers (blocking: run it in a thread).
 

@@ -55,6 +55,7 @@ def usage_of(details: RunDetails | None, wall_seconds: float) -> UsageSummary:
         wall_seconds=wall_seconds,
         agents_ok=ok,
         agents_failed=failed,
+        agents_replayed=sum(1 for agent in details.agents if agent.replayed),
     )
 
 

@@ -18,7 +18,7 @@ from policies.commands import render_help as help_text
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
     from bot.github.publish import Publisher
-    from bot.store import Store
+    from bot.storage import Storage
 
 log = get_logger(__name__)
 
@@ -28,7 +28,7 @@ def target_name(kind: str, number: int) -> str:
 
 
 def runs_for_target(
-    store: Store, repo: str, kind: str, number: int, *, exclude: str = ""
+    store: Storage, repo: str, kind: str, number: int, *, exclude: str = ""
 ) -> list[RunRow]:
     """The newest 20 runs on one issue or PR, newest first (blocking: run it in a thread)."""
     return [
@@ -42,16 +42,27 @@ def runs_for_target(
     ]
 
 
-async def stop_runs(engine: Engine, rows: list[RunRow]) -> list[str]:
-    """Stop those of `rows` that run in this process's engine; the ids stopped."""
+STOPPED_BY_REQUEST = "stopped on request"
+
+
+async def stop_runs(engine: Engine, rows: list[RunRow], store: Storage | None = None) -> list[str]:
+    """Stop the running or queued runs of `rows`; the ids asked to stop.
+
+    Each is marked in the store, which every worker watches for the runs it carries out
+    (`RunExecutor`), so a run on another worker or machine stops within a few seconds, even
+    before its agents start; one in this process's engine is stopped at once as well.
+    """
     stopped: list[str] = []
     for row in rows:
         if row.status not in ("running", "queued"):
             continue
+        if store is not None:
+            await anyio.to_thread.run_sync(store.request_stop, row.run_id, STOPPED_BY_REQUEST)
         try:
             await engine.stop(row.run_id)
         except RunNotFound:
-            continue  # not running in this process
+            if store is None:
+                continue  # not running in this process, and nobody else to tell
         stopped.append(row.run_id)
         log.info("run stopped on request", extra={"stopped_run": row.run_id})
     return stopped
@@ -65,7 +76,7 @@ async def answer_command(
     repo: str,
     kind: str,
     number: int,
-    store: Store,
+    store: Storage,
     engine: Engine,
     app_slug: str,
 ) -> None:
@@ -91,7 +102,7 @@ async def answer_command(
         if command == "status":
             body = render_status(run_id, rows, target=target)
         else:
-            body = render_stop(run_id, await stop_runs(engine, rows), target=target)
+            body = render_stop(run_id, await stop_runs(engine, rows, store), target=target)
     await publisher.reply(body)
 
 

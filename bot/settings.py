@@ -53,7 +53,8 @@ class Settings(BaseModel):
     github_api_url: str = "https://api.github.com"
     github_web_url: str = "https://github.com"
     data_dir: Path = Path(".bot")
-    database_url: str | None = None
+    # A Postgres DSN may carry a password: kept secret, and its password is redacted.
+    database_url: SecretStr | None = None
     model: str | None = None
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
@@ -61,9 +62,15 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = Field(default=2, ge=1, le=64)
+    # How long a worker holds a claimed job without a heartbeat: a job whose worker died is
+    # claimed again after this (and its run resumed from the journal).
+    job_lease_seconds: float = Field(default=60.0, ge=3, le=3600)
     log_level: str = "INFO"
     insecure_no_signature: bool = False
     github_write_interval: float = Field(default=1.0, ge=0, le=60)
+    # Seconds between passes that ask GitHub again for missed deliveries (bot/redeliver.py);
+    # unset: never, `bot redeliver` by hand.
+    redeliver_interval: float | None = Field(default=None, gt=0)
     # Request bodies held at once by the webhook route (bot/intake_budget.py); at least 34 so
     # that three quarters of it still holds one 25 MB delivery.
     intake_buffer_mb: int = Field(default=64, ge=34, le=65536)
@@ -90,7 +97,13 @@ class Settings(BaseModel):
     model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     @field_validator(
-        "webhook_secret", "private_key", "llm_api_key", "anthropic_api_key", mode="before"
+        "webhook_secret",
+        "private_key",
+        "llm_api_key",
+        "anthropic_api_key",
+        "database_url",
+        "redeliver_interval",
+        mode="before",
     )
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
@@ -126,15 +139,20 @@ class Settings(BaseModel):
 
     @property
     def sqlite_path(self) -> Path:
-        url = self.database_url
+        url = self.database_dsn
         if url and url.startswith("sqlite:///"):
             return Path(url.removeprefix("sqlite:///"))
         return self.data_dir / "bot.sqlite3"
 
     @property
+    def database_dsn(self) -> str | None:
+        """BOT_DATABASE_URL's value; never log it (see `bot.postgres.connection.display_dsn`)."""
+        return None if self.database_url is None else self.database_url.get_secret_value()
+
+    @property
     def uses_postgres(self) -> bool:
         return bool(
-            self.database_url and self.database_url.startswith(("postgres://", "postgresql://"))
+            self.database_dsn and self.database_dsn.startswith(("postgres://", "postgresql://"))
         )
 
     def private_key_pem(self) -> str | None:
@@ -157,6 +175,9 @@ class Settings(BaseModel):
             if secret is not None:
                 parts = (v.strip() for v in secret.get_secret_value().split(","))
                 out.extend(v for v in parts if len(v) >= 6)
+        password = _dsn_password(self.database_dsn) if self.uses_postgres else None
+        if password and len(password) >= 6:
+            out.append(password)
         try:
             pem = self.private_key_pem()  # from BOT_PRIVATE_KEY or the file at its path
         except SettingsError:
@@ -164,6 +185,20 @@ class Settings(BaseModel):
         if pem and pem.strip():
             out.append(pem)
         return out
+
+
+def _dsn_password(dsn: str | None) -> str | None:
+    """The password in a libpq DSN (URL or key=value form), if it has one."""
+    if not dsn:
+        return None
+    import psycopg  # only a Postgres deployment pays for the import
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        value = conninfo_to_dict(dsn).get("password")
+    except psycopg.Error:  # malformed: connecting reports it
+        return None
+    return None if value is None else str(value)
 
 
 def load_settings(

@@ -1,20 +1,47 @@
-"""Persistence in SQLite (WAL): deliveries, runs and the job table, with a versioned schema."""
+"""The embedded backend: SQLite (WAL) holds deliveries, runs and the job table in one file.
+
+The queries are `bot.storage.Storage`'s; this module adds the file, its connections (one per
+thread), its versioned schema, and the bodies that the intake keeps in segment files.
+"""
 
 from __future__ import annotations
 
-import json
-import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.log import get_logger
 from bot.segments import SegmentError, bodies_dir, read_body
+from bot.storage import (
+    REPORTER_REPLY,
+    BodyMissing,
+    DeliveryRecord,
+    DeliverySummary,
+    RunRecord,
+    Storage,
+    StoreError,
+    new_run_id,
+)
+
+__all__ = [
+    "MIGRATIONS",
+    "REPORTER_REPLY",
+    "SCHEMA_VERSION",
+    "BodyMissing",
+    "DeliveryRecord",
+    "DeliverySummary",
+    "RunRecord",
+    "Store",
+    "StoreError",
+    "connect",
+    "migrate",
+    "new_run_id",
+    "transaction",
+]
 
 log = get_logger(__name__)
 
@@ -90,72 +117,37 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN args TEXT;
     """,
+    # How many attempts started the run: a run found `running` when an attempt starts was
+    # interrupted (its worker died); after three of those it is given up.
+    """
+    ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    """,
+    # What GitHub said of each installation (policies.lifecycle.InstallationState); one not
+    # listed is active. `delivery_id` is the delivery that set the state.
+    """
+    CREATE TABLE installations (
+        id INTEGER PRIMARY KEY,
+        state TEXT NOT NULL,
+        delivery_id TEXT,
+        updated_at REAL NOT NULL
+    );
+    """,
+    # One run per (repository, issue or pull request, workflow) at a time, held like a job's
+    # lease; and a stop asked of a run, which whichever worker runs it acts on.
+    """
+    CREATE TABLE target_locks (
+        repo TEXT NOT NULL,
+        target_kind TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        workflow TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        until REAL NOT NULL,
+        PRIMARY KEY (repo, target_kind, number, workflow)
+    );
+    ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-
-REPORTER_REPLY = "reporter_reply"
-"""The decision reason of a delivery whose run is triage again after the reporter's reply."""
-
-
-class StoreError(RuntimeError):
-    """The database cannot be opened or has a schema this version does not know."""
-
-
-class BodyMissing(StoreError):
-    """A delivery's row is stored but its body cannot be read back from its segment file."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryRecord:
-    """One stored delivery: the raw body and headers plus the decision once made."""
-
-    guid: str
-    event: str
-    action: str | None
-    hook_id: str | None
-    target_type: str | None
-    target_id: str | None
-    received_at: float
-    headers: dict[str, str]
-    body: bytes
-    decision: str | None = None
-    reason: str | None = None
-    workflow: str | None = None
-    decided_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """One workflow execution started by a delivery."""
-
-    id: str
-    delivery_id: str
-    repo: str
-    target_kind: str
-    number: int
-    workflow: str
-    mode: str
-    status: str
-    created_at: float
-    updated_at: float
-    outcome: dict[str, object] | None = None
-    args: dict[str, Any] | None = None
-    """The workflow's arguments as given to the engine (None when not recorded)."""
-
-    def answers(self) -> str | None:
-        """The id of the BLOCKED run this run answers (a `decide` follow-up), else None."""
-        decision = (self.args or {}).get("decision")
-        blocked = decision.get("blocked_run") if isinstance(decision, dict) else None
-        return blocked if isinstance(blocked, str) else None
-
-
-# A run that answers a BLOCKED run but ended in these does not count as its answer: the
-# question may be answered again.
-_NOT_ANSWERED = ("failed", "skipped")
-
-
-def new_run_id() -> str:
-    return "wf_" + secrets.token_hex(6)
 
 
 def connect(path: Path, *, timeout: float = 10.0) -> sqlite3.Connection:
@@ -196,83 +188,42 @@ def migrate(conn: sqlite3.Connection) -> int:
     return SCHEMA_VERSION
 
 
-_DELIVERY_COLUMNS = (
-    "guid, event, action, hook_id, target_type, target_id, received_at, headers, body, "
-    "decision, reason, workflow, decided_at, body_segment, body_offset, body_length"
-)
-_RUN_COLUMNS = (
-    "id, delivery_id, repo, target_kind, number, workflow, mode, status, created_at, "
-    "updated_at, outcome, args"
-)
+class _Conn:
+    """`bot.storage.Sql` over a sqlite3 connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def all(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    def run(self, sql: str, params: Sequence[object] = ()) -> int:
+        return self.conn.execute(sql, params).rowcount
 
 
-def _delivery(row: tuple[Any, ...], folder: Path | None) -> DeliveryRecord:
-    """The record for a row; `folder` holds the segments, None to leave a segment body empty."""
-    body = bytes(row[8])
-    if row[13] is not None and folder is not None:
-        try:
-            body = read_body(folder, int(row[13]), int(row[14]), int(row[15]))
-        except SegmentError as exc:
-            raise BodyMissing(f"the body of delivery {row[0]} cannot be read: {exc}") from None
-    return DeliveryRecord(
-        guid=str(row[0]),
-        event=str(row[1]),
-        action=_opt(row[2]),
-        hook_id=_opt(row[3]),
-        target_type=_opt(row[4]),
-        target_id=_opt(row[5]),
-        received_at=float(row[6]),
-        headers=json.loads(str(row[7])),
-        body=body,
-        decision=_opt(row[9]),
-        reason=_opt(row[10]),
-        workflow=_opt(row[11]),
-        decided_at=None if row[12] is None else float(row[12]),
-    )
-
-
-def _run(row: tuple[Any, ...]) -> RunRecord:
-    return RunRecord(
-        id=str(row[0]),
-        delivery_id=str(row[1]),
-        repo=str(row[2]),
-        target_kind=str(row[3]),
-        number=int(row[4]),
-        workflow=str(row[5]),
-        mode=str(row[6]),
-        status=str(row[7]),
-        created_at=float(row[8]),
-        updated_at=float(row[9]),
-        outcome=None if row[10] is None else json.loads(str(row[10])),
-        args=_json_object(row[11]),
-    )
-
-
-def _json_object(value: object) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    try:
-        data = json.loads(str(value))
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _opt(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-class Store:
-    """The bot's database file. Methods are blocking; call them from a worker thread in async code.
+class Store(Storage):
+    """The bot's database file.
 
     Each thread gets its own connection, so the store may be shared by the event loop's
     thread pool, the intake writer and command-line tools at once.
     """
 
+    _rowid = "rowid"
+    _for_update = ""  # BEGIN IMMEDIATE already serializes writers
+    _body_columns = "body, body_segment, body_offset, body_length"
+    _delivery_jobs = (
+        "SELECT delivery_id, status, attempts, max_attempts, last_error FROM jobs"
+        " WHERE kind = 'delivery' AND delivery_id IN ({marks})"
+    )
+
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(where=str(path), clock=clock)
         self.path = path
         self.bodies = bodies_dir(path)
-        self.clock = clock
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -298,6 +249,16 @@ class Store:
                 self._connections.append(conn)
         return conn
 
+    @contextmanager
+    def _session(self) -> Iterator[_Conn]:
+        yield _Conn(self.conn())
+
+    @contextmanager
+    def _transaction(self) -> Iterator[_Conn]:
+        conn = self.conn()
+        with transaction(conn):
+            yield _Conn(conn)
+
     def close(self) -> None:
         with self._lock:
             for conn in self._connections:
@@ -313,232 +274,15 @@ class Store:
             return False
         return True
 
-    # -- deliveries ----------------------------------------------------------------------
-
-    def get_delivery(self, guid: str) -> DeliveryRecord | None:
-        """The delivery with its body; BodyMissing when the row is there but the body is not."""
-        row = (
-            self.conn()
-            .execute(f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE guid = ?", (guid,))
-            .fetchone()
-        )
-        return None if row is None else _delivery(row, self.bodies)
-
-    def list_deliveries(
-        self, *, limit: int | None = None, bodies: bool = True
-    ) -> list[DeliveryRecord]:
-        """Deliveries oldest first; with `limit`, only the most recent ones.
-
-        With `bodies=False` a body kept in a segment file is not read (the record's body is
-        empty), which is all a listing needs.
-        """
-        sql = f"SELECT {_DELIVERY_COLUMNS} FROM deliveries ORDER BY received_at DESC, rowid DESC"
-        params: tuple[int, ...] = ()
-        if limit is not None:
-            sql += " LIMIT ?"
-            params = (limit,)
-        folder = self.bodies if bodies else None
-        rows = [_delivery(row, folder) for row in self.conn().execute(sql, params)]
-        rows.reverse()
-        return rows
-
-    def count_deliveries(self) -> int:
-        return int(self.conn().execute("SELECT count(*) FROM deliveries").fetchone()[0])
-
-    def record_decision(
-        self, guid: str, decision: str, *, reason: str | None = None, workflow: str | None = None
-    ) -> None:
-        """Store what the worker decided for a delivery ('trigger', 'skip' or 'error')."""
-        self.conn().execute(
-            "UPDATE deliveries SET decision = ?, reason = ?, workflow = ?, decided_at = ?"
-            " WHERE guid = ?",
-            (decision, reason, workflow, self.clock(), guid),
-        )
-
-    # -- runs ----------------------------------------------------------------------------
-
-    def create_run(
-        self,
-        *,
-        delivery_id: str,
-        repo: str,
-        target_kind: str,
-        number: int,
-        workflow: str,
-        mode: str,
-        status: str = "queued",
-    ) -> RunRecord:
-        """The run for (delivery, workflow); a retried job gets the run it created before."""
-        conn = self.conn()
-        now = self.clock()
-        with transaction(conn):
-            row = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE delivery_id = ? AND workflow = ?",
-                (delivery_id, workflow),
-            ).fetchone()
-            if row is not None:
-                return _run(row)
-            run_id = new_run_id()
-            conn.execute(
-                f"INSERT INTO runs ({_RUN_COLUMNS})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-                (run_id, delivery_id, repo, target_kind, number, workflow, mode, status, now, now),
-            )
-        return RunRecord(
-            run_id, delivery_id, repo, target_kind, number, workflow, mode, status, now, now
-        )
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        row = (
-            self.conn()
-            .execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
-            .fetchone()
-        )
-        return None if row is None else _run(row)
-
-    def runs_for_delivery(self, delivery_id: str) -> list[RunRecord]:
-        rows = self.conn().execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE delivery_id = ? ORDER BY created_at",
-            (delivery_id,),
-        )
-        return [_run(row) for row in rows]
-
-    def runs_on_target(
-        self, repo: str, target_kind: str, number: int, *, exclude: str = "", limit: int = 20
-    ) -> list[RunRecord]:
-        """The newest `limit` runs on one issue or pull request, newest first, but `exclude`."""
-        rows = self.conn().execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs"
-            " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
-            " ORDER BY created_at DESC LIMIT ?",
-            (repo, target_kind, number, exclude, limit),
-        )
-        return [_run(row) for row in rows]
-
-    def latest_run(
-        self, repo: str, target_kind: str, number: int, workflow: str, *, exclude_delivery: str = ""
-    ) -> RunRecord | None:
-        """The newest run of `workflow` on one issue or pull request, but `exclude_delivery`'s."""
-        row = (
-            self.conn()
-            .execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs"
-                " WHERE repo = ? AND target_kind = ? AND number = ? AND workflow = ?"
-                " AND delivery_id != ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                (repo, target_kind, number, workflow, exclude_delivery),
-            )
-            .fetchone()
-        )
-        return None if row is None else _run(row)
-
-    def count_runs_for_reason(
-        self,
-        repo: str,
-        target_kind: str,
-        number: int,
-        workflow: str,
-        reason: str,
-        *,
-        exclude_delivery: str = "",
-    ) -> int:
-        """How many runs of `workflow` on the target came from deliveries decided with `reason`
-        (e.g. `REPORTER_REPLY`, which the worker records with the trigger), but
-        `exclude_delivery`'s."""
-        row = (
-            self.conn()
-            .execute(
-                "SELECT count(*) FROM runs JOIN deliveries ON deliveries.guid = runs.delivery_id"
-                " WHERE runs.repo = ? AND runs.target_kind = ? AND runs.number = ?"
-                " AND runs.workflow = ? AND deliveries.decision = 'trigger'"
-                " AND deliveries.reason = ? AND runs.delivery_id != ?",
-                (repo, target_kind, number, workflow, reason, exclude_delivery),
-            )
-            .fetchone()
-        )
-        return int(row[0])
-
-    def update_run(
-        self, run_id: str, *, status: str, outcome: dict[str, object] | None = None
-    ) -> None:
-        self.conn().execute(
-            "UPDATE runs SET status = ?, outcome = coalesce(?, outcome), updated_at = ?"
-            " WHERE id = ?",
-            (
-                status,
-                None if outcome is None else json.dumps(outcome, sort_keys=True),
-                self.clock(),
-                run_id,
-            ),
-        )
-
-    def set_run_args(self, run_id: str, args: dict[str, Any]) -> None:
-        """Record the arguments the run's workflow is given (see `RunRecord.args`)."""
-        self.conn().execute(
-            "UPDATE runs SET args = ?, updated_at = ? WHERE id = ?",
-            (json.dumps(args, sort_keys=True, default=str), self.clock(), run_id),
-        )
-
-    def _answering(self, blocked: RunRecord, exclude: str) -> RunRecord | None:
-        # The LIKE only narrows the rows to parse: run ids are unique tokens.
-        rows = self.conn().execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs"
-            " WHERE repo = ? AND target_kind = ? AND number = ? AND id != ?"
-            " AND args LIKE ? ORDER BY created_at DESC",
-            (blocked.repo, blocked.target_kind, blocked.number, exclude, f"%{blocked.id}%"),
-        )
-        for row in rows:
-            run = _run(row)
-            if run.answers() == blocked.id and run.status not in _NOT_ANSWERED:
-                return run
-        return None
-
-    def answered_by(self, blocked: RunRecord, *, exclude: str = "") -> RunRecord | None:
-        """The run (but `exclude`) that answers `blocked`, unless it failed or was skipped."""
-        return self._answering(blocked, exclude)
-
-    def claim_answer(
-        self, run_id: str, blocked: RunRecord, decision: dict[str, Any]
-    ) -> RunRecord | None:
-        """Record on run `run_id` that it answers `blocked` with `decision`, unless another run
-        already does: that run is returned then and nothing is written. Atomic, so two
-        `decide` replies at once start one follow-up."""
-        conn = self.conn()
-        with transaction(conn):
-            other = self._answering(blocked, run_id)
-            if other is not None:
-                return other
-            row = conn.execute("SELECT args FROM runs WHERE id = ?", (run_id,)).fetchone()
-            args = (_json_object(row[0]) if row is not None else None) or {}
-            conn.execute(
-                "UPDATE runs SET args = ?, updated_at = ? WHERE id = ?",
-                (
-                    json.dumps({**args, "decision": decision}, sort_keys=True, default=str),
-                    self.clock(),
-                    run_id,
-                ),
-            )
-        return None
-
-    # -- review memory -------------------------------------------------------------------
-
-    def get_review_state(self, repo: str, number: int) -> str | None:
-        """The pull request's review state (JSON), or None when none was stored."""
-        row = (
-            self.conn()
-            .execute(
-                "SELECT state FROM review_states WHERE repo = ? AND number = ?", (repo, number)
-            )
-            .fetchone()
-        )
-        return None if row is None else str(row[0])
-
-    def put_review_state(self, repo: str, number: int, state: str) -> None:
-        self.conn().execute(
-            "INSERT INTO review_states (repo, number, state, updated_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (repo, number) DO UPDATE SET state = excluded.state,"
-            " updated_at = excluded.updated_at",
-            (repo, number, state, self.clock()),
-        )
+    def _body(self, row: tuple[Any, ...], read: bool) -> bytes:
+        """Inline, or (when `read`) from the segment file the intake appended it to."""
+        body = bytes(row[12])
+        if row[13] is not None and read:
+            try:
+                body = read_body(self.bodies, int(row[13]), int(row[14]), int(row[15]))
+            except SegmentError as exc:
+                raise BodyMissing(f"the body of delivery {row[0]} cannot be read: {exc}") from None
+        return body
 
     def checkpoint(self) -> None:
         """Copy committed WAL pages into the database without waiting on anyone."""

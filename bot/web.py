@@ -20,12 +20,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from bot import metrics
-from bot.delivery_writer import DeliveryWriter, IncomingDelivery
+from bot.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.intake_budget import IntakeBudget, Reservation
 from bot.log import get_logger
 from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
-from bot.store import Store, StoreError
+from bot.storage import Storage, StoreError
+from bot.store import Store
 from bot.worker import Worker
 
 log = get_logger(__name__)
@@ -120,7 +121,7 @@ class WebhookReceiver:
         *,
         secrets: Sequence[bytes],
         insecure_no_signature: bool,
-        writer: DeliveryWriter,
+        writer: IntakeWriter,
         max_body: int = MAX_BODY,
         budget: IntakeBudget | None = None,
         body_deadline: float = BODY_DEADLINE,
@@ -352,9 +353,32 @@ async def _reply(send: Send, status: int, error: str, *, close: bool = False) ->
     await send({"type": "http.response.body", "body": _body({"error": error})})
 
 
+def _writer(
+    store: Storage,
+    on_commit: Callable[[int], None] | None,
+    checkpoint_interval: float,
+    durability: str,
+) -> IntakeWriter:
+    """The store's own way of committing deliveries with their jobs (`durability` is
+    SQLite's: Postgres commits as its server is configured to)."""
+    if isinstance(store, Store):
+        return DeliveryWriter(
+            store.path,
+            checkpoint_interval=checkpoint_interval,
+            on_commit=on_commit,
+            durability=durability,
+        )
+    from bot.postgres.intake import PostgresIntake  # psycopg is imported only for Postgres
+    from bot.postgres.store import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        return PostgresIntake(store, on_commit=on_commit)
+    raise TypeError(f"no intake for a {type(store).__name__}")
+
+
 def create_app(
     settings: Settings,
-    store: Store,
+    store: Storage,
     *,
     worker: Worker | None = None,
     max_body: int = MAX_BODY,
@@ -370,13 +394,9 @@ def create_app(
     """
     if on_commit is None and worker is not None:
         on_commit = worker.wake
-    writer = DeliveryWriter(
-        store.path,
-        checkpoint_interval=checkpoint_interval,
-        on_commit=on_commit,
-        durability=settings.durability,
-    )
-    queue = SqliteJobQueue(store)
+    writer = _writer(store, on_commit, checkpoint_interval, settings.durability)
+    # Queue gauges for SQLite; a Postgres deployment's /metrics leaves them out for now.
+    read_queue = SqliteJobQueue(store).stats_sync if isinstance(store, Store) else None
     receiver = WebhookReceiver(
         secrets=settings.webhook_secrets,
         insecure_no_signature=settings.insecure_no_signature,
@@ -395,7 +415,7 @@ def create_app(
         )
 
     async def metrics_page(request: Request) -> Response:
-        page = await anyio.to_thread.run_sync(metrics.render, queue.stats_sync)
+        page = await anyio.to_thread.run_sync(metrics.render, read_queue)
         return Response(page, media_type=metrics.CONTENT_TYPE)
 
     @asynccontextmanager

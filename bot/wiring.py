@@ -7,7 +7,11 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
   merged over the defaults; an invalid file raises `ConfigError` with line references;
 - `permission_lookup`: the sender's collaborator permission (cached briefly by the client; any
   failure gives None, so commands fail closed);
-- `executor`: `bot.execute.RunExecutor` on the real runner, engine, mirrors and client.
+- `executor`: `bot.execute.RunExecutor` on the real runner, engine, mirrors and client;
+- `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
+  installation's lifecycle change drops and stops (`bot.lifecycle`);
+- `background`: the mirror sweep, and with BOT_REDELIVER_INTERVAL the periodic redelivery
+  of missed deliveries (`bot.redeliver`).
 
 Without credentials: default config, unknown permissions (commands fail closed) and no executor
 (runs are recorded as queued). In both cases the log redactor is installed with the deployment's
@@ -16,8 +20,9 @@ secret values.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -25,7 +30,7 @@ import anyio
 from bot.log import get_logger
 from bot.redact import install as install_redactor
 from bot.settings import Settings
-from bot.store import Store
+from bot.storage import Storage
 from bot.worker import DEFAULT_APP_SLUG, WorkerHooks, default_config, unknown_permission
 from policies.config import (
     CONFIG_PATH,
@@ -93,7 +98,7 @@ async def close_when_stopped(github: GitHubApp) -> None:
             await github.aclose()
 
 
-def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
+def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     """Repository config, permission lookup and run executor for the worker pool."""
     redactor = install_redactor(settings)
     if not has_credentials(settings):
@@ -106,11 +111,14 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
 
     from bot.agents.runtime import build_runner
     from bot.agents.types import resolve_agent_types
+    from bot.engine.artifacts import RunNotFound
     from bot.engine.engine import Engine
     from bot.execute import RunExecutor
     from bot.github.checkout import Mirrors
     from bot.github.client import GitHubApp
     from bot.github.errors import GitHubError, RetryableError
+    from bot.leftovers import sweep_forever
+    from bot.redeliver import redeliver_forever
 
     slug = _learn_slug(settings)
     github = GitHubApp.from_settings(settings, app_slug=slug)
@@ -187,11 +195,28 @@ def build_worker_hooks(settings: Settings, store: Store) -> WorkerHooks:
         client = github.installation(event.installation_id, owner, repo)
         return await client.get_collaborator_permission(event.sender_login)
 
+    async def stop_run(run_id: str, reason: str) -> bool:
+        try:
+            await engine.stop(run_id, reason)
+        except RunNotFound:
+            return False  # not running in this process
+        return True
+
+    background: list[Callable[[], Coroutine[Any, Any, object]]] = [
+        mirrors.sweep_forever,
+        partial(sweep_forever, mirrors.root, store),
+        partial(close_when_stopped, github),
+    ]
+    if settings.redeliver_interval is not None:
+        background.append(partial(redeliver_forever, github, store, settings.redeliver_interval))
+
     return WorkerHooks(
         config_loader=config_loader,
         permission_lookup=permission_lookup,
         executor=executor,
         skip_handler=executor.answer_skip,
-        background=(mirrors.sweep_forever, partial(close_when_stopped, github)),
+        access=github,
+        stop_run=stop_run,
+        background=tuple(background),
         app_slug=slug,
     )

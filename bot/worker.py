@@ -15,13 +15,15 @@ import anyio.to_thread
 
 from bot import metrics
 from bot.events import parse_event
-from bot.github.errors import RateLimited
+from bot.github.errors import AccessRevoked, RateLimited
+from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
-from bot.queue.base import Job, JobQueue, JobStatus, LeaseLost
-from bot.store import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Store
+from bot.queue.base import GiveUp, Job, JobQueue, JobStatus, LeaseLost
+from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.interaction import resolve_run_interaction_policy
+from policies.lifecycle import LifecycleChange, inactive_skip, lifecycle_change
 from policies.outcome import OUTCOME_STATUSES
 from policies.triggers import (
     AwaitingReporter,
@@ -92,6 +94,10 @@ class WorkerHooks:
     """Housekeeping that runs beside the pool for its lifetime (e.g. the mirror sweep)."""
     app_slug: str | None = None
     """Overrides the slug from settings, e.g. once learned from `GET /app`."""
+    access: Access | None = None
+    """The GitHub client's hold on installation tokens, dropped when an installation is lost."""
+    stop_run: RunStopper | None = None
+    """Stops a run on this process's engine (the lifecycle of an installation needs it)."""
 
 
 class Worker:
@@ -99,7 +105,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         queue: JobQueue,
         hooks: WorkerHooks,
         *,
@@ -122,6 +128,7 @@ class Worker:
         self.poll_interval = poll_interval
         self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{secrets.token_hex(3)}"
         self._wakeup: anyio.Event | None = None
+        self._inflight: dict[str, InFlight] = {}  # by delivery id: the jobs handled here
 
     def wake(self, new_jobs: int = 1) -> None:
         """Stop idling: new jobs were committed. Call from the worker's event loop."""
@@ -184,10 +191,12 @@ class Worker:
                 log.error("stored body unreadable", extra={"reason": reason})
                 await self._record(job.delivery_id, "error", reason=reason)
                 await self.queue.fail(job.id, worker_id, reason, retry=False)
+                metrics.job_dead()
                 return
             if delivery is None:
                 log.error("job names a delivery that is not stored")
                 await self.queue.fail(job.id, worker_id, "delivery not stored", retry=False)
+                metrics.job_dead()
                 return
             with bound(event=delivery.event):
                 await self._handle_leased(job, worker_id, delivery)
@@ -208,19 +217,31 @@ class Worker:
                 except Exception:  # a busy database now and then; the lease has slack
                     log.warning("extending the lease failed", exc_info=True)
 
-        async with anyio.create_task_group() as tasks:
+        inflight: InFlight | None = None
+        try:
+            async with anyio.create_task_group() as tasks:
+                inflight = InFlight(delivery.guid, tasks.cancel_scope, event=delivery.event)
+                self._inflight[delivery.guid] = inflight
 
-            async def work() -> None:
-                try:
-                    await self._process(delivery)
-                except Exception as exc:
-                    errors.append(exc)
-                finally:
-                    tasks.cancel_scope.cancel()
+                async def work() -> None:
+                    try:
+                        await self._process(delivery)
+                    except Exception as exc:
+                        errors.append(exc)
+                    finally:
+                        tasks.cancel_scope.cancel()
 
-            tasks.start_soon(keep_lease, tasks.cancel_scope)
-            tasks.start_soon(work)
-
+                tasks.start_soon(keep_lease, tasks.cancel_scope)
+                tasks.start_soon(work)
+        finally:
+            if inflight is not None and self._inflight.get(delivery.guid) is inflight:
+                del self._inflight[delivery.guid]
+        if inflight is not None and inflight.cancelled is not None:
+            # The installation was lost while the job ran: record, post nothing, leave the
+            # job as the change cancelled it.
+            await anyio.to_thread.run_sync(finish_cancelled, self.store, inflight)
+            log.info("job cancelled: the app lost access", extra={"reason": inflight.cancelled})
+            return
         try:
             if lost:
                 log.warning("lease lost; another worker may be handling the job")
@@ -242,7 +263,11 @@ class Worker:
         # GitHub's rate limit says when to come back; an earlier try would only fail again.
         not_before = error.retry_at if isinstance(error, RateLimited) else None
         after = await self.queue.fail(
-            job.id, worker_id, f"{type(error).__name__}: {error}", not_before=not_before
+            job.id,
+            worker_id,
+            f"{type(error).__name__}: {error}",
+            retry=not isinstance(error, GiveUp | AccessRevoked),  # trying again cannot help
+            not_before=not_before,
         )
         if after.status is JobStatus.DEAD:
             reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"
@@ -269,6 +294,9 @@ class Worker:
         if decided is None:
             return
         event, decision = decided
+        if isinstance(decision, LifecycleChange):
+            await self._lifecycle(delivery, decision)
+            return
         if isinstance(decision, Skip):
             await self._record(delivery.guid, "skip", reason=decision.message)
             log.info("skipped", extra={"decision": "skip", "reason": decision.message})
@@ -277,7 +305,24 @@ class Worker:
             return
         await self._start_run(delivery, decision)
 
-    async def _decide(self, delivery: DeliveryRecord) -> tuple[Event, Decision] | None:
+    async def _lifecycle(self, delivery: DeliveryRecord, change: LifecycleChange) -> None:
+        """Carry out an installation's lifecycle change (`bot.lifecycle`) and record it."""
+        with bound(installation_id=change.installation_id):
+            reason = await apply_change(
+                change,
+                delivery_id=delivery.guid,
+                store=self.store,
+                queue=self.queue,
+                inflight=list(self._inflight.values()),
+                access=self.hooks.access,
+                stop_run=self.hooks.stop_run,
+            )
+            await self._record(delivery.guid, "lifecycle", reason=reason)
+            log.info("installation lifecycle change", extra={"reason": reason})
+
+    async def _decide(
+        self, delivery: DeliveryRecord
+    ) -> tuple[Event, Decision | LifecycleChange] | None:
         """The decision for a delivery, or None when its payload is unusable (then recorded)."""
 
         if delivery.event == "ping":
@@ -299,6 +344,18 @@ class Worker:
             await self._record(delivery.guid, "error", reason=reason)
             log.exception("payload could not be read")
             return None
+        inflight = self._inflight.get(delivery.guid)
+        if inflight is not None:  # before the state is read: see bot.lifecycle
+            inflight.installation_id, inflight.repo = event.installation_id, event.repo_full_name
+        change = lifecycle_change(event)
+        if change is not None:
+            return event, change
+        if event.installation_id is not None:
+            installation = event.installation_id
+            state = await anyio.to_thread.run_sync(self.store.installation_state, installation)
+            inactive = inactive_skip(installation, state)
+            if inactive is not None:
+                return event, inactive
         with bound(repo=event.repo_full_name, action=event.action):
             config_error: str | None = None
             try:
@@ -364,6 +421,9 @@ class Worker:
                 mode=policy.mode.value,
             )
         )
+        inflight = self._inflight.get(delivery.guid)
+        if inflight is not None:
+            inflight.run_ids.append(run.id)
         reason = REPORTER_REPLY if trigger.reporter_reply else trigger.command
         await self._record(delivery.guid, "trigger", workflow=trigger.workflow, reason=reason)
         metrics.run_started(trigger.workflow)

@@ -41,6 +41,10 @@ class Event:
     author_login: str | None = None
     labels: tuple[str, ...] = ()
     html_url: str | None = None
+    repositories_added: tuple[str, ...] = ()
+    """`installation_repositories.added`: the full names the installation gained."""
+    repositories_removed: tuple[str, ...] = ()
+    """`installation_repositories.removed`: the full names the installation lost."""
 
 
 class SkipReason(StrEnum):
@@ -62,6 +66,7 @@ class SkipReason(StrEnum):
     IGNORED_AUTHOR = "ignored_author"
     NO_TARGET = "no_target"
     REPLY_LIMIT = "reply_limit"
+    INSTALLATION_INACTIVE = "installation_inactive"
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,8 @@ class UsageSummary:
     wall_seconds: float = 0.0
     agents_ok: int = 0
     agents_failed: int = 0
+    agents_replayed: int = 0
+    """Agent calls answered from a journal (a resumed run) instead of the model."""
 
 
 @dataclass(frozen=True, slots=True)

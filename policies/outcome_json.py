@@ -34,6 +34,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
             "wall_seconds": round(usage.wall_seconds, 3),
             "agents_ok": usage.agents_ok,
             "agents_failed": usage.agents_failed,
+            "agents_replayed": usage.agents_replayed,
         },
         "error": outcome.error,
         "branches": list(outcome.branches),
@@ -83,6 +84,7 @@ class _StoredUsage(BaseModel):
     wall_seconds: float = 0.0
     agents_ok: int = 0
     agents_failed: int = 0
+    agents_replayed: int = 0
 
 
 class _StoredBlocked(BaseModel):
@@ -152,6 +154,7 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
             wall_seconds=u.wall_seconds,
             agents_ok=u.agents_ok,
             agents_failed=u.agents_failed,
+            agents_replayed=u.agents_replayed,
         ),
         blocked=None
         if b is None

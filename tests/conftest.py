@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import settings
 
@@ -32,6 +35,50 @@ def shared_dir(name: str) -> Path:
     if os.environ.get("TESTS_REQUIRE_SHARED") == "1":
         pytest.fail(f"{reason}; TESTS_REQUIRE_SHARED=1 asks for it")
     pytest.skip(reason)
+
+
+# Read once, at start-up: tests that scrub BOT_* variables from their environment still reach it.
+TEST_DATABASE_URL = os.environ.get("BOT_TEST_DATABASE_URL", "")
+
+
+def postgres_url() -> str:
+    """The test server's DSN from BOT_TEST_DATABASE_URL (`scripts/postgres start` prints one),
+    or skip the test when it is unset (fail instead under TESTS_REQUIRE_POSTGRES=1, which CI
+    sets: there a server runs)."""
+    if TEST_DATABASE_URL:
+        return TEST_DATABASE_URL
+    reason = (
+        "needs a Postgres server: set BOT_TEST_DATABASE_URL "
+        '(eval "$(bash scripts/postgres start)" starts one)'
+    )
+    if os.environ.get("TESTS_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"{reason}; TESTS_REQUIRE_POSTGRES=1 asks for it")
+    pytest.skip(reason)
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """`url` with its connections' tables in `schema` (a libpq `options` parameter)."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query)
+    query.append(("options", f"-c search_path={schema}"))
+    return urllib.parse.urlunsplit(
+        parts._replace(query=urllib.parse.urlencode(query, quote_via=urllib.parse.quote))
+    )
+
+
+@pytest.fixture
+def postgres_dsn() -> Iterator[str]:
+    """A DSN whose tables live in a fresh schema of the test database, dropped afterwards: each
+    test starts from an empty database without paying for a new one."""
+    base = postgres_url()
+    schema = f"test_{secrets.token_hex(6)}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield with_search_path(base, schema)
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(scope="session")

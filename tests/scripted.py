@@ -187,10 +187,43 @@ class RunningBot:
     url: str
     db: Path
     log: Path
-    proc: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None = None
 
     def log_lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+
+def bot_env(
+    root: Path,
+    *,
+    github_url: str,
+    llm_url: str,
+    app_id: int,
+    private_key_pem: str,
+    webhook_secret: str,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a `bot` process using the fakes: BOT_* settings only, data in
+    `root/data`, the App's key in `root/app.pem`."""
+    key = root / "app.pem"
+    key.write_text(private_key_pem)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOT_")}
+    env.update(
+        {
+            "BOT_GITHUB_API_URL": github_url,
+            "BOT_GITHUB_WEB_URL": github_url,
+            "BOT_LLM_BASE_URL": llm_url,
+            "BOT_MODEL": "fake-model",
+            "BOT_APP_ID": str(app_id),
+            "BOT_PRIVATE_KEY_PATH": str(key),
+            "BOT_WEBHOOK_SECRET": webhook_secret,
+            "BOT_DATA_DIR": str(root / "data"),
+            "BOT_WORKERS": "2",
+            "PYTHONPATH": str(REPO),
+            **(extra_env or {}),
+        }
+    )
+    return env
 
 
 @contextmanager
@@ -203,36 +236,34 @@ def running_bot(
     private_key_pem: str,
     webhook_secret: str,
     extra_env: dict[str, str] | None = None,
-    args: Sequence[str] = (),
+    serve_args: Sequence[str] = (),
 ) -> Iterator[RunningBot]:
-    """`bot serve [args]` as a subprocess on a free port of 127.0.0.1, configured only by
-    BOT_* env."""
-    key = root / "app.pem"
-    key.write_text(private_key_pem)
+    """`bot serve` as a subprocess on a free port of 127.0.0.1, configured only by BOT_* env;
+    `serve_args` are added to its command line (e.g. `--no-worker`)."""
     data = root / "data"
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOT_")}
-    env.update(
-        {
-            "BOT_GITHUB_API_URL": github_url,
-            "BOT_GITHUB_WEB_URL": github_url,
-            "BOT_LLM_BASE_URL": llm_url,
-            "BOT_MODEL": "fake-model",
-            "BOT_APP_ID": str(app_id),
-            "BOT_PRIVATE_KEY_PATH": str(key),
-            "BOT_WEBHOOK_SECRET": webhook_secret,
-            "BOT_DATA_DIR": str(data),
-            "BOT_WORKERS": "2",
-            "PYTHONPATH": str(REPO),
-            **(extra_env or {}),
-        }
+    env = bot_env(
+        root,
+        github_url=github_url,
+        llm_url=llm_url,
+        app_id=app_id,
+        private_key_pem=private_key_pem,
+        webhook_secret=webhook_secret,
+        extra_env=extra_env,
     )
     log_path = root / "serve.log"
     command = [
-        *(sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
-        *args,
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *serve_args,
     ]
-    with log_path.open("wb") as log_file:
+    with log_path.open("ab") as log_file:  # appended: a test may start it twice on one root
         proc = subprocess.Popen(
             command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT
         )
@@ -285,10 +316,11 @@ def bot_with_fakes(
     *,
     extra_env: dict[str, str] | None = None,
     files: dict[str, str] | None = None,
-    args: Sequence[str] = (),
+    serve_args: Sequence[str] = (),
 ) -> Iterator[tuple[FakeGitHub, FakeLLM, RunningBot]]:
     """The fake GitHub (repository `octo/hello` holding REPO_FILES, and `files`) and the fake
-    model, each on 127.0.0.1, and `bot serve [args]` as a subprocess configured to use both."""
+    model, each on 127.0.0.1, and `bot serve [serve_args]` as a subprocess configured to use
+    both."""
     fake = make_fake_github(root, files={**REPO_FILES, **(files or {})})
     llm = FakeLLM()
     llm.respond_with(ModelScript())
@@ -303,7 +335,7 @@ def bot_with_fakes(
             private_key_pem=fake.private_key_pem,
             webhook_secret=fake.webhook_secret,
             extra_env=extra_env,
-            args=args,
+            serve_args=serve_args,
         ) as running,
     ):
         yield fake, llm, running

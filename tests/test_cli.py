@@ -7,7 +7,16 @@ import sys
 
 import pytest
 
-COMMANDS = ("serve", "worker", "replay", "deliveries", "workflow", "doctor", "setup")
+COMMANDS = (
+    "serve",
+    "worker",
+    "replay",
+    "deliveries",
+    "redeliver",
+    "workflow",
+    "doctor",
+    "setup",
+)
 
 
 def test_every_subcommand_is_registered_in_a_fresh_process() -> None:

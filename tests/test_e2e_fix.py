@@ -9,6 +9,7 @@ the module; the tests run in order, as the issue's story.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -346,3 +347,44 @@ def test_a_change_beyond_the_plan_into_workflows_ends_blocked_and_pushes_nothing
     blocked = world.outcome(run_id)["blocked"]
     assert ".github/workflows/ci.yml" in blocked["decision"]
     assert not any("Go ahead" in option for option in blocked["options"])  # not pushable
+
+
+def test_a_workflow_change_ends_blocked_and_decide_resumes_it_with_replays(world: World) -> None:
+    fr = world.fake.repos["octo/hello"]
+    world.fake.add_issue("octo", "hello", title="ci python", body="Use 3.12 in CI.", user="alice")
+    number = max(fr.issues)
+    pushes = len(world.fake.pushes)
+    guid = world.command(f"@{world.fake.slug} fix update .github/workflows/ci.yml", number=number)
+    _, status = world.finished(guid)
+    assert status == "blocked", world.log.read_text()[-4000:]
+    (report,) = world.own_comments(number)
+    assert "workflows/ci.yml" in report["body"]
+    assert f"@{world.fake.slug} decide " in report["body"]
+    implemented = world.model.calls["implement"]
+
+    # A reader's answer does nothing: no run, no comment.
+    runs = len(world.query("SELECT id FROM runs"))
+    reader = world.command(f"@{world.fake.slug} decide 1", number=number, user="reader")
+    world.wait(
+        "the reader's decision",
+        lambda: bool(
+            world.query("SELECT 1 FROM deliveries WHERE guid = ? AND decision IS NOT NULL", reader)
+        ),
+    )
+    assert len(world.query("SELECT id FROM runs")) == runs
+    assert len(world.own_comments(number)) == 1
+
+    # A writer's answer resumes it: option 1 is "make the change, push nothing".
+    guid = world.command(f"@{world.fake.slug} decide 1", number=number)
+    follow_id, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-4000:]
+    assert world.model.calls["implement"] > implemented
+    assert len(world.fake.pushes) == pushes  # a workflow change is never pushed
+    comments = world.own_comments(number)
+    assert len(comments) == 2
+    first, follow = comments
+    match = re.search(r"replayed (\d+) of (\d+) agent calls", follow["body"])
+    assert match and int(match.group(1)) > 0, follow["body"]
+    assert "```diff" in follow["body"] and "workflows/ci.yml" in follow["body"]
+    assert "**Answered**" in first["body"] and follow_id in first["body"]
+    assert world.outcome(follow_id)["status"] == "succeeded"

@@ -45,3 +45,31 @@ def test_secret_values_are_the_rotation_parts_without_spaces() -> None:
     assert [s.decode() for s in settings.webhook_secrets] == ["old-secret-1", "new-secret-2"]
     # Redaction matches these literally: a leading space would miss the secret at a line start.
     assert settings.secret_values() == ["old-secret-1", "new-secret-2"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("postgresql://bot:pg-s3cret-pw@db.internal:5432/bot", id="url"),
+        pytest.param("postgres://bot@/bot?host=/run/pg&password=pg-s3cret-pw", id="url-query"),
+    ],
+)
+def test_a_postgres_url_selects_postgres_and_its_password_is_redacted(url: str) -> None:
+    settings = load_settings({"BOT_DATABASE_URL": url}, None)
+    assert settings.uses_postgres and settings.database_dsn == url
+    assert "pg-s3cret-pw" in settings.secret_values()
+    assert "pg-s3cret-pw" not in repr(settings)
+
+
+def test_a_sqlite_url_names_the_database_file(tmp_path: Path) -> None:
+    settings = load_settings({"BOT_DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}, None)
+    assert not settings.uses_postgres and settings.sqlite_path == tmp_path / "x.db"
+    assert load_settings({}, None).sqlite_path == Path(".bot/bot.sqlite3")
+
+
+def test_the_redelivery_interval_is_off_unless_set() -> None:
+    assert load_settings({}, None).redeliver_interval is None
+    assert load_settings({"BOT_REDELIVER_INTERVAL": ""}, None).redeliver_interval is None
+    assert load_settings({"BOT_REDELIVER_INTERVAL": "300"}, None).redeliver_interval == 300.0
+    with pytest.raises(SettingsError, match="redeliver_interval"):
+        load_settings({"BOT_REDELIVER_INTERVAL": "0"}, None)

@@ -1,4 +1,5 @@
-"""`bot replay` (decide a saved payload offline) and `bot deliveries` (what was received)."""
+"""`bot replay` (decide a saved payload offline) and `bot deliveries` (what was received, what
+was decided, its job and the runs it started)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot.backend import open_store
 from bot.events import parse_event
 from bot.settings import SettingsError, load_settings
-from bot.store import Store, StoreError
+from bot.storage import DeliverySummary, StoreError
 from bot.worker import DEFAULT_APP_SLUG
 from policies.config import ConfigError, parse_repo_config
 from policies.event import Skip
 from policies.interaction import resolve_run_interaction_policy
+from policies.lifecycle import lifecycle_change
 from policies.triggers import decide
 
 PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
@@ -37,7 +40,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     replay.add_argument("--json", action="store_true", help="print one JSON object")
     replay.set_defaults(func=run_replay)
 
-    deliveries = subparsers.add_parser("deliveries", help="list stored deliveries and decisions")
+    deliveries = subparsers.add_parser(
+        "deliveries", help="list stored deliveries: decisions, jobs and the runs they started"
+    )
     deliveries.add_argument("--limit", type=int, default=None, help="only the N most recent")
     deliveries.add_argument("--json", action="store_true", help="print JSON lines")
     deliveries.set_defaults(func=run_deliveries)
@@ -75,8 +80,15 @@ def run_replay(args: argparse.Namespace) -> int:
         return _fail(f"{args.config}: {exc}")
 
     event = parse_event(args.event, "replay", payload)
-    decision = decide(event, config, app_slug=slug, permission=args.permission)
     mode = resolve_run_interaction_policy({"context": {"channel_name": "github"}}).mode.value
+    change = lifecycle_change(event)
+    if change is not None:
+        if args.json:
+            print(json.dumps({"decision": "lifecycle", "workflow": None, "reason": change.message}))
+        else:
+            print(f"lifecycle: {change.message}")
+        return 0
+    decision = decide(event, config, app_slug=slug, permission=args.permission)
     if isinstance(decision, Skip):
         result: dict[str, object] = {
             "decision": "skip",
@@ -104,33 +116,56 @@ def run_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _summary_json(row: DeliverySummary) -> dict[str, object]:
+    d = row.delivery
+    job = None
+    if row.job_status is not None:
+        job = {
+            "status": row.job_status,
+            "attempts": row.attempts,
+            "max_attempts": row.max_attempts,
+            "last_error": row.last_error,
+        }
+    return {
+        "delivery_id": d.guid,
+        "event": d.event,
+        "action": d.action,
+        "received_at": d.received_at,
+        "decision": d.decision,
+        "workflow": d.workflow,
+        "reason": d.reason,
+        "job": job,
+        "runs": [{"run_id": run_id, "status": status} for run_id, status in row.runs],
+    }
+
+
+def _summary_line(row: DeliverySummary) -> str:
+    """guid, event, decision, the job (status and attempts), the runs, then the detail."""
+    d = row.delivery
+    event = f"{d.event}.{d.action}" if d.action else d.event
+    job = "no job"
+    if row.job_status is not None:
+        job = f"{row.job_status} {row.attempts}/{row.max_attempts}"
+    runs = ",".join(f"{run_id}:{status}" for run_id, status in row.runs) or "-"
+    detail = d.workflow or d.reason or ""
+    return f"{d.guid}  {event:32}  {d.decision or 'pending':9}  {job:13}  {runs}  {detail}"
+
+
 def run_deliveries(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
-        store = Store.open(settings.sqlite_path)
+        store = open_store(settings)
     except (SettingsError, StoreError) as exc:
         return _fail(str(exc))
     try:
-        rows = store.list_deliveries(limit=args.limit, bodies=False)
+        rows = store.delivery_summaries(limit=args.limit)
     finally:
         store.close()
     for row in rows:
-        item = {
-            "delivery_id": row.guid,
-            "event": row.event,
-            "action": row.action,
-            "received_at": row.received_at,
-            "decision": row.decision,
-            "workflow": row.workflow,
-            "reason": row.reason,
-        }
         if args.json:
-            print(json.dumps(item))
+            print(json.dumps(_summary_json(row)))
         else:
-            event = f"{row.event}.{row.action}" if row.action else row.event
-            outcome = row.decision or "pending"
-            detail = row.workflow or row.reason or ""
-            print(f"{row.guid}  {event:40}  {outcome:8}  {detail}")
+            print(_summary_line(row))
     if not rows and not args.json:
         print("no deliveries stored", file=sys.stderr)
     return 0

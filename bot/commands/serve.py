@@ -20,13 +20,13 @@ import uvicorn
 from starlette.applications import Starlette
 
 from bot import metrics, wakeup
+from bot.backend import job_queue, open_store
 from bot.github.setup import missing_credentials
 from bot.log import configure, get_logger
-from bot.queue.sqlite import SqliteJobQueue
 from bot.receivers import Receivers, default_receivers, die_with_parent, listen, supervise
 from bot.redact import install as install_redactor
 from bot.settings import Settings, SettingsError, load_settings
-from bot.store import Store, StoreError
+from bot.storage import Storage, StoreError
 from bot.web import WEBHOOK_PATH, create_app
 from bot.wiring import build_worker_hooks, has_credentials
 from bot.worker import DEFAULT_APP_SLUG, Worker
@@ -66,10 +66,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     serve.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     serve.set_defaults(func=run_serve)
     worker = subparsers.add_parser("worker", help="run only the worker pool")
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        help="jobs handled at once by this process (default: BOT_WORKERS, 2)",
+    )
     worker.set_defaults(func=run_worker)
 
 
-def _prepare(*, quiet: bool = False) -> tuple[Settings, Store] | None:
+def _prepare(*, quiet: bool = False) -> tuple[Settings, Storage] | None:
     """Settings and the store, or None (logged). `quiet`: a receiver started by `bot serve`,
     whose parent has already warned about what the settings lack."""
     try:
@@ -80,12 +85,6 @@ def _prepare(*, quiet: bool = False) -> tuple[Settings, Store] | None:
         return None
     configure(settings.log_level)
     install_redactor(settings)  # before anything is logged that could carry a secret
-    if settings.uses_postgres:
-        log.error(
-            "BOT_DATABASE_URL selects Postgres, which this version cannot use yet; "
-            "unset it to use SQLite in BOT_DATA_DIR"
-        )
-        return None
     missing = [] if quiet else missing_credentials(settings)
     if missing:
         log.warning(
@@ -97,14 +96,16 @@ def _prepare(*, quiet: bool = False) -> tuple[Settings, Store] | None:
     if not quiet and settings.app_slug is None and not has_credentials(settings):
         log.warning(f"BOT_APP_SLUG is not set; answering to @{DEFAULT_APP_SLUG}")
     try:
-        store = Store.open(settings.sqlite_path)
+        store = open_store(settings)
     except StoreError as exc:
         log.error(str(exc))
         return None
     return settings, store
 
 
-def build_worker(settings: Settings, store: Store) -> Worker | None:
+def build_worker(
+    settings: Settings, store: Storage, *, concurrency: int | None = None
+) -> Worker | None:
     """The worker pool, or None (logged) when the operator's settings cannot make one."""
     try:
         hooks = build_worker_hooks(settings, store)
@@ -113,10 +114,11 @@ def build_worker(settings: Settings, store: Store) -> Worker | None:
         return None
     return Worker(
         store,
-        SqliteJobQueue(store),
+        job_queue(store),
         hooks,
         app_slug=settings.app_slug or DEFAULT_APP_SLUG,
-        concurrency=settings.workers,
+        concurrency=concurrency or settings.workers,
+        lease_seconds=settings.job_lease_seconds,
     )
 
 
@@ -159,7 +161,7 @@ def run_serve(args: argparse.Namespace) -> int:
             "serving",
             extra={
                 "url": f"http://{host}:{port}{WEBHOOK_PATH}",
-                "database": str(store.path),
+                "database": store.where,
                 "worker": worker is not None,
                 "receivers": 1,
                 "durability": settings.durability,
@@ -172,7 +174,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _run_supervisor(
-    settings: Settings, store: Store, worker: Worker | None, host: str, port: int, count: int
+    settings: Settings, store: Storage, worker: Worker | None, host: str, port: int, count: int
 ) -> int:
     try:
         sock = listen(host, port)
@@ -189,7 +191,7 @@ def _run_supervisor(
         "serving",
         extra={
             "url": f"http://{host}:{port}{WEBHOOK_PATH}",
-            "database": str(store.path),
+            "database": store.where,
             "worker": worker is not None,
             "receivers": count,
             "receiver_pids": receivers.pids,
@@ -260,7 +262,11 @@ def run_worker(args: argparse.Namespace) -> int:
     if prepared is None:
         return 1
     settings, store = prepared
-    worker = build_worker(settings, store)
+    if args.concurrency is not None and not 1 <= args.concurrency <= 64:
+        log.error("--concurrency must be between 1 and 64")
+        store.close()
+        return 1
+    worker = build_worker(settings, store, concurrency=args.concurrency)
     if worker is None:
         store.close()
         return 1

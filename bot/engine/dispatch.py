@@ -232,7 +232,7 @@ class CallDispatch:
             label=agent.label,
         )
         self.refs[result.ref or ""] = (agent.label, result_text(result))
-        self.journal.record(key, self._journal_entry(agent, result))
+        self._record(key, self._journal_entry(agent, result))
         self.transcripts[str(agent.index)] = {
             "label": agent.label,
             "replayed": True,
@@ -297,8 +297,17 @@ class CallDispatch:
             and self.writes_started == writes_before
             and await self._workspace_unchanged()
         ):
-            self.journal.record(key, self._journal_entry(agent, result))
+            self._record(key, self._journal_entry(agent, result))
         return result
+
+    def _record(self, key: str, entry: dict[str, Any]) -> None:
+        """Journal a replayable result and write the journal at once, so an attempt that is
+        killed mid-run (a crashed worker) still leaves what it finished for the next one."""
+        self.journal.record(key, entry)
+        try:
+            artifacts.atomic_write_json(self.run_dir / "journal.json", self.journal.to_json())
+        except (OSError, TypeError, ValueError) as exc:
+            log.warning("cannot write the journal: %s", exc)
 
     async def _workspace_unchanged(self) -> bool:
         if self.local_root is None:

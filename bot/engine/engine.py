@@ -222,7 +222,9 @@ class Engine:
     ) -> Run:
         rid = run_id
         previous = None
-        if resume_from is not None:
+        if resume_from is not None and resume_from == rid:
+            previous = rid  # an interrupted attempt of this same run (a crashed worker)
+        elif resume_from is not None:
             others = [r for r in self.store.run_ids() if r != rid]
             previous = self.store.resolve(resume_from, others)
         details = RunDetails(
@@ -236,7 +238,9 @@ class Engine:
         journal = Journal()
         if previous is not None:
             try:
-                journal = Journal.resuming(self.store.run_dir(previous) / "journal.json")
+                journal = Journal.resuming(
+                    self.store.run_dir(previous) / "journal.json", carry=previous == rid
+                )
             except JournalError as exc:
                 details.resume_note = f"{exc}; every call runs for real"
         git_dir: Path | None = None

@@ -96,9 +96,13 @@ class Journal:
     dropped: int = 0
     _previous: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _cursors: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
+    carry: bool = False
+    """Write the previous entries not replayed yet along with this run's (a run resuming its
+    own interrupted attempt writes the same file it read: nothing recorded may be lost if it
+    is interrupted again before replaying everything)."""
 
     @classmethod
-    def resuming(cls, path: Path) -> Journal:
+    def resuming(cls, path: Path, *, carry: bool = False) -> Journal:
         """A journal that replays the entries recorded at `path`; raises JournalError."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -113,7 +117,7 @@ class Journal:
         for entry in entries:
             if isinstance(entry, dict) and isinstance(entry.get("key"), str):
                 previous[entry["key"]].append(entry)
-        return cls(_previous=dict(previous))
+        return cls(_previous=dict(previous), carry=carry)
 
     def claim(self, key: str) -> dict[str, Any] | None:
         """The Nth recorded result for the Nth identical call, or None (then it runs)."""
@@ -129,9 +133,17 @@ class Journal:
     def record(self, key: str, result: dict[str, Any]) -> None:
         self.entries.append({"key": key, **result})
 
+    def _unclaimed(self) -> list[dict[str, Any]]:
+        return [
+            entry
+            for key, recorded in self._previous.items()
+            for entry in recorded[self._cursors[key] :]
+        ]
+
     def to_json(self) -> dict[str, Any]:
         """The journal capped at 2 MiB of JSON, oldest entries dropped first."""
-        sizes = [len(_canonical(e).encode("utf-8")) + 2 for e in self.entries]
+        entries = [*self.entries, *self._unclaimed()] if self.carry else self.entries
+        sizes = [len(_canonical(e).encode("utf-8")) + 2 for e in entries]
         total = sum(sizes)
         start = 0
         while total > JOURNAL_CAP and start < len(sizes):
@@ -140,5 +152,5 @@ class Journal:
         return {
             "version": JOURNAL_VERSION,
             "dropped": self.dropped + start,
-            "entries": self.entries[start:],
+            "entries": entries[start:],
         }

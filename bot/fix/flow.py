@@ -11,8 +11,9 @@
    the installation token as an HTTP header (never forced, never to the default branch or a
    fork) and opens a draft pull request, asking the requester to review it.
 
-A follow-up run (a maintainer's `decide` on a BLOCKED fix) passes `follow_up`: the blocked
-run's arguments, unchanged so its read-only calls replay, plus the decision.
+A follow-up (a maintainer's `decide` on a BLOCKED fix, `resume_fix`) runs with the blocked
+run's arguments, unchanged so its read-only calls replay, plus the decision, from the commit
+the blocked run started on.
 """
 
 from __future__ import annotations
@@ -24,15 +25,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.fix import gitops
-from bot.github.context import fetch_context, sanitize
+from bot.github.context import default_branch_of, fetch_context, sanitize
 from bot.github.errors import GitHubError, RateLimited
 from bot.github.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
 from bot.github.render import Progress
 from bot.log import get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
-from bot.review.suggest import check_commit, reclaim
+from bot.review.runner import reclaim_run
+from bot.review.suggest import check_commit
 from bot.workflows import fix as fix_workflow
 from policies.config import FixConfig, RepoConfig
+from policies.decide import Refused, no_arguments
 from policies.fix import (
     CheckResult,
     blocked_for,
@@ -49,6 +52,7 @@ from policies.outcome import Outcome, RunFacts, UsageSummary, failed_outcome, ou
 if TYPE_CHECKING:
     from bot.engine.details import RunDetails
     from bot.execute import RunExecutor
+    from bot.followup import FollowUp, Resumed
     from bot.github.installation import InstallationClient
     from bot.github.publish import Publisher
     from bot.store import RunRecord
@@ -68,12 +72,12 @@ class Place:
     start: str
     target: FixTarget
     default: str
-    branches: dict[str, str]
-    """The remote's `bot/fix-<n>*` branches, when they were listed (name -> commit)."""
+    branches: dict[str, str] | None
+    """The remote's `bot/fix-<n>*` branches (name -> commit); None when not listed yet."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class FollowUp:
+class Resume:
     """A maintainer's answer to a BLOCKED fix: the blocked run's arguments and the decision."""
 
     blocked_run: str
@@ -176,49 +180,73 @@ async def run_fix(
     publisher: Publisher,
     started: float,
     read_config: ConfigReader,
-    *,
-    follow_up: FollowUp | None = None,
 ) -> None:
+    """A `fix` command's run, published: see the module docstring."""
+    outcome, _ = await fix_outcome(
+        ex, client, trigger, run, payload, publisher, started, read_config
+    )
+    await ex._publish(publisher, run.id, outcome)
+
+
+async def resume_fix(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused:
+    """`decide`'s handler for a BLOCKED fix (`bot.followup.FOLLOW_UPS`): the blocked run's
+    arguments plus the decision, resumed from it; the caller publishes the outcome."""
+    from bot.followup import Resumed  # bot.followup imports this module
+
+    if fu.args is None:
+        return no_arguments(fu.blocked.id)
+    resume = Resume(fu.blocked.id, fu.args, fu.decision)
+    outcome, details = await fix_outcome(
+        ex,
+        fu.client,
+        fu.trigger,
+        fu.run,
+        fu.payload,
+        fu.publisher,
+        fu.started,
+        ex._repo_config,
+        resume=resume,
+    )
+    return Resumed(outcome, details)
+
+
+async def fix_outcome(
+    ex: RunExecutor,
+    client: InstallationClient,
+    trigger: Trigger,
+    run: RunRecord,
+    payload: Mapping[str, Any] | None,
+    publisher: Publisher,
+    started: float,
+    read_config: ConfigReader,
+    *,
+    resume: Resume | None = None,
+) -> tuple[Outcome, RunDetails | None]:
+    """Run the fix and push its result; the outcome, not yet published, and the run's details.
+
+    Every failure becomes a `failed` outcome that says what failed, except GitHub's rate
+    limit beyond the client's cap, which propagates so the job is retried."""
     facts = RunFacts(run_id=run.id, workflow="fix", status="failed")
     tracker = Tracker("fix", started, clock=ex.clock)
     details: RunDetails | None = None
     git_dir: Path | None = None
     try:
         config = (await read_config(client)).fix
-        default = _default_branch(payload) or (await client.get_repo()).default_branch
+        default = default_branch_of(payload) or (await client.get_repo()).default_branch
         branches: dict[str, str] = {}
         target = await _target(ex, client, trigger, default, branches)
-        stored = dict(follow_up.args) if follow_up is not None else {}
+        stored = dict(resume.args) if resume is not None else {}
         phases = tuple(p.title for p in fix_workflow.meta.phase_list())
         await publisher.start(Progress(run_id=run.id, workflow="fix", phases=phases), defer=True)
         git_dir, start = await _workspace(
             ex, client, trigger, target, default, stored.get("fix_start")
         )
-        if follow_up is not None:
-            args = {**stored, "decision": dict(follow_up.decision)}
+        if resume is not None:
+            args = {**stored, "decision": dict(resume.decision)}
         else:
-            context = await fetch_context(
-                client,
-                trigger,
-                actor_permission="write",
-                run_id=run.id,
-                payload=payload,
-                default_branch=default,
+            args = await _arguments(
+                client, trigger, run, payload, publisher, default, config, start
             )
-            if context.comments_fetched:
-                publisher.know_comments(context.comments)
-            kind = "pull request" if trigger.target_kind == "pull_request" else "issue"
-            args = {
-                "target": f"{kind} #{trigger.number}",
-                "kind": trigger.target_kind,
-                "fence": context.fence,
-                "context": context.text,
-                "question": sanitize(trigger.args),
-                "fix_config": config.model_dump(),
-                "fix_start": start,
-                "requester": _requester(payload, trigger.actor),
-                "title": context.issue_title,
-            }
         bound_git = git_dir
 
         async def diff_of(commit: str) -> str:
@@ -234,12 +262,12 @@ async def run_fix(
             run_id=run.id,
             publisher=publisher,
             tracker=tracker,
-            resume_from=follow_up.blocked_run if follow_up is not None else None,
+            resume_from=resume.blocked_run if resume is not None else None,
         )
         facts = ex.facts_of(finished, run.id, "fix", started)
-        place = Place(git_dir, start, target, default, branches)
+        listed = branches if trigger.target_kind == "issue" else None
+        place = Place(git_dir, start, target, default, listed)
         outcome = await _conclude(ex, client, trigger, finished, facts, args, place, config)
-        outcome = _with_replays(outcome, details, follow_up)
     except RateLimited:
         raise
     except Exception as exc:
@@ -250,38 +278,47 @@ async def run_fix(
         outcome = failed_outcome(failed, ex.redactor(describe_error(exc)))
     finally:
         if git_dir is not None:
-            await _reclaim(git_dir, details)
-    await ex._publish(publisher, run.id, outcome)
+            await reclaim_run(git_dir, details)
+    return outcome, details
 
 
-def _with_replays(
-    outcome: Outcome, details: RunDetails | None, follow_up: FollowUp | None
-) -> Outcome:
-    if follow_up is None or details is None:
-        return outcome
-    total = len(details.agents)
-    replayed = sum(1 for agent in details.agents if agent.replayed)
-    line = f"Resumed from the blocked run `{follow_up.blocked_run}`: replayed {replayed} of {total} agent calls."
-    return dataclasses.replace(outcome, summary=f"{outcome.summary}\n\n{line}")
-
-
-async def _reclaim(git_dir: Path, details: RunDetails | None) -> None:
-    if details is None:
-        return
-    paths = [a.worktree_path for a in details.agents if a.worktree_path]
-    branches = [a.worktree_branch for a in details.agents if a.worktree_branch]
-    if paths or branches:
-        await reclaim(git_dir, paths, branches)
+async def _arguments(
+    client: InstallationClient,
+    trigger: Trigger,
+    run: RunRecord,
+    payload: Mapping[str, Any] | None,
+    publisher: Publisher,
+    default: str,
+    config: FixConfig,
+    start: str,
+) -> dict[str, Any]:
+    """The workflow's arguments for a first run (a follow-up reuses the blocked run's)."""
+    context = await fetch_context(
+        client,
+        trigger,
+        actor_permission="write",
+        run_id=run.id,
+        payload=payload,
+        default_branch=default,
+    )
+    if context.comments_fetched:
+        publisher.know_comments(context.comments)
+    kind = "pull request" if trigger.target_kind == "pull_request" else "issue"
+    return {
+        "target": f"{kind} #{trigger.number}",
+        "kind": trigger.target_kind,
+        "fence": context.fence,
+        "context": context.text,
+        "question": sanitize(trigger.args),
+        "fix_config": config.model_dump(),
+        "fix_start": start,
+        "requester": _requester(payload, trigger.actor),
+        "title": context.issue_title,
+    }
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _default_branch(payload: Mapping[str, Any] | None) -> str | None:
-    repo = payload.get("repository") if payload else None
-    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
-    return branch if isinstance(branch, str) and branch else None
 
 
 async def _conclude(
@@ -369,8 +406,12 @@ async def _conclude(
         lines += ["", "**Review**", "", *reviewed]
 
     if target.where == "patch_only" or choice == "patch":
-        why = target.reason or "as decided, nothing is pushed"
-        lines = [f"Nothing was pushed: {why}. The change is attached as a patch.", "", *lines]
+        first = (
+            f"Nothing was pushed: {target.reason}. The change is attached as a patch."
+            if target.reason
+            else "Nothing was pushed, as decided: the change is attached as a patch."
+        )
+        lines = [first, "", *lines]
         lines += patch_section(diff)
         return mapped({**base, "summary": "-"}, "\n".join(lines))
 
@@ -378,9 +419,9 @@ async def _conclude(
     if target.branch is not None:
         branch = target.branch
     else:
-        taken = place.branches or await ex.mirrors.remote_branches(
-            client, f"bot/fix-{trigger.number}"
-        )
+        taken = place.branches
+        if taken is None:
+            taken = await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}")
         branch = branch_name(trigger.number, title or summary[:60], taken)
     await ex.mirrors.push_branch(client, sha, branch, default_branch=place.default)
     text = PullText(title, summary, check, [str(a) for a in base["assumptions"]], facts.usage)

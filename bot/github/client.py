@@ -14,7 +14,12 @@ repository of the client (`repositories: [name]`) and optionally to fewer
 `permissions`, cached per (installation, repository) until 5 minutes before
 `expires_at`, and on a 401 dropped and re-requested once before the call fails
 with `AuthError`. `token()` gives the same token to git (as an HTTP header, see
-`bot.github.checkout`).
+`bot.github.checkout`). Once GitHub says the app lost an installation or some of its
+repositories (`revoke_access`), their cached tokens, permissions and labels are dropped and
+no token is requested for them (`AccessRevoked`) until `restore_access`.
+
+Webhook deliveries: `hook_deliveries(since=...)` lists the App's recent delivery attempts
+(newest first, cursor pages) and `redeliver(id)` asks GitHub to send one again.
 
 Retries, rate limits and write spacing are described in `bot.github._retry`.
 Errors: `GitHubError` (status, message, docs_url) and its subclasses `NotFound`,
@@ -30,7 +35,7 @@ For tests pass `transport=httpx.ASGITransport(fake.app)` and any `api_url`.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,6 +45,7 @@ from bot.github._auth import AppJwt, CachedToken, TokenKey, parse_github_time, t
 from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
 from bot.github._retry import RetryPolicy, Sender
 from bot.github.errors import (
+    AccessRevoked,
     AuthError,
     GitHubError,
     NotFound,
@@ -47,7 +53,14 @@ from bot.github.errors import (
     RetryableError,
 )
 from bot.github.installation import LABELS_TTL_S, PERMISSION_TTL_S, InstallationClient
-from bot.github.models import AppInfo, Installation, InstallationToken, Label, Permission
+from bot.github.models import (
+    AppInfo,
+    HookDelivery,
+    Installation,
+    InstallationToken,
+    Label,
+    Permission,
+)
 from bot.log import get_logger
 
 if TYPE_CHECKING:
@@ -118,6 +131,8 @@ class GitHubApp:
         self._token_locks: dict[TokenKey, anyio.Lock] = {}
         self._permissions: dict[tuple[int, str, str], tuple[float, Permission]] = {}
         self._labels: dict[tuple[int, str], tuple[float, tuple[Label, ...]]] = {}
+        # installation id -> None (all of it) or the lower-case full names it lost
+        self._revoked: dict[int, frozenset[str] | None] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, **kwargs: Any) -> GitHubApp:
@@ -186,6 +201,88 @@ class GitHubApp:
             url, params = nxt, None
         return items
 
+    async def hook_deliveries(self, *, since: float) -> list[HookDelivery]:
+        """`GET /app/hook/deliveries`: the App's delivery attempts since `since` (epoch
+        seconds), newest first. Pages (100 each, the cursor in the `Link` header) are read
+        until one reaches back past `since`, at most `MAX_PAGES` of them."""
+        items: list[HookDelivery] = []
+        url = "/app/hook/deliveries"
+        params: Mapping[str, str | int] | None = {"per_page": 100}
+        for _ in range(MAX_PAGES):
+            response = await self._app_request("GET", url, params=params)
+            page = models_of(HookDelivery, json_of(response))
+            fresh = [item for item in page if _delivered_at(item) >= since]
+            items.extend(fresh)
+            nxt = next_link(response)
+            if nxt is None or len(fresh) < len(page) or not page:
+                break
+            url, params = nxt, None
+        else:
+            log.warning("webhook deliveries truncated", extra={"pages": MAX_PAGES})
+        return items
+
+    async def redeliver(self, delivery_id: int) -> None:
+        """`POST /app/hook/deliveries/{id}/attempts`: GitHub sends that delivery again, with
+        its GUID (a 202; GitHub's 404 or 422 for an id it does not know or will not resend)."""
+        await self._app_request("POST", f"/app/hook/deliveries/{int(delivery_id)}/attempts")
+
+    # -- losing and regaining an installation ---------------------------------------------------
+
+    def revoke_access(self, installation_id: int, repos: Collection[str] | None = None) -> None:
+        """GitHub said the app lost the installation (`repos` None) or those repositories of it
+        (full names): drop what is cached for them and request no token for them any more."""
+        names = None if repos is None else frozenset(r.lower() for r in repos)
+        current = self._revoked.get(installation_id, frozenset())
+        if names is None or current is None:
+            self._revoked[installation_id] = None
+        else:
+            self._revoked[installation_id] = current | names
+        bare = None if names is None else {n.rsplit("/", 1)[-1] for n in names}
+        self._tokens = {
+            key: token
+            for key, token in self._tokens.items()
+            if key[0] != installation_id or (bare is not None and key[1].lower() not in bare)
+        }
+        self._permissions = {
+            key: hit
+            for key, hit in self._permissions.items()
+            if key[0] != installation_id or (names is not None and key[1].lower() not in names)
+        }
+        self._labels = {
+            key: hit
+            for key, hit in self._labels.items()
+            if key[0] != installation_id or (names is not None and key[1].lower() not in names)
+        }
+        log.info(
+            "installation access revoked; cached tokens dropped",
+            extra={"installation_id": installation_id, "repos": sorted(names or ["*"])},
+        )
+
+    def restore_access(self, installation_id: int, repos: Collection[str] | None = None) -> None:
+        """GitHub said access came back: to the whole installation (`repos` None: unsuspended)
+        or to those repositories (added to it; a suspended installation stays revoked)."""
+        current = self._revoked.get(installation_id, frozenset())
+        if repos is None:
+            self._revoked.pop(installation_id, None)
+        elif current is not None:
+            left = current - {r.lower() for r in repos}
+            if left:
+                self._revoked[installation_id] = left
+            else:
+                self._revoked.pop(installation_id, None)
+
+    def check_access(self, installation_id: int, full_name: str | None = None) -> None:
+        """Raise AccessRevoked when the installation, or its repository `full_name`, is lost."""
+        if installation_id not in self._revoked:
+            return
+        lost = self._revoked[installation_id]
+        if lost is None:
+            raise AccessRevoked(
+                403, f"the app no longer has access to installation {installation_id}"
+            )
+        if full_name is not None and full_name.lower() in lost:
+            raise AccessRevoked(403, f"the app no longer has access to {full_name}")
+
     async def installation_token(
         self,
         installation_id: int,
@@ -193,6 +290,7 @@ class GitHubApp:
         permissions: Mapping[str, str] | None = None,
     ) -> str:
         """A token for one installation, narrowed to `repo` when given; cached until near expiry."""
+        self.check_access(installation_id)
         key = token_key(installation_id, repo, permissions)
         cached = self._tokens.get(key)
         if cached is not None and cached.fresh(self._clock()):
@@ -211,6 +309,7 @@ class GitHubApp:
                 "POST", f"/app/installations/{installation_id}/access_tokens", json=body or None
             )
             issued = model_of(InstallationToken, response)
+            self.check_access(installation_id)  # revoked while the token was on its way
             self._tokens[key] = CachedToken(issued.token, parse_github_time(issued.expires_at))
             log.info(
                 "installation token issued",
@@ -275,3 +374,11 @@ class GitHubApp:
                 k: hit for k, hit in self._labels.items() if now - hit[0] < LABELS_TTL_S
             }
         self._labels[key] = (now, labels)
+
+
+def _delivered_at(item: HookDelivery) -> float:
+    """When GitHub made the attempt; an attempt without a readable time counts as new."""
+    try:
+        return parse_github_time(item.delivered_at)
+    except ValueError:
+        return float("inf")

@@ -368,6 +368,13 @@ def pull_parts(
     return parts
 
 
+def default_branch_of(payload: Mapping[str, Any] | None) -> str | None:
+    """The repository's default branch as a delivery's payload gives it, if it does."""
+    repo = payload.get("repository") if payload else None
+    branch = repo.get("default_branch") if isinstance(repo, Mapping) else None
+    return branch if isinstance(branch, str) and branch else None
+
+
 def new_fence() -> str:
     return secrets.token_hex(8)
 

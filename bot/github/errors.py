@@ -34,6 +34,11 @@ class AuthError(GitHubError):
     """401 that a fresh token did not cure: check BOT_APP_ID and the private key."""
 
 
+class AccessRevoked(AuthError):
+    """The app lost access to the installation or repository (uninstalled, suspended, or the
+    repository taken out of it): nothing is requested with its tokens until access is back."""
+
+
 class RetryableError(GitHubError):
     """A transient failure that outlived the client's own retries: re-queue the job."""
 

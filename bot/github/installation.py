@@ -77,8 +77,14 @@ class InstallationClient:
         return f"InstallationClient({self.installation_id}, {self.full_name!r})"
 
     async def token(self) -> str:
-        """The installation token for this repository (for git). A secret: never log it."""
-        return await self.app.installation_token(self.installation_id, self.repo, self._permissions)
+        """The installation token for this repository (for git). A secret: never log it.
+        AccessRevoked once the app lost the installation or this repository."""
+        self.app.check_access(self.installation_id, self.full_name)
+        token = await self.app.installation_token(
+            self.installation_id, self.repo, self._permissions
+        )
+        self.app.check_access(self.installation_id, self.full_name)
+        return token
 
     async def request(
         self,

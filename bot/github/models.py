@@ -237,3 +237,22 @@ class ManifestConversion(_Lenient):
     client_secret: str | None = Field(default=None, repr=False)
     html_url: str = ""
     owner: User | None = None
+
+
+class HookDelivery(_Lenient):
+    """One attempt of GitHub to deliver a webhook to the App (`GET /app/hook/deliveries`).
+
+    Every attempt of one event shares its `guid` (the `X-GitHub-Delivery` header); a
+    redelivery is another attempt, with `redelivery` set.
+    """
+
+    id: int
+    guid: str
+    delivered_at: str = ""
+    redelivery: bool = False
+    status: str = ""
+    status_code: int = 0
+    event: str = ""
+    action: str | None = None
+    installation_id: int | None = None
+    repository_id: int | None = None

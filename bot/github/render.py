@@ -200,7 +200,8 @@ def render_footer(outcome: Outcome) -> str:
     usage = outcome.usage
     bits = [
         f"Run `{outcome.run_id}`",
-        f"agents {usage.agents_ok} ok, {usage.agents_failed} failed",
+        f"agents {usage.agents_ok} ok, {usage.agents_failed} failed"
+        + (f" ({usage.agents_replayed} replayed)" if usage.agents_replayed else ""),
         f"{usage.total_tokens:,} tokens",
     ]
     if usage.cost is not None:
@@ -214,7 +215,9 @@ def _blocked_section(outcome: Outcome, *, answered: bool) -> list[str]:
     assert blocked is not None
     lines = [f"**Decision needed:** {blocked.decision}", ""]
     if blocked.why:
-        lines += [f"**Why:** {blocked.why}", ""]
+        # A why of several lines (a list) starts on a line of its own, so it renders as one.
+        why = blocked.why.strip()
+        lines += ["**Why:**", "", why, ""] if "\n" in why else [f"**Why:** {why}", ""]
     lines.append("**Options:**")
     for number, option in enumerate(blocked.options, start=1):
         mark = " *(default)*" if option == blocked.default else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -15,6 +16,7 @@ class JobStatus(StrEnum):
     RUNNING = "running"
     DONE = "done"
     DEAD = "dead"
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,10 @@ class Job:
     lease_owner: str | None
     lease_until: float | None
     last_error: str | None
+
+
+class GiveUp(RuntimeError):
+    """The job must not be tried again: the worker marks it dead at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +66,8 @@ class JobQueue(Protocol):
     A claimed job is leased to one worker until `lease_until`; the worker extends the lease
     with `heartbeat` while it works. A worker that dies simply stops heartbeating, and the job
     becomes claimable again once the lease runs out. Each claim counts as an attempt; after
-    `max_attempts` the job is dead and no longer claimed.
+    `max_attempts` the job is dead and no longer claimed. A cancelled job is never claimed
+    again either, and its holder, if any, loses the lease.
     """
 
     async def enqueue(
@@ -93,6 +100,13 @@ class JobQueue(Protocol):
         """Record a failed attempt: back to queued after a backoff (or at `not_before`, when
         that is later: a rate limit's reset), or dead when attempts are spent or `retry` is
         False. Raises LeaseLost when `worker_id` no longer holds it."""
+        ...
+
+    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
+        """Cancel the queued and running jobs of these deliveries (every kind): they are never
+        claimed again, and a worker holding one gets LeaseLost from `heartbeat`, `complete`
+        and `fail`. Done, dead and cancelled jobs stay as they are. `reason` becomes the
+        job's `last_error`. Returns the jobs this call cancelled, as they are now."""
         ...
 
     async def get(self, job_id: int) -> Job | None: ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from bot.queue.base import (
 from bot.store import Store, transaction
 
 T = TypeVar("T")
+_BATCH = 500  # ids per statement, well under SQLite's limit on bound parameters
 
 _COLUMNS = (
     "id, kind, delivery_id, status, attempts, max_attempts, run_after, lease_owner, lease_until,"
@@ -121,6 +122,9 @@ class SqliteJobQueue:
     ) -> Job:
         return await self._call(self._fail, job_id, worker_id, error, retry, not_before)
 
+    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
+        return await self._call(self.cancel_sync, list(delivery_ids), reason)
+
     async def get(self, job_id: int) -> Job | None:
         return await self._call(self.get_sync, job_id)
 
@@ -210,6 +214,24 @@ class SqliteJobQueue:
                 ),
             ).fetchone()
         return _job(row)
+
+    def cancel_sync(self, delivery_ids: list[str], reason: str) -> list[Job]:
+        conn = self.store.conn()
+        now = self.clock()
+        cancelled: list[Job] = []
+        with transaction(conn):
+            for start in range(0, len(delivery_ids), _BATCH):
+                batch = delivery_ids[start : start + _BATCH]
+                rows = conn.execute(
+                    f"UPDATE jobs SET status = 'cancelled', lease_owner = NULL,"
+                    f" lease_until = NULL, last_error = ?, updated_at = ?"
+                    f" WHERE status IN ('queued', 'running')"
+                    f" AND delivery_id IN ({','.join('?' * len(batch))})"
+                    f" RETURNING {_COLUMNS}",
+                    (reason[:2000], now, *batch),
+                ).fetchall()
+                cancelled.extend(_job(row) for row in rows)
+        return sorted(cancelled, key=lambda job: job.id)
 
     def get_sync(self, job_id: int) -> Job | None:
         row = (

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from bot.github.models import IssueComment, ReviewThread
 from bot.log import get_logger
-from bot.store import Store
+from bot.storage import Storage
 from policies.review_state import (
     ReviewState,
     StoredFinding,
@@ -29,7 +29,7 @@ log = get_logger(__name__)
 
 
 async def load_state(
-    store: Store,
+    store: Storage,
     repo: str,
     number: int,
     *,
@@ -53,7 +53,7 @@ async def load_state(
     return ReviewState()
 
 
-async def save_state(store: Store, repo: str, number: int, state: ReviewState) -> None:
+async def save_state(store: Storage, repo: str, number: int, state: ReviewState) -> None:
     await anyio.to_thread.run_sync(
         store.put_review_state, repo, number, state.model_dump_json(exclude_defaults=True)
     )

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from bot.engine.details import RunDetails
     from bot.github.installation import InstallationClient
     from bot.github.models import IssueComment, PullRequest
-    from bot.store import Store
+    from bot.storage import Storage
 
 log = get_logger(__name__)
 
@@ -515,7 +515,7 @@ def check_conclusion(state: ReviewState, *, fail_on: str, blocked: bool) -> str:
 
 
 async def load(
-    store: Store,
+    store: Storage,
     client: InstallationClient,
     number: int,
     *,
@@ -533,7 +533,7 @@ async def load(
     return apply_threads(state, threads, bot_login=bot_login)
 
 
-async def remember(store: Store, repo: str, number: int, state: ReviewState) -> None:
+async def remember(store: Storage, repo: str, number: int, state: ReviewState) -> None:
     await save_state(store, repo, number, state)
 
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.github.context import context_prompt
+from bot.workflows.decision import decision_note
 from policies.config import FixConfig
 from policies.fix import (
     OPTION_NARROW,
@@ -141,16 +142,6 @@ def _request_text(question: str) -> str:
     return "The request, as written by someone with write access:\n\n    " + " ".join(text.split())
 
 
-def decision_note(decision: Mapping[str, Any]) -> str:
-    """The maintainer's answer to the BLOCKED question, as a trusted line of the task."""
-    who = "".join(c for c in str(decision.get("by") or "") if c.isalnum() or c in "-[]")[:40]
-    said = " ".join(str(decision.get("text") or "").split())[:500]
-    return (
-        f"A maintainer with write access (@{who or 'unknown'}) answered the question this "
-        f"work stopped on, and decided: {said}. Follow that decision."
-    )
-
-
 def _choice(decision: Mapping[str, Any] | None) -> FixChoice | None:
     if not decision:
         return None
@@ -206,8 +197,7 @@ async def workflow(
 
     wf.phase("Implement")
     task = IMPLEMENT_TASK.format(target=target, request=request)
-    if decision:
-        task += "\n\n" + decision_note(decision)
+    task += decision_note(args)
     if choice == "narrow" and risk is not None:
         avoided = "; ".join(a for reason in risk.reasons for a in reason.actions)
         task += f"\n\n{OPTION_NARROW}: do not {avoided}."

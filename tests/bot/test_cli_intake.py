@@ -6,10 +6,16 @@ import json
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
+from bot.backend import job_queue
 from bot.cli import build_parser, main
+from bot.postgres.store import PostgresStore
+from bot.queue.sqlite import SqliteJobQueue, insert_job
+from bot.storage import Storage
 from bot.store import Store, transaction
+from tests.backends import BACKENDS, insert_delivery
 from tests.conftest import PAYLOADS
 
 
@@ -169,6 +175,7 @@ def test_deliveries_lists_stored_deliveries_with_decisions(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     store = Store.open(tmp_path / "data" / "bot.sqlite3")
+    queue = SqliteJobQueue(store)
     conn = store.conn()
     with transaction(conn):
         for n, (event, action) in enumerate([("issues", "opened"), ("ping", None)]):
@@ -177,7 +184,20 @@ def test_deliveries_lists_stored_deliveries_with_decisions(
                 " VALUES (?, ?, ?, ?, '{}', x'7b7d')",
                 (f"g-{n}", event, action, float(n)),
             )
+            insert_job(conn, f"g-{n}", float(n))
+    job = queue.claim_sync("w", 30)
+    assert job is not None and job.delivery_id == "g-0"
+    anyio.run(queue.fail, job.id, "w", "RetryableError: 502")
     store.record_decision("g-0", "trigger", workflow="triage")
+    run = store.create_run(
+        delivery_id="g-0",
+        repo="octo/hello",
+        target_kind="issue",
+        number=1,
+        workflow="triage",
+        mode="webhook",
+    )
+    store.update_run(run.id, status="running")
     store.close()
 
     assert main(["deliveries", "--json"]) == 0
@@ -186,14 +206,143 @@ def test_deliveries_lists_stored_deliveries_with_decisions(
         ("g-0", "issues", "trigger", "triage"),
         ("g-1", "ping", None, None),
     ]
+    assert rows[0]["job"] == {
+        "status": "queued",
+        "attempts": 1,
+        "max_attempts": 5,
+        "last_error": "RetryableError: 502",
+    }
+    assert rows[0]["runs"] == [{"run_id": run.id, "status": "running"}]
+    assert rows[1]["job"]["status"] == "queued" and rows[1]["job"]["attempts"] == 0
+    assert rows[1]["runs"] == []
     assert main(["deliveries"]) == 0
     text = capsys.readouterr().out.splitlines()
-    assert "issues.opened" in text[0] and "trigger" in text[0] and "triage" in text[0]
-    assert "pending" in text[1]
+    assert text[0].split() == [
+        "g-0",
+        "issues.opened",
+        "trigger",
+        "queued",
+        "1/5",
+        f"{run.id}:running",
+        "triage",
+    ]
+    assert text[1].split() == ["g-1", "ping", "pending", "queued", "0/5", "-"]
     assert main(["deliveries", "--limit", "1", "--json"]) == 0
     assert [json.loads(x)["delivery_id"] for x in capsys.readouterr().out.splitlines()] == ["g-1"]
+
+
+def test_deliveries_of_a_delivery_without_a_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = Store.open(tmp_path / "data" / "bot.sqlite3")
+    store.conn().execute(
+        "INSERT INTO deliveries (guid, event, received_at, headers, body)"
+        " VALUES ('g-0', 'push', 0, '{}', x'7b7d')"
+    )
+    store.close()
+    assert main(["deliveries", "--json"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["job"], row["runs"]) == (None, [])
+    assert main(["deliveries"]) == 0
+    assert "no job" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("event", "action", "reason"),
+    [
+        ("installation", "suspend", "installation_suspended: installation 16598467 was suspended"),
+        ("installation_repositories", "removed", "repositories_removed: octocat/hello-world of installation 2"),
+    ],
+)  # fmt: skip
+def test_replay_shows_an_installation_lifecycle_change(
+    capsys: pytest.CaptureFixture[str], event: str, action: str, reason: str
+) -> None:
+    path = PAYLOADS / event / f"{action}.payload.json"
+    code, result, _ = replay(capsys, str(path), "--event", event)
+    assert code == 0
+    assert result == {"decision": "lifecycle", "workflow": None, "reason": reason}
+    assert main(["replay", str(path), "--event", event]) == 0
+    assert capsys.readouterr().out == f"lifecycle: {reason}\n"
 
 
 def test_deliveries_on_an_empty_store(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["deliveries"]) == 0
     assert "no deliveries stored" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_deliveries_shows_each_decision_job_and_runs_on_either_backend(
+    backend: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    store: Storage
+    if backend == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        monkeypatch.setenv("BOT_DATABASE_URL", dsn)
+        store = PostgresStore.open(dsn)
+    else:
+        store = Store.open(tmp_path / "data" / "bot.sqlite3")
+    queue = job_queue(store)
+    for n, guid in enumerate(["g-retried", "g-skipped", "g-waiting"]):
+        insert_delivery(store, guid, received_at=float(n))
+        assert await queue.enqueue(guid) is not None
+    # g-retried: the first attempt fails, the second starts two runs and completes.
+    first = await queue.claim("w", 60)
+    assert first is not None and first.delivery_id == "g-retried"
+    await queue.fail(first.id, "w", "RuntimeError: GitHub answered 502", not_before=0)
+    runs = [
+        store.create_run(
+            delivery_id="g-retried",
+            repo="octo/hello",
+            target_kind="issue",
+            number=1,
+            workflow=workflow,
+            mode="webhook",
+        ).id
+        for workflow in ("triage", "ask")
+    ]
+    store.record_decision("g-retried", "trigger", reason="opened", workflow="triage")
+    skipped = await queue.claim("w", 60)
+    assert skipped is not None and skipped.delivery_id == "g-skipped"
+    store.record_decision("g-skipped", "skip", reason="bot_sender: dependabot[bot]")
+    await queue.complete(skipped.id, "w")
+    store.close()
+
+    assert main(["deliveries", "--json"]) == 0
+    rows = {
+        row["delivery_id"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())
+    }
+    assert list(rows) == ["g-retried", "g-skipped", "g-waiting"]
+    retried = rows["g-retried"]
+    assert (retried["decision"], retried["workflow"]) == ("trigger", "triage")
+    assert retried["runs"] == [{"run_id": run_id, "status": "queued"} for run_id in runs]
+    assert retried["job"] == {
+        "status": "queued",
+        "attempts": 1,
+        "max_attempts": 5,
+        "last_error": "RuntimeError: GitHub answered 502",
+    }
+    assert (rows["g-skipped"]["decision"], rows["g-skipped"]["runs"]) == ("skip", [])
+    assert rows["g-skipped"]["job"]["status"] == "done"
+    assert rows["g-skipped"]["job"]["attempts"] == 1
+    assert rows["g-waiting"]["decision"] is None
+    assert rows["g-waiting"]["job"]["status"] == "queued"
+    assert rows["g-waiting"]["job"]["attempts"] == 0
+
+    assert main(["deliveries"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].split() == [
+        "g-retried",
+        "issues.opened",
+        "trigger",
+        "queued",
+        "1/5",
+        ",".join(f"{run_id}:queued" for run_id in runs),
+        "triage",
+    ]
+    assert text[1].split()[2:5] == ["skip", "done", "1/5"]
+    assert text[2].split()[2:6] == ["pending", "queued", "0/5", "-"]

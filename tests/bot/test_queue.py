@@ -1,15 +1,20 @@
-"""The JobQueue contract, run against every backend (SQLite now; Postgres joins the params)."""
+"""The JobQueue contract, run against every backend: SQLite, and Postgres on procrastinate."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import procrastinate.jobs
 import pytest
+from procrastinate.exceptions import JobAborted
 
+from bot.postgres.store import PostgresStore
 from bot.queue.base import JobQueue, JobStatus, LeaseLost, backoff_seconds
+from bot.queue.postgres import AttemptFailed, GaveUp, PostgresJobQueue, retry_strategy
 from bot.queue.sqlite import SqliteJobQueue
 from bot.store import Store
 
@@ -31,13 +36,17 @@ class Backend:
     clock: FakeClock
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Backend]:
     clock = FakeClock()
     if request.param == "sqlite":
         store = Store.open(data_dir / "bot.sqlite3", clock=clock)
         yield Backend(SqliteJobQueue(store), clock)
         store.close()
+    elif request.param == "postgres":
+        pg = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
+        yield Backend(PostgresJobQueue(pg), clock)
+        pg.close()
     else:  # pragma: no cover - a new backend adds its branch here
         raise AssertionError(request.param)
 
@@ -68,6 +77,34 @@ async def test_enqueue_is_idempotent_per_delivery(backend: Backend) -> None:
     assert await q.enqueue("d-1") is None
     counts = await q.counts()
     assert counts[JobStatus.QUEUED] == 1
+
+
+async def test_concurrent_enqueues_of_one_delivery_make_one_job(backend: Backend) -> None:
+    q = backend.queue
+    made: list[int | None] = []
+
+    async def enqueue() -> None:
+        made.append(await q.enqueue("d-1"))
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(8):
+            tasks.start_soon(enqueue)
+    assert len([job_id for job_id in made if job_id is not None]) == 1
+    assert made.count(None) == 7
+    assert (await q.counts())[JobStatus.QUEUED] == 1
+    job = await q.claim("w", 30)
+    assert job is not None and job.delivery_id == "d-1"
+    assert await q.claim("w", 30) is None
+
+
+async def test_a_delivery_keeps_its_one_job_after_it_is_done(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w", 30)
+    assert job is not None
+    await q.complete(job.id, "w")
+    assert await q.enqueue("d-1") is None
+    assert await q.claim("w", 30) is None
 
 
 async def test_claims_oldest_first(backend: Backend) -> None:
@@ -207,6 +244,176 @@ async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
     assert sorted(claimed) == sorted(f"d-{n}" for n in range(20))
 
 
+async def test_cancelled_queued_jobs_are_never_claimed(backend: Backend) -> None:
+    q = backend.queue
+    for name in ("d-1", "d-2", "d-3"):
+        await q.enqueue(name)
+    cancelled = await q.cancel(["d-1", "d-3", "d-unknown"], "installation_suspended")
+    assert [(j.delivery_id, j.status, j.last_error) for j in cancelled] == [
+        ("d-1", JobStatus.CANCELLED, "installation_suspended"),
+        ("d-3", JobStatus.CANCELLED, "installation_suspended"),
+    ]
+    backend.clock.advance(3600)
+    claimed = await q.claim("w", 30)
+    assert claimed is not None and claimed.delivery_id == "d-2"
+    assert await q.claim("w", 30) is None
+    counts = await q.counts()
+    assert (counts[JobStatus.CANCELLED], counts[JobStatus.RUNNING]) == (2, 1)
+
+
+async def test_cancelling_a_running_job_takes_the_lease_from_its_holder(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w1", 30)
+    assert job is not None
+    (cancelled,) = await q.cancel(["d-1"], "repositories_removed")
+    assert (cancelled.id, cancelled.status, cancelled.lease_owner) == (
+        job.id,
+        JobStatus.CANCELLED,
+        None,
+    )
+    with pytest.raises(LeaseLost):
+        await q.heartbeat(job.id, "w1", 30)
+    with pytest.raises(LeaseLost):
+        await q.complete(job.id, "w1")
+    with pytest.raises(LeaseLost):
+        await q.fail(job.id, "w1", "boom")
+    backend.clock.advance(3600)  # long past the lease: still not claimable
+    assert await q.claim("w2", 30) is None
+    after = await q.get(job.id)
+    assert after is not None and after.status is JobStatus.CANCELLED
+
+
+async def test_cancel_leaves_finished_jobs_alone(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-done")
+    await q.enqueue("d-dead")
+    done = await q.claim("w", 30)
+    dead = await q.claim("w", 30)
+    assert done is not None and dead is not None
+    await q.complete(done.id, "w")
+    await q.fail(dead.id, "w", "bad payload", retry=False)
+    assert await q.cancel(["d-done", "d-dead"], "installation_deleted") == []
+    assert await q.cancel([], "installation_deleted") == []
+    again = await q.get(done.id)
+    assert again is not None and again.status is JobStatus.DONE
+    # Cancelling twice cancels once.
+    await q.enqueue("d-1")
+    assert len(await q.cancel(["d-1"], "first")) == 1
+    assert await q.cancel(["d-1"], "second") == []
+    assert (await q.counts())[JobStatus.CANCELLED] == 1
+
+
+async def test_cancel_handles_many_deliveries_at_once(backend: Backend) -> None:
+    q = backend.queue
+    names = [f"d-{n}" for n in range(1200)]
+    for name in names:
+        await q.enqueue(name)
+    assert len(await q.cancel(names, "installation_deleted")) == 1200
+    assert await q.claim("w", 30) is None
+
+
 def test_backoff_doubles_up_to_a_cap() -> None:
     assert [backoff_seconds(n) for n in (1, 2, 3, 4)] == [2.0, 4.0, 8.0, 16.0]
     assert backoff_seconds(30) == 300.0
+
+
+# -- Postgres: how the contract sits on procrastinate ------------------------------------------
+
+
+@pytest.fixture
+def pg_queue(postgres_dsn: str) -> Iterator[tuple[PostgresJobQueue, FakeClock]]:
+    clock = FakeClock()
+    store = PostgresStore.open(postgres_dsn, clock=clock)
+    yield PostgresJobQueue(store), clock
+    store.close()
+
+
+def test_only_a_failed_attempt_is_retried_by_the_explicit_retry_strategy() -> None:
+    attempt = procrastinate.jobs.Job(
+        id=1, queue="bot", lock=None, queueing_lock=None, task_name="delivery", attempts=1
+    )
+    strategy = retry_strategy(max_attempts=5)
+    assert strategy.get_retry_decision(exception=AttemptFailed("boom"), job=attempt) is not None
+    # Left unset, procrastinate retries any exception, an aborted job's included.
+    for other in (JobAborted(), asyncio.CancelledError(), GaveUp("bad payload"), KeyError("x")):
+        assert strategy.get_retry_decision(exception=other, job=attempt) is None
+    assert (
+        strategy.get_retry_decision(exception=AttemptFailed("boom"), job=attempt.evolve(attempts=5))
+        is None
+    )
+
+
+async def test_a_job_aborted_through_procrastinate_ends_after_its_attempt(
+    pg_queue: tuple[PostgresJobQueue, FakeClock],
+) -> None:
+    q, clock = pg_queue
+    await q.enqueue("d-1")
+    job = await q.claim("w", 30)
+    assert job is not None
+    assert q.manager.cancel_job_by_id(job.id, abort=True)
+    with pytest.raises(LeaseLost, match="aborted"):  # the worker stops at its next heartbeat
+        await q.heartbeat(job.id, "w", 30)
+    after = await q.fail(job.id, "w", "CancelledError: aborted", retry=True)
+    assert (after.status, after.attempts) == (JobStatus.DEAD, 1)
+    clock.advance(3600)
+    assert await q.claim("w", 30) is None
+
+
+async def test_an_aborted_job_whose_worker_stopped_ends_when_its_lease_runs_out(
+    pg_queue: tuple[PostgresJobQueue, FakeClock],
+) -> None:
+    q, clock = pg_queue
+    await q.enqueue("d-1")
+    job = await q.claim("w", 30)
+    assert job is not None
+    assert q.manager.cancel_job_by_id(job.id, abort=True)
+    clock.advance(31)
+    assert await q.claim("w2", 30) is None
+    after = await q.get(job.id)
+    assert after is not None and (after.status, after.attempts) == (JobStatus.DEAD, 1)
+
+
+async def test_jobs_are_procrastinate_jobs_with_its_history(
+    pg_queue: tuple[PostgresJobQueue, FakeClock],
+) -> None:
+    q, clock = pg_queue
+    job_id = await q.enqueue("d-1")
+    assert job_id is not None
+    first = await q.claim("w1", 30)
+    assert first is not None
+    clock.advance(31)  # w1's lease runs out: recovered through procrastinate's retry
+    second = await q.claim("w2", 30)
+    assert second is not None
+    await q.fail(second.id, "w2", "boom")
+    clock.advance(backoff_seconds(2))
+    third = await q.claim("w3", 30)
+    assert third is not None and third.attempts == 3
+    await q.complete(third.id, "w3")
+    (pjob,) = q.manager.list_jobs(id=job_id)
+    assert (pjob.task_name, pjob.queue, pjob.task_kwargs) == (
+        "delivery",
+        "bot",
+        {"delivery_id": "d-1"},
+    )
+    assert (pjob.status, pjob.attempts) == ("succeeded", 3)
+    with q.store.pool.connection() as conn:
+        events = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT type FROM procrastinate_events WHERE job_id = %s ORDER BY id", (job_id,)
+            )
+        ]
+    # Events of one change come in the order of procrastinate's trigger names.
+    assert events == [
+        "scheduled",
+        "deferred",
+        "started",
+        "scheduled",
+        "deferred_for_retry",
+        "started",
+        "scheduled",
+        "deferred_for_retry",
+        "started",
+        "succeeded",
+    ]

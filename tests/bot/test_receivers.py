@@ -70,7 +70,7 @@ def wait_until(what: str, done: Any, timeout: float = 30.0) -> None:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bot, RunningBot]]:
     root = tmp_path_factory.mktemp("receivers")
-    with bot_with_fakes(root, args=["--receivers", "2"]) as (fake, llm, running):
+    with bot_with_fakes(root, serve_args=["--receivers", "2"]) as (fake, llm, running):
         yield Bot(running.url, fake, llm, running.db, running.log), running
 
 
@@ -190,14 +190,14 @@ def test_metrics_add_up_every_process(tree: tuple[Bot, RunningBot], pinged: list
 
 
 def test_sigterm_stops_every_process(tmp_path: Path) -> None:
-    with bot_with_fakes(tmp_path, args=["--receivers", "2"]) as (fake, _, running):
+    with bot_with_fakes(tmp_path, serve_args=["--receivers", "2"]) as (fake, _, running):
         pids = serving(running)["receiver_pids"]
         body = json.dumps({"zen": "Design for failure.", "hook_id": 7}).encode()
         headers = delivery_headers("ping", "last-one", fake.webhook_secret, body)
         response = httpx.post(f"{running.url}/webhooks/github", content=body, headers=headers)
         assert response.status_code == 202
-        running.proc.send_signal(signal.SIGTERM)
-        assert running.proc.wait(timeout=30) == 0
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=30) == 0
         wait_until("the receivers to exit", lambda: not any(alive(pid) for pid in pids))
         host, port = running.url.removeprefix("http://").split(":")
         with pytest.raises(ConnectionRefusedError), socket.create_connection((host, int(port))):
@@ -209,16 +209,24 @@ def test_sigterm_stops_every_process(tmp_path: Path) -> None:
 
 
 def test_receivers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
-    with bot_with_fakes(tmp_path, args=["--receivers", "2", "--no-worker"]) as (_, _, running):
+    with bot_with_fakes(tmp_path, serve_args=["--receivers", "2", "--no-worker"]) as (
+        _,
+        _,
+        running,
+    ):
         pids = serving(running)["receiver_pids"]
-        running.proc.send_signal(signal.SIGKILL)
-        running.proc.wait()
+        running.process.send_signal(signal.SIGKILL)
+        running.process.wait()
         wait_until("the orphaned receivers to exit", lambda: not any(alive(pid) for pid in pids))
 
 
 def test_fsync_durability_stores_and_decides(tmp_path: Path) -> None:
     env = {"BOT_DURABILITY": "fsync"}
-    with bot_with_fakes(tmp_path, extra_env=env, args=["--receivers", "2"]) as (fake, llm, running):
+    with bot_with_fakes(tmp_path, extra_env=env, serve_args=["--receivers", "2"]) as (
+        fake,
+        llm,
+        running,
+    ):
         assert serving(running)["durability"] == "fsync"
         # A large body goes to a segment file, which is synced before its row commits.
         body = json.dumps({"zen": "x" * 50_000, "hook_id": 7}).encode()
@@ -247,7 +255,11 @@ def test_an_unknown_durability_is_refused_before_anything_starts(tmp_path: Path)
 def test_kill_9_of_every_process_right_after_202s_loses_nothing(tmp_path: Path) -> None:
     body = (PAYLOADS / "issues" / "opened.payload.json").read_bytes()
     guids = [f"k9-{n:03d}" for n in range(80)]
-    with bot_with_fakes(tmp_path, args=["--receivers", "2", "--no-worker"]) as (fake, _, running):
+    with bot_with_fakes(tmp_path, serve_args=["--receivers", "2", "--no-worker"]) as (
+        fake,
+        _,
+        running,
+    ):
         pids = serving(running)["receiver_pids"]
 
         def post(guid: str) -> int:
@@ -257,9 +269,9 @@ def test_kill_9_of_every_process_right_after_202s_loses_nothing(tmp_path: Path) 
 
         with ThreadPoolExecutor(16) as pool:
             statuses = list(pool.map(post, guids))
-        for pid in [*pids, running.proc.pid]:
+        for pid in [*pids, running.process.pid]:
             os.kill(pid, signal.SIGKILL)
-        running.proc.wait()
+        running.process.wait()
         wait_until("the receivers to die", lambda: not any(alive(pid) for pid in pids))
     assert statuses == [202] * len(guids)
     conn = sqlite3.connect(running.db)

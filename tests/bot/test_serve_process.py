@@ -154,7 +154,16 @@ def test_every_shared_payload_is_stored_once_and_decided(
         rows = {d.guid: d for d in store.list_deliveries()}
         assert set(rows) == set(all_posted)
         assert {guid: row.event for guid, row in rows.items()} == all_posted
-        assert {row.decision for row in rows.values()} <= {"trigger", "skip"}
+        assert {row.decision for row in rows.values()} <= {"trigger", "skip", "lifecycle"}
+        # installation.deleted/suspend/unsuspend, installation_repositories.added/removed
+        lifecycle = [row for row in rows.values() if row.decision == "lifecycle"]
+        assert sorted(f"{row.event}.{row.action}" for row in lifecycle) == [
+            "installation.deleted",
+            "installation.suspend",
+            "installation.unsuspend",
+            "installation_repositories.added",
+            "installation_repositories.removed",
+        ]
         assert any(row.decision == "trigger" for row in rows.values())
         assert sum(SqliteJobQueue(store).counts_sync().values()) == 273
     finally:

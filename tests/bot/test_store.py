@@ -1,23 +1,48 @@
-"""The SQLite store: schema migrations, deliveries, decisions and runs."""
+"""The store on both backends (deliveries, decisions, runs, review state), and each
+backend's own concerns: SQLite's file and migrations, Postgres's schema and pool."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import procrastinate
+import psycopg
 import pytest
 
+from bot.backend import job_queue
+from bot.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from bot.postgres.store import PostgresStore
 from bot.queue.sqlite import SqliteJobQueue
+from bot.storage import Storage
 from bot.store import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
+from policies.lifecycle import InstallationState
+from tests.backends import BACKENDS, execute, insert_delivery, query
+
+Opener = Callable[..., Storage]
 
 
-def _insert_delivery(store: Store, guid: str, received_at: float = 1.0) -> None:
-    store.conn().execute(
-        "INSERT INTO deliveries (guid, event, action, received_at, headers, body)"
-        " VALUES (?, 'issues', 'opened', ?, '{\"x-github-event\": \"issues\"}', x'7b7d')",
-        (guid, received_at),
-    )
+@pytest.fixture(params=BACKENDS)
+def open_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Opener]:
+    """Opens the backend's store (again, on the same database, when called again)."""
+    opened: list[Storage] = []
+
+    def opener(clock: Callable[[], float] = time.time) -> Storage:
+        store: Storage
+        if request.param == "sqlite":
+            store = Store.open(data_dir / "bot.sqlite3", clock=clock)
+        else:
+            store = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
+        opened.append(store)
+        return store
+
+    yield opener
+    for store in opened:
+        store.close()
 
 
 def test_open_creates_the_schema_in_wal_mode(data_dir: Path) -> None:
@@ -34,7 +59,7 @@ def test_open_creates_the_schema_in_wal_mode(data_dir: Path) -> None:
 def test_reopening_keeps_data_and_does_not_migrate_twice(data_dir: Path) -> None:
     path = data_dir / "bot.sqlite3"
     store = Store.open(path)
-    _insert_delivery(store, "g-1")
+    insert_delivery(store, "g-1")
     store.close()
     again = Store.open(path)
     assert again.count_deliveries() == 1
@@ -57,9 +82,9 @@ def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
         Store.open(blocker / "bot.sqlite3")
 
 
-def test_decision_is_recorded_on_the_delivery(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: 42.0)
-    _insert_delivery(store, "g-1")
+def test_decision_is_recorded_on_the_delivery(open_store: Opener) -> None:
+    store = open_store(clock=lambda: 42.0)
+    insert_delivery(store, "g-1")
     assert store.get_delivery("g-1") is not None
     assert store.get_delivery("g-1").decision is None  # type: ignore[union-attr]
     store.record_decision("g-1", "skip", reason="bot_sender: dependabot[bot]")
@@ -77,17 +102,17 @@ def test_decision_is_recorded_on_the_delivery(data_dir: Path) -> None:
     store.close()
 
 
-def test_list_deliveries_oldest_first_with_limit_keeping_the_newest(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3")
+def test_list_deliveries_oldest_first_with_limit_keeping_the_newest(open_store: Opener) -> None:
+    store = open_store()
     for n in range(5):
-        _insert_delivery(store, f"g-{n}", received_at=float(n))
+        insert_delivery(store, f"g-{n}", received_at=float(n))
     assert [d.guid for d in store.list_deliveries()] == [f"g-{n}" for n in range(5)]
     assert [d.guid for d in store.list_deliveries(limit=2)] == ["g-3", "g-4"]
     store.close()
 
 
-def test_create_run_is_idempotent_per_delivery_and_workflow(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3")
+def test_create_run_is_idempotent_per_delivery_and_workflow(open_store: Opener) -> None:
+    store = open_store()
     args = {
         "delivery_id": "g-1",
         "repo": "octo/repo",
@@ -109,9 +134,9 @@ def test_create_run_is_idempotent_per_delivery_and_workflow(data_dir: Path) -> N
     store.close()
 
 
-def test_runs_on_a_target_newest_first_without_the_excluded_one(data_dir: Path) -> None:
+def test_runs_on_a_target_newest_first_without_the_excluded_one(open_store: Opener) -> None:
     clock = iter(float(n) for n in range(100))
-    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: next(clock))
+    store = open_store(clock=lambda: next(clock))
     made = [
         store.create_run(
             delivery_id=f"g-{n}",
@@ -130,13 +155,13 @@ def test_runs_on_a_target_newest_first_without_the_excluded_one(data_dir: Path) 
     store.close()
 
 
-def test_latest_run_and_runs_counted_by_their_deliverys_reason(data_dir: Path) -> None:
+def test_latest_run_and_runs_counted_by_their_deliverys_reason(open_store: Opener) -> None:
     clock = iter(float(n) for n in range(100))
-    store = Store.open(data_dir / "bot.sqlite3", clock=lambda: next(clock))
+    store = open_store(clock=lambda: next(clock))
     reasons = [None, "reporter_reply", "ask", "reporter_reply", "reporter_reply"]
     made = []
     for n, reason in enumerate(reasons):
-        _insert_delivery(store, f"g-{n}")
+        insert_delivery(store, f"g-{n}")
         workflow = "ask" if reason == "ask" else "triage"
         made.append(
             store.create_run(
@@ -149,7 +174,7 @@ def test_latest_run_and_runs_counted_by_their_deliverys_reason(data_dir: Path) -
             )
         )
         store.record_decision(f"g-{n}", "trigger", reason=reason, workflow=workflow)
-    _insert_delivery(store, "g-skip")
+    insert_delivery(store, "g-skip")
     store.record_decision("g-skip", "skip", reason="reporter_reply")
 
     latest = store.latest_run("octo/repo", "issue", 7, "triage")
@@ -168,19 +193,22 @@ def test_latest_run_and_runs_counted_by_their_deliverys_reason(data_dir: Path) -
     store.close()
 
 
-def test_ping_reports_a_broken_database(data_dir: Path) -> None:
-    path = data_dir / "bot.sqlite3"
-    store = Store.open(path)
+def test_ping_reports_a_broken_database(open_store: Opener) -> None:
+    store = open_store()
     assert store.ping()
-    store.conn().execute("DROP TABLE deliveries")
+    execute(
+        store,
+        "DROP TABLE deliveries CASCADE"
+        if isinstance(store, PostgresStore)
+        else "DROP TABLE deliveries",
+    )
     assert not store.ping()
-    store.close()
 
 
 def test_delivery_and_job_share_the_database_file(data_dir: Path) -> None:
     store = Store.open(data_dir / "bot.sqlite3")
     queue = SqliteJobQueue(store)
-    _insert_delivery(store, "g-1")
+    insert_delivery(store, "g-1")
     assert queue.enqueue_sync("g-1") is not None
     raw = sqlite3.connect(data_dir / "bot.sqlite3")
     assert raw.execute(
@@ -190,8 +218,8 @@ def test_delivery_and_job_share_the_database_file(data_dir: Path) -> None:
     store.close()
 
 
-def test_review_state_is_kept_per_pull_request(tmp_path: Path) -> None:
-    store = Store.open(tmp_path / "db.sqlite3")
+def test_review_state_is_kept_per_pull_request(open_store: Opener) -> None:
+    store = open_store()
     assert store.get_review_state("o/r", 1) is None
     store.put_review_state("o/r", 1, '{"heads": ["a"]}')
     store.put_review_state("o/r", 2, '{"heads": ["b"]}')
@@ -201,7 +229,7 @@ def test_review_state_is_kept_per_pull_request(tmp_path: Path) -> None:
     assert store.get_review_state("x/r", 1) is None
 
 
-def _run(store: Store, guid: str, workflow: str = "triage", number: int = 7) -> RunRecord:
+def _run(store: Storage, guid: str, workflow: str = "triage", number: int = 7) -> RunRecord:
     return store.create_run(
         delivery_id=guid,
         repo="octo/repo",
@@ -238,8 +266,8 @@ def test_a_database_from_before_run_args_keeps_its_runs_and_gains_the_column(
     store.close()
 
 
-def test_one_run_claims_the_answer_to_a_blocked_run(data_dir: Path) -> None:
-    store = Store.open(data_dir / "bot.sqlite3")
+def test_one_run_claims_the_answer_to_a_blocked_run(open_store: Opener) -> None:
+    store = open_store()
     blocked = _run(store, "g-1")
     first, second, elsewhere = (
         _run(store, "g-2", "decide"),
@@ -266,3 +294,220 @@ def test_one_run_claims_the_answer_to_a_blocked_run(data_dir: Path) -> None:
     assert store.answered_by(blocked) is None
     assert store.claim_answer(second.id, blocked, decision) is None
     store.close()
+
+
+def test_one_run_holds_a_target_until_it_ends_or_its_time_runs_out(open_store: Opener) -> None:
+    now = [1000.0]
+    store = open_store(clock=lambda: now[0])
+
+    def run(guid: str, number: int = 7) -> RunRecord:
+        return store.create_run(
+            delivery_id=guid,
+            repo="o/r",
+            target_kind="issue",
+            number=number,
+            workflow="ask",
+            mode="webhook",
+        )
+
+    a, b, c = run("g-a"), run("g-b"), run("g-c", number=8)
+    assert store.acquire_target(a, workflow="ask", until=1030) is None
+    assert store.acquire_target(b, workflow="ask", until=1030) == a.id  # held
+    assert store.acquire_target(b, workflow="triage", until=1030) is None  # another workflow
+    assert store.acquire_target(c, workflow="ask", until=1030) is None  # another issue
+    assert store.acquire_target(a, workflow="ask", until=1030) is None  # its own, again
+    store.update_run(a.id, status="succeeded")
+    assert store.acquire_target(b, workflow="ask", until=1030) is None  # a ended
+    now[0] = 1031.0  # b's holder died: its time runs out
+    d = run("g-d")
+    assert store.acquire_target(d, workflow="ask", until=1060) is None
+    store.refresh_target(d.id, 1100)
+    now[0] = 1080.0
+    assert store.acquire_target(b, workflow="ask", until=1110) == d.id
+    store.release_target(d.id)
+    assert store.acquire_target(b, workflow="ask", until=1110) is None
+    store.close()
+
+
+def test_a_stop_is_recorded_once_for_whichever_worker_runs_it(open_store: Opener) -> None:
+    store = open_store()
+    run = store.create_run(
+        delivery_id="g", repo="o/r", target_kind="issue", number=1, workflow="ask", mode="webhook"
+    )
+    assert store.stop_requested(run.id) is None
+    store.request_stop(run.id, "stopped on request")
+    store.request_stop(run.id, "superseded")  # the first reason stays
+    assert store.stop_requested(run.id) == "stopped on request"
+    store.close()
+
+
+def test_installation_state_is_kept_per_installation(open_store: Opener) -> None:
+    store = open_store()
+    assert store.installation_state(42) is None
+    store.set_installation_state(42, InstallationState.SUSPENDED, delivery_id="g-1")
+    store.set_installation_state(43, InstallationState.DELETED, delivery_id="g-2")
+    assert store.installation_state(42) is InstallationState.SUSPENDED
+    store.set_installation_state(42, InstallationState.ACTIVE, delivery_id="g-3")
+    assert store.installation_state(42) is InstallationState.ACTIVE
+    assert store.installation_state(43) is InstallationState.DELETED
+    assert query(store, "SELECT delivery_id FROM installations WHERE id = 42") == [("g-3",)]
+    store.close()
+
+
+def test_seen_guids_are_those_stored(open_store: Opener) -> None:
+    store = open_store()
+    for n in range(3):
+        insert_delivery(store, f"g-{n}")
+    asked = [f"g-{n}" for n in range(1000)] + ["g-1"]
+    assert store.seen_guids(asked) == {"g-0", "g-1", "g-2"}
+    assert store.seen_guids([]) == set()
+    store.close()
+
+
+def test_deliveries_in_flight_are_undecided_or_have_unfinished_runs(open_store: Opener) -> None:
+    store = open_store()
+    for n, guid in enumerate(["undecided", "skipped", "running", "finished", "publishing"]):
+        insert_delivery(store, guid, received_at=float(n))
+    store.record_decision("skipped", "skip", reason="not_addressed")
+    for guid, status in [
+        ("running", "running"),
+        ("finished", "failed"),
+        ("publishing", "publishing"),
+    ]:
+        store.record_decision(guid, "trigger", workflow="triage")
+        store.update_run(_run(store, guid).id, status=status)
+    pending = store.deliveries_in_flight()
+    assert [d.guid for d in pending] == ["undecided", "running", "publishing"]
+    assert pending[0].body == b"{}"
+    store.close()
+
+
+def test_delivery_summaries_carry_the_job_and_the_runs(open_store: Opener) -> None:
+    store = open_store()
+    queue = job_queue(store)
+    for n, guid in enumerate(["g-0", "g-1", "g-2"]):
+        insert_delivery(store, guid, received_at=float(n))
+    for guid in ("g-0", "g-1"):
+        queue.enqueue_sync(guid)
+    job = queue.claim_sync("w", 30)
+    assert job is not None and job.delivery_id == "g-0"
+    store.record_decision("g-0", "trigger", workflow="triage")
+    first = _run(store, "g-0")
+    second = _run(store, "g-0", workflow="review")
+    store.update_run(first.id, status="succeeded")
+
+    g0, g1, g2 = store.delivery_summaries()
+    assert (g0.delivery.guid, g0.delivery.decision, g0.job_status, g0.attempts) == (
+        "g-0",
+        "trigger",
+        "running",
+        1,
+    )
+    assert g0.max_attempts == 5 and g0.last_error is None
+    assert g0.runs == ((first.id, "succeeded"), (second.id, "queued"))
+    assert (g1.job_status, g1.attempts, g1.runs) == ("queued", 0, ())
+    assert (g2.job_status, g2.attempts, g2.max_attempts, g2.runs) == (None, 0, None, ())
+    assert [s.delivery.guid for s in store.delivery_summaries(limit=1)] == ["g-2"]
+    store.close()
+
+
+def test_workers_racing_for_a_free_target_leave_one_holder(open_store: Opener) -> None:
+    store = open_store()
+    runs = [
+        store.create_run(
+            delivery_id=f"g-{n}",
+            repo="o/r",
+            target_kind="issue",
+            number=1,
+            workflow="ask",
+            mode="webhook",
+        )
+        for n in range(8)
+    ]
+    results: dict[str, str | None] = {}
+    start = threading.Barrier(len(runs))
+
+    def acquire(run: RunRecord) -> None:
+        start.wait()
+        results[run.id] = store.acquire_target(run, workflow="ask", until=time.time() + 30)
+
+    threads = [threading.Thread(target=acquire, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (winner,) = [run_id for run_id, holder in results.items() if holder is None]
+    assert all(holder == winner for run_id, holder in results.items() if run_id != winner)
+
+
+def test_attempts_at_a_run_are_counted(open_store: Opener) -> None:
+    store = open_store()
+    run = store.create_run(
+        delivery_id="g", repo="o/r", target_kind="issue", number=1, workflow="ask", mode="webhook"
+    )
+    assert [store.start_attempt(run.id) for _ in range(3)] == [1, 2, 3]
+    assert store.start_attempt("wf_000000000000") == 0
+
+
+# -- Postgres: its schema, migrated by the app, and its connections --------------------------
+
+
+def test_postgres_reopening_keeps_data_and_does_not_migrate_twice(postgres_dsn: str) -> None:
+    store = PostgresStore.open(postgres_dsn)
+    insert_delivery(store, "g-1")
+    store.close()
+    again = PostgresStore.open(postgres_dsn)
+    assert again.count_deliveries() == 1
+    with again.pool.connection() as conn:
+        rows = conn.execute("SELECT version, procrastinate FROM bot_schema").fetchall()
+    assert rows == [(PG_SCHEMA_VERSION, procrastinate.__version__)]
+    again.close()
+
+
+def test_postgres_stores_opening_at_once_migrate_once(postgres_dsn: str) -> None:
+    stores: list[Storage] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            stores.append(PostgresStore.open(postgres_dsn))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(stores) == 4
+    insert_delivery(stores[0], "g-1")
+    assert [store.count_deliveries() for store in stores] == [1, 1, 1, 1]
+    for store in stores:
+        store.close()
+
+
+def test_postgres_a_newer_schema_is_refused_with_advice(postgres_dsn: str) -> None:
+    PostgresStore.open(postgres_dsn).close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE bot_schema SET version = version + 1")
+    with pytest.raises(StoreError, match="newer than this bot"):
+        PostgresStore.open(postgres_dsn)
+
+
+def test_postgres_job_tables_of_another_procrastinate_are_refused(postgres_dsn: str) -> None:
+    PostgresStore.open(postgres_dsn).close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE bot_schema SET procrastinate = '2.0.0'")
+    with pytest.raises(StoreError, match=r"procrastinate 2\.0\.0's"):
+        PostgresStore.open(postgres_dsn)
+
+
+def test_postgres_unreachable_is_a_store_error_that_keeps_the_password_out(
+    tmp_path: Path,
+) -> None:
+    # No server listens in tmp_path: the socket is missing.
+    dsn = f"postgresql://bot:pw-{'9' * 12}@/bot?host={tmp_path}"
+    with pytest.raises(StoreError, match="cannot connect to Postgres") as caught:
+        PostgresStore.open(dsn)
+    assert "9" * 12 not in str(caught.value)
+    assert f"postgresql://bot@/bot?host={tmp_path}" in str(caught.value)

@@ -15,11 +15,14 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from bot.backend import job_queue
 from bot.delivery_writer import DeliveryWriter
-from bot.queue.sqlite import SqliteJobQueue
+from bot.postgres.store import PostgresStore
 from bot.settings import Settings
+from bot.storage import Storage
 from bot.store import Store
 from bot.web import MAX_BODY, WebhookReceiver, create_app, signature_matches
+from tests.backends import BACKENDS, execute
 
 pytestmark = pytest.mark.anyio
 
@@ -45,11 +48,11 @@ def headers(
 
 
 class Harness:
-    def __init__(self, app: Starlette, store: Store, client: httpx.AsyncClient) -> None:
+    def __init__(self, app: Starlette, store: Storage, client: httpx.AsyncClient) -> None:
         self.app = app
         self.store = store
         self.client = client
-        self.queue = SqliteJobQueue(store)
+        self.queue = job_queue(store)
 
     async def post(
         self, body: bytes, secret: str | None = OCTOKIT_SECRET, **kw: str
@@ -66,14 +69,19 @@ class Harness:
 Serve = Callable[..., AbstractAsyncContextManager[Harness]]
 
 
-@pytest.fixture
-def serve(data_dir: Path) -> Serve:
+@pytest.fixture(params=BACKENDS)
+def serve(request: pytest.FixtureRequest, data_dir: Path) -> Serve:
+    """The app on either backend: the route answers the same on both."""
+    dsn = request.getfixturevalue("postgres_dsn") if request.param == "postgres" else None
+
     @asynccontextmanager
     async def run(
         secret: str | None = OCTOKIT_SECRET, *, insecure: bool = False, max_body: int = MAX_BODY
     ) -> AsyncIterator[Harness]:
         settings = Settings(webhook_secret=secret, insecure_no_signature=insecure)
-        store = Store.open(data_dir / "bot.sqlite3")
+        store: Storage = (
+            Store.open(data_dir / "bot.sqlite3") if dsn is None else PostgresStore.open(dsn)
+        )
         app = create_app(settings, store, max_body=max_body)
         transport = httpx.ASGITransport(app=app)
         try:
@@ -331,8 +339,7 @@ async def test_health_and_readiness(serve: Serve) -> None:
         assert (await h.client.get("/healthz")).status_code == 200
         ready = await h.client.get("/readyz")
         assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
-        h.store.conn().execute("DROP TABLE jobs")
-        h.store.conn().execute("DROP TABLE deliveries")
+        execute(h.store, "DROP TABLE deliveries")
         assert (await h.client.get("/readyz")).status_code == 503
         assert (await h.client.get("/healthz")).status_code == 200
 

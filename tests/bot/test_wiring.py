@@ -72,9 +72,13 @@ async def test_config_follows_extends_and_local_values_win(
     hooks = build_worker_hooks(settings_for(gh, url, data_dir), store)
     assert isinstance(hooks.executor, RunExecutor)
     assert hooks.skip_handler == hooks.executor.answer_skip
-    assert [getattr(job, "func", job).__name__ for job in hooks.background] == [
-        "sweep_forever",
-        "close_when_stopped",
+    assert [
+        f"{getattr(job, 'func', job).__module__}.{getattr(job, 'func', job).__name__}"
+        for job in hooks.background
+    ] == [
+        "bot.github.checkout.sweep_forever",
+        "bot.leftovers.sweep_forever",
+        "bot.wiring.close_when_stopped",
     ]
     assert (await hooks.config_loader(event())).triage.enabled is True  # no file: defaults
     write_config(gh, "shared", "slash_commands: true\ntriage:\n  enabled: false\n")

@@ -188,3 +188,66 @@ async def test_resuming_a_stopped_run_replays_what_finished(data_dir: Path) -> N
     resumed = await engine.run(META, steps, None, interaction=POLICY, repo=None, resume_from=rid)
     assert resumed.result == [True, True, True]
     assert [a.replayed for a in resumed.agents] == [True, True, False]
+
+
+async def interrupted(wf: Workflow, args: Any) -> Any:
+    """Two read-only calls, then (while `args["crash"]`) an error that ends the attempt."""
+    first = await wf.agent("read one", agent_type="explorer", label="one")
+    second = await wf.agent("read two", agent_type="explorer", label="two")
+    if args["crash"]:
+        raise RuntimeError("the worker died here")
+    third = await wf.agent("read three", agent_type="explorer", label="three")
+    return [first.output, second.output, third.output]
+
+
+@pytest.mark.anyio
+async def test_an_interrupted_attempt_is_resumed_under_its_own_run_id(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    repo = make_repo(tmp_path, bare=True)
+    runner = counting_runner()
+    engine = Engine(runner, data_dir=data_dir)
+    run_id = "wf_0123456789ab"
+    crashed = await engine.run(
+        META, interrupted, {"crash": True}, interaction=POLICY, repo=repo, run_id=run_id
+    )
+    assert crashed.status == "failed"
+    # What it finished was written as it went, not only at the end of the run.
+    journal = json.loads((data_dir / "runs" / run_id / "journal.json").read_text())
+    assert len(journal["entries"]) == 2
+
+    # The next attempt fails again right after replaying the first call: the journal it
+    # leaves must still hold the second, which it never reached.
+    def dies_after_one(wf: Workflow, args: Any) -> Any:
+        async def body() -> Any:
+            await wf.agent("read one", agent_type="explorer", label="one")
+            raise RuntimeError("died again")
+
+        return body()
+
+    again = await engine.run(
+        META,
+        dies_after_one,
+        None,
+        interaction=POLICY,
+        repo=repo,
+        run_id=run_id,
+        resume_from=run_id,
+    )
+    assert again.status == "failed" and [a.replayed for a in again.agents] == [True]
+    journal = json.loads((data_dir / "runs" / run_id / "journal.json").read_text())
+    assert len(journal["entries"]) == 2
+
+    calls = len(runner.calls)
+    done = await engine.run(
+        META,
+        interrupted,
+        {"crash": False},
+        interaction=POLICY,
+        repo=repo,
+        run_id=run_id,
+        resume_from=run_id,
+    )
+    assert done.status == "completed" and done.result == ["one#1", "two#2", "three#3"]
+    assert [a.replayed for a in done.agents] == [True, True, False]
+    assert [c.label for c in runner.calls[calls:]] == ["three"]

@@ -75,7 +75,7 @@ def installation_json(fake: FakeGitHub, inst_id: int) -> dict[str, Any]:
         "events": ["issues", "issue_comment", "pull_request"],
         "created_at": "2024-01-01T00:00:00Z",
         "updated_at": "2024-01-01T00:00:00Z",
-        "suspended_at": None,
+        "suspended_at": "2024-01-02T00:00:00Z" if inst.suspended else None,
     }
 
 

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
 from tests.fakes._github_git import git, http_backend
+from tests.fakes._github_hooks import hook_routes
 from tests.fakes._github_json import installation_json, repo_json
 from tests.fakes._github_labels import label_routes
 from tests.fakes._github_pulls import pull_routes
@@ -253,7 +254,11 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             if token.repos is not None
             else fake.installations[token.installation_id].repos
         )
-        items = [repo_json(ctx.request, fake.repos[n]) for n in names if n in fake.repos]
+        items = [
+            repo_json(ctx.request, fake.repos[n])
+            for n in names
+            if n in fake.repos and fake.token_allows(token, n)
+        ]
         response = fake.page(ctx.request, items, key="repositories")
         return response
 
@@ -417,6 +422,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         ("POST", "/app/installations/{installation_id:int}/access_tokens", "jwt", create_token),
         ("GET", r + "/installation", "jwt", repo_installation),
         ("POST", "/app-manifests/{code}/conversions", "none", manifest_conversion),
+        *hook_routes(fake),
         ("GET", "/installation/repositories", "token", installation_repositories),
         ("GET", r, "token", get_repo),
         ("GET", r + "/collaborators/{login}/permission", "token", get_permission),

@@ -195,6 +195,7 @@ class Installation:
     id: int
     account: str
     repos: list[str]
+    suspended: bool = False
 
 
 @dataclass

@@ -17,7 +17,11 @@ ones), force pushes are refused, and each changed ref is kept in `pushes`; a pus
 open pull requests of its branch. `POST /pulls` refuses a head with no commits ahead or with
 an open pull already; reviewers must be collaborators other than the author; adding a label
 the repository lacks creates it, as GitHub does, and records it in `labels_created`
-(`add_label` makes one up front). Every request is appended to
+(`add_label` makes one up front). `suspend_installation`, `delete_installation` and
+`remove_repositories` take access away as GitHub does (403 "suspended", 401 for a deleted
+installation's tokens, 404 for a removed repository); `hooks` keeps the webhook deliveries
+the fake sent to `webhook_url` and serves `/app/hook/deliveries` (see `_github_hooks`).
+Every request is appended to
 `calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
 and malformed answers. Repositories for it are built with `init_bare_repo` and
 `commit_files` (from `tests.fakes.gitrepo`, re-exported here).
@@ -43,6 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
+from tests.fakes._github_hooks import HookLog
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
 from tests.fakes._github_pulls import build_pull
@@ -113,6 +118,8 @@ class FakeGitHub:
         self.threads: dict[str, dict[str, Any]] = {}  # review threads by node id
         self.manifest_codes: dict[str, dict[str, Any]] = {}
         self.pushes: list[Push] = []  # refs changed by git pushes, in order
+        self.webhook_url: str | None = None  # where deliveries and redeliveries are POSTed
+        self.hooks = HookLog(self)
         self._faults: list[Fault] = []
         self._ids = itertools.count(1_000_001)
         self._lock = threading.Lock()
@@ -143,6 +150,20 @@ class FakeGitHub:
     def add_installation(self, installation_id: int, account: str, repos: list[str]) -> None:
         """`repos` are full names ("owner/name") the installation may see."""
         self.installations[installation_id] = Installation(installation_id, account, list(repos))
+
+    def suspend_installation(self, installation_id: int, suspended: bool = True) -> None:
+        """Suspend (or unsuspend) an installation: its tokens get 403 while it is suspended."""
+        self.installations[installation_id].suspended = suspended
+
+    def delete_installation(self, installation_id: int) -> None:
+        """Uninstall the App: the installation is gone and its tokens get 401."""
+        del self.installations[installation_id]
+
+    def remove_repositories(self, installation_id: int, repos: list[str]) -> None:
+        """Take repositories (full names) out of an installation: its tokens, narrowed to them
+        or not, get 404 there from now on."""
+        inst = self.installations[installation_id]
+        inst.repos = [name for name in inst.repos if name not in repos]
 
     def set_permission(self, owner: str, repo: str, login: str, perm: str) -> None:
         self.repos[f"{owner}/{repo}"].permissions[login.lower()] = perm
@@ -313,12 +334,10 @@ class FakeGitHub:
         return await push_pull(self, owner, repo, number, sha)
 
     def token_allows(self, token: Token, full_name: str) -> bool:
-        allowed = (
-            token.repos
-            if token.repos is not None
-            else frozenset(self.installations[token.installation_id].repos)
-        )
-        return full_name in allowed
+        inst = self.installations.get(token.installation_id)
+        if inst is None or full_name not in inst.repos:
+            return False  # removed from the installation since the token was issued
+        return token.repos is None or full_name in token.repos
 
     async def add_pull(
         self,
@@ -504,6 +523,11 @@ class FakeGitHub:
         token = self.tokens.get(raw)
         if token is None or token.revoked or token.expires_at <= time.time():
             raise FakeError(401, "Bad credentials")
+        inst = self.installations.get(token.installation_id)
+        if inst is None:
+            raise FakeError(401, "Bad credentials")
+        if inst.suspended:
+            raise FakeError(403, "This installation has been suspended")
         return token
 
     def token_repo(self, token: Token, full_name: str) -> FakeRepo:
@@ -518,6 +542,8 @@ class FakeGitHub:
         inst = self.installations.get(installation_id)
         if inst is None:
             raise FakeError(404, "Not Found")
+        if inst.suspended:
+            raise FakeError(403, "This installation has been suspended")
         repos: frozenset[str] | None = None
         if repo_names:
             full = {n if "/" in n else f"{inst.account}/{n}" for n in repo_names}

@@ -244,6 +244,7 @@ def test_every_skip_reason_is_covered() -> None:
         SkipReason.INVALID_CONFIG,
         SkipReason.NO_TARGET,
         SkipReason.REPLY_LIMIT,  # the reporter's replies, below
+        SkipReason.INSTALLATION_INACTIVE,  # policies.lifecycle (tests/policies/test_lifecycle.py)
     }
     assert reasons == set(SkipReason)
 

@@ -1,0 +1,50 @@
+"""The one place that picks the storage backend: SQLite by default, Postgres by BOT_DATABASE_URL.
+
+Everything else takes a `Storage` and a `JobQueue` and does not know which it got. The
+Postgres modules are imported only when Postgres is chosen, so an embedded deployment never
+loads psycopg or procrastinate.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue
+from bot.queue.sqlite import SqliteJobQueue
+from bot.settings import Settings
+from bot.storage import Storage
+from bot.store import Store
+
+
+class InspectableQueue(JobQueue, Protocol):
+    """A JobQueue with the blocking calls that commands and tests use beside the contract."""
+
+    def enqueue_sync(
+        self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> int | None: ...
+
+    def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
+        """The delivery's jobs, oldest first."""
+        ...
+
+
+def open_store(settings: Settings) -> Storage:
+    """The deployment's store, its schema migrated; StoreError when it cannot be opened."""
+    dsn = settings.database_dsn
+    if settings.uses_postgres and dsn is not None:
+        from bot.postgres.store import PostgresStore
+
+        return PostgresStore.open(dsn)
+    return Store.open(settings.sqlite_path)
+
+
+def job_queue(store: Storage) -> InspectableQueue:
+    """The job queue that lives in the store's database."""
+    if isinstance(store, Store):
+        return SqliteJobQueue(store)
+    from bot.postgres.store import PostgresStore
+    from bot.queue.postgres import PostgresJobQueue
+
+    if isinstance(store, PostgresStore):
+        return PostgresJobQueue(store)
+    raise TypeError(f"no job queue for a {type(store).__name__}")

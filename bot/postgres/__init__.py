@@ -1,0 +1,1 @@
+"""The Postgres backend: connections, schema, store and intake for scale-out deployments."""

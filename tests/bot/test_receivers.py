@@ -50,6 +50,19 @@ def logged(running: RunningBot, msg: str) -> list[dict[str, Any]]:
     return [line for line in running.log_lines() if line["msg"] == msg]
 
 
+def all_started(running: RunningBot) -> list[int]:
+    """The receivers' pids, once every one of them accepts connections (`running_bot` waits
+    for the first only)."""
+    pids = serving(running)["receiver_pids"]
+    wait_until(
+        "every receiver to start",
+        lambda: (
+            {line["pid"] for line in logged(running, "Application startup complete.")} >= set(pids)
+        ),
+    )
+    return list(pids)
+
+
 def alive(pid: int) -> bool:
     """True while `pid` runs (a zombie, dead but not yet reaped by its parent, is not)."""
     try:
@@ -71,6 +84,7 @@ def wait_until(what: str, done: Any, timeout: float = 30.0) -> None:
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bot, RunningBot]]:
     root = tmp_path_factory.mktemp("receivers")
     with bot_with_fakes(root, serve_args=["--receivers", "2"]) as (fake, llm, running):
+        all_started(running)
         yield Bot(running.url, fake, llm, running.db, running.log), running
 
 
@@ -191,7 +205,7 @@ def test_metrics_add_up_every_process(tree: tuple[Bot, RunningBot], pinged: list
 
 def test_sigterm_stops_every_process(tmp_path: Path) -> None:
     with bot_with_fakes(tmp_path, serve_args=["--receivers", "2"]) as (fake, _, running):
-        pids = serving(running)["receiver_pids"]
+        pids = all_started(running)
         body = json.dumps({"zen": "Design for failure.", "hook_id": 7}).encode()
         headers = delivery_headers("ping", "last-one", fake.webhook_secret, body)
         response = httpx.post(f"{running.url}/webhooks/github", content=body, headers=headers)

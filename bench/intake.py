@@ -7,6 +7,9 @@ saw is a stored delivery.
 
     .venv/bin/python bench/intake.py [--duration 8] [--body PATH] [--levels 1,16,64]
     .venv/bin/python bench/intake.py --database-url postgresql://...   # the Postgres backend
+
+`--receivers N` (1 by default, the figures in bench/README.md) is passed to `bot serve`;
+bench/scale.py compares receiver counts and durability settings with Probot.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ end
 
 function init(args)
   prefix = args[1] .. "-" .. tid .. "-"
+  expected = tonumber(args[2] or "202")
 end
 
 function request()
@@ -55,7 +59,7 @@ function request()
 end
 
 function response(status, headers, body)
-  if status == 202 then accepted = accepted + 1 else other = other + 1 end
+  if status == expected then accepted = accepted + 1 else other = other + 1 end
 end
 
 function done(summary, latency, requests)
@@ -100,6 +104,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree(pid: int) -> list[int]:
+    """`pid` and its children (the receivers of `bot serve`)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                children.append(int(entry.name))
+    return [pid, *children]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -121,8 +139,15 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -
 
 
 def run_wrk(
-    url: str, script: Path, prefix: str, concurrency: int, duration: float, threads: int
+    url: str,
+    script: Path,
+    prefix: str,
+    concurrency: int,
+    duration: float,
+    threads: int,
+    expected: int = 202,
 ) -> dict[str, int]:
+    """wrk's figures; `accepted` counts the answers with status `expected`, `other` the rest."""
     cmd = [
         "wrk",
         f"-t{min(threads, concurrency)}",
@@ -135,6 +160,7 @@ def run_wrk(
         url,
         "--",
         prefix,
+        str(expected),
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -145,6 +171,22 @@ def run_wrk(
             result: dict[str, int] = json.loads(line.removeprefix("RESULT "))
             return result
     raise SystemExit(f"wrk printed no result:\n{out}")
+
+
+def write_script(path: Path, body: bytes, event: str) -> None:
+    """The wrk script: POST `body` signed with SECRET, a distinct delivery id per request."""
+    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-Hub-Signature-256": signature,
+        "User-Agent": "GitHub-Hookshot/bench",
+    }
+    setup = "wrk.method = 'POST'\nwrk.body = " + _lua_string(body.decode()) + "\n"
+    setup += "".join(
+        f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}\n" for k, v in headers.items()
+    )
+    path.write_text(setup + LUA)
 
 
 def stored(db: Path | str, prefix: str) -> int:
@@ -193,6 +235,9 @@ def main() -> int:
         "--database-url",
         help="a Postgres DSN to store into (an empty database or schema); default SQLite",
     )
+    parser.add_argument(
+        "--receivers", type=int, default=1, help="`bot serve --receivers` (bench/scale.py: 1 and 2)"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit(
@@ -202,22 +247,11 @@ def main() -> int:
         raise SystemExit(f"{args.body} not found; pass --body PATH")
     body = args.body.read_bytes()
     load = os.getloadavg()
-    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
 
     with tempfile.TemporaryDirectory(prefix="bench-intake-") as tmp:
         work = Path(tmp)
         script = work / "signed.lua"
-        headers = {
-            "Content-Type": "application/json",
-            "X-GitHub-Event": args.event,
-            "X-Hub-Signature-256": signature,
-            "User-Agent": "GitHub-Hookshot/bench",
-        }
-        setup = "wrk.method = 'POST'\nwrk.body = " + _lua_string(body.decode()) + "\n"
-        setup += "".join(
-            f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}\n" for k, v in headers.items()
-        )
-        script.write_text(setup + LUA)
+        write_script(script, body, args.event)
         port = free_port()
         env = {
             **os.environ,
@@ -229,7 +263,17 @@ def main() -> int:
             env["BOT_DATABASE_URL"] = args.database_url
         log_file = (work / "serve.log").open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--no-worker", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "serve",
+                "--no-worker",
+                "--receivers",
+                str(args.receivers),
+                "--port",
+                str(port),
+            ],
             cwd=work,
             env=env,
             stdout=log_file,
@@ -243,9 +287,10 @@ def main() -> int:
             results: list[Level] = []
             for concurrency in (int(c) for c in args.levels.split(",")):
                 prefix = f"c{concurrency}"
-                cpu_before = cpu_seconds(proc.pid)
+                pids = tree(proc.pid)  # with --receivers N, the receivers too
+                cpu_before = sum(cpu_seconds(pid) for pid in pids)
                 raw = run_wrk(url, script, prefix, concurrency, args.duration, args.threads)
-                cpu = cpu_seconds(proc.pid) - cpu_before
+                cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
                 results.append(
                     Level(
                         concurrency=concurrency,

@@ -4,17 +4,35 @@ Requests hand their row to the writer and await a future; the writer takes every
 while the previous commit was running, appends the new bodies to a segment file, commits the
 rows at once and wakes each request with its result (new or duplicate). WAL checkpoints run
 on a separate thread and connection, so a request never waits for one.
+
+Several receiver processes (`bot serve --receivers N`) each run a writer on the same file.
+They take turns through an exclusive `flock` on `<database>-intake.lock`, held from the
+moment a writer drains its queue until its commit: the kernel wakes the next writer as soon
+as the lock is free, where SQLite's own busy handler would poll with sleeps of 1, 2, 5, 10 ms
+and more, and whatever arrived while a writer waited goes into its next batch. Other writers
+of the file (the worker, command-line tools) are waited for by SQLite's busy timeout; a batch
+that still finds the database locked after `busy_timeout` seconds is answered with a
+StoreError (503, so GitHub can redeliver it), never with a 202.
+
+Durability (`BOT_DURABILITY`): "normal" commits with `synchronous=NORMAL`, which in WAL mode
+writes the WAL without an fsync: a 202 survives the process being killed, and a power loss
+may take the commits since the last checkpoint (about a second). "fsync" sets
+`synchronous=FULL` on the writer's connection, so each commit fsyncs the WAL, and syncs the
+batch's body segments before that commit: a 202 then survives a power loss. Group commit
+keeps that to one WAL fsync (and at most one segment sync) per batch, not per delivery.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +49,22 @@ _INSERT = (
     " received_at, headers, body, body_segment, body_offset, body_length) VALUES "
 )
 INLINE_MAX = 2048  # bodies shorter than this stay in the row
+# Under GitHub's 10 s: a batch that cannot commit is answered 503 while GitHub still listens.
+BUSY_TIMEOUT = 5.0
+DURABILITY = ("normal", "fsync")
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def lock_path(database: Path) -> Path:
+    """The file whose `flock` the intake writers of one database take turns on."""
+    return database.with_name(database.name + "-intake.lock")
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # not every sqlite3 error carries a code
+        return "locked" in str(exc) or "busy" in str(exc)
+    return int(code) & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
 def _marks(n: int) -> str:
@@ -97,8 +131,14 @@ class DeliveryWriter:
         on_commit: Callable[[int], None] | None = None,
         inline_max: int = INLINE_MAX,
         segment_size: int = SEGMENT_SIZE,
+        durability: str = "normal",
+        busy_timeout: float = BUSY_TIMEOUT,
     ) -> None:
+        if durability not in DURABILITY:
+            raise ValueError(f"durability must be one of {', '.join(DURABILITY)}")
         self.path = path
+        self.fsync = durability == "fsync"
+        self.busy_timeout = busy_timeout
         self.inline_max = inline_max
         self.segments = SegmentWriter(bodies_dir(path), segment_size=segment_size)
         self.max_batch = max_batch
@@ -120,7 +160,9 @@ class DeliveryWriter:
         if self._threads:
             return
         self._stop.clear()
-        conn = connect(self.path)
+        conn = connect(self.path, timeout=self.busy_timeout)
+        if self.fsync:  # the WAL is synced at every commit, so a 202 survives a power loss
+            conn.execute("PRAGMA synchronous=FULL")
         # Checkpoints belong to the checkpoint thread, never to a commit a request waits on.
         conn.execute("PRAGMA wal_autocheckpoint=0")
         # When the WAL starts over, shrink the file back to this size.
@@ -152,7 +194,8 @@ class DeliveryWriter:
                 self._answer([item], [StoreError("the delivery writer has stopped")])
         try:
             self.segments.sync()
-            conn = connect(self.path)
+            # Other receivers may still be writing: wait for them briefly, not for long.
+            conn = connect(self.path, timeout=1.0)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             conn.close()
         except (sqlite3.Error, OSError) as exc:
@@ -170,48 +213,76 @@ class DeliveryWriter:
     # -- the writer thread ---------------------------------------------------------------
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
+        lock_fd = os.open(lock_path(self.path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stopping = False
         try:
             while not stopping:
                 item = self._queue.get()
                 if item is None:
                     break
-                batch = [item]
-                while len(batch) < self.max_batch:
-                    try:
-                        more = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is None:
-                        stopping = True
-                        break
-                    batch.append(more)
-                self._restart_wal_if_long(conn)
-                self._commit(conn, batch)
+                with _turn(lock_fd):
+                    # Drained only once it is this writer's turn: what arrived meanwhile joins.
+                    batch = [item]
+                    while len(batch) < self.max_batch:
+                        try:
+                            more = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if more is None:
+                            stopping = True
+                            break
+                        batch.append(more)
+                    self._restart_wal_if_long(conn)
+                    started = time.monotonic()
+                    results = self._store(conn, batch)
+                self._commit_done(batch, results, time.monotonic() - started)
         finally:
+            os.close(lock_fd)
             conn.close()
             self.segments.close()
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[_Item]) -> None:
-        started = time.monotonic()
-        results: list[Result]
+    def _store(self, conn: sqlite3.Connection, batch: list[_Item]) -> list[Result]:
+        rows = [item[0] for item in batch]
         try:
-            results = list(self._write(conn, [item[0] for item in batch]))
-        except (sqlite3.Error, OSError):
-            # One bad row must not fail its neighbours: write them one by one.
-            results = []
-            for item in batch:
-                try:
-                    results.extend(self._write(conn, [item[0]]))
-                except (sqlite3.Error, OSError) as exc:
-                    log.error(
-                        "delivery not stored",
-                        extra={"delivery_id": item[0].guid, "error": str(exc)},
-                    )
-                    results.append(StoreError(f"delivery not stored: {exc}"))
+            return list(self._write_retrying(conn, rows))
+        except sqlite3.Error as exc:
+            if _busy(exc):  # row by row would wait as long again for each row
+                log.error(
+                    "deliveries not stored: the database stayed locked",
+                    extra={"rows": len(batch), "seconds": self.busy_timeout, "error": str(exc)},
+                )
+                return [StoreError(f"the database is locked: {exc}")] * len(batch)
+        except OSError:
+            pass
+        # One bad row must not fail its neighbours: write them one by one.
+        results: list[Result] = []
+        for row in rows:
+            try:
+                results.extend(self._write_retrying(conn, [row]))
+            except (sqlite3.Error, OSError) as exc:
+                log.error("delivery not stored", extra={"delivery_id": row.guid, "error": str(exc)})
+                results.append(StoreError(f"delivery not stored: {exc}"))
+        return results
+
+    def _write_retrying(self, conn: sqlite3.Connection, rows: list[IncomingDelivery]) -> list[bool]:
+        """`_write`, tried again on SQLITE_BUSY until `busy_timeout` has passed.
+
+        SQLite's busy handler waits out a lock held by another connection within one try;
+        a few busy answers come back without waiting (a WAL being recovered or restarted by
+        another process), and those are worth another try.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                return self._write(conn, rows)
+            except sqlite3.Error as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.001)
+
+    def _commit_done(self, batch: list[_Item], results: list[Result], elapsed: float) -> None:
         self.batches += 1
         self.rows += len(batch)
-        elapsed = time.monotonic() - started
         if elapsed > 0.1:
             log.warning(
                 "slow commit: the disk or another writer held it up",
@@ -263,6 +334,8 @@ class DeliveryWriter:
                 # at them commit; a crash in between leaves bytes nothing refers to.
                 big = [d.body for d in fresh if len(d.body) >= self.inline_max]
                 places = iter(self.segments.append(big) if big else ())
+                if big and self.fsync:  # the rows must not reach the disk before their bodies
+                    self.segments.sync()
                 values: list[object] = []
                 where: tuple[int | None, int | None, int | None]
                 for d in fresh:
@@ -338,3 +411,13 @@ class DeliveryWriter:
                 "slow commit ahead: the WAL is long, so the writer checkpointed it",
                 extra={"frames": frames, "seconds": round(time.monotonic() - started, 3)},
             )
+
+
+@contextlib.contextmanager
+def _turn(lock_fd: int) -> Iterator[None]:
+    """Hold the intake writers' lock of this database (blocks without holding the GIL)."""
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from bot import metrics
 from bot.engine.artifacts import RunNotFound
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
@@ -135,6 +136,7 @@ class RunExecutor:
             if trigger.installation_id is None or "/" not in trigger.repo_full_name:
                 log.error("the trigger names no installation or repository; nothing can be posted")
                 await self._record(run.id, "failed", None)
+                metrics.run_finished(trigger.workflow, "failed", None)
                 return
             owner, repo = trigger.repo_full_name.split("/", 1)
             client = self.github.installation(trigger.installation_id, owner, repo)
@@ -147,6 +149,7 @@ class RunExecutor:
                     extra={"attempt": attempts},
                 )
                 self._resuming.add(run.id)
+            started = time.monotonic()
             try:
                 await self._execute_held(client, trigger, run)
             except RateLimited:
@@ -158,6 +161,11 @@ class RunExecutor:
                 raise
             finally:
                 self._resuming.discard(run.id)
+            # Every way through ends in a recorded status: read it back once rather than
+            # count in each of them.
+            finished = await anyio.to_thread.run_sync(self.store.get_run, run.id)
+            if finished is not None and finished.status in OUTCOME_STATUSES:
+                metrics.run_finished(trigger.workflow, finished.status, time.monotonic() - started)
 
     async def _execute_held(
         self, client: InstallationClient, trigger: Trigger, run: RunRecord

@@ -18,6 +18,7 @@ _FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "bot_log_fields", default=_EMPTY
 )
 _REDACTOR: list[Callable[[str], str]] = []  # set by bot.redact when secrets are known
+_PIPE_BUF = 4096  # bytes; Linux's, and the least POSIX allows is 512
 
 
 @contextmanager
@@ -80,6 +81,7 @@ class JsonFormatter(logging.Formatter):
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,  # `bot serve --receivers N` runs several processes
             "msg": record.getMessage(),
         }
         line.update(_extras(record))
@@ -143,7 +145,20 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def _write_pending(self) -> None:
         if self._pending:
             try:
-                self.stream.write("".join(self._pending))
+                # Several processes may share the stream (`bot serve --receivers N`); a write
+                # of at most PIPE_BUF bytes to a pipe is never interleaved with another's, so
+                # the lines go in writes of whole lines up to that size.
+                chunk: list[str] = []
+                size = 0
+                for line in self._pending:
+                    n = len(line.encode())
+                    if chunk and size + n > _PIPE_BUF:
+                        self.stream.write("".join(chunk))
+                        self.stream.flush()
+                        chunk, size = [], 0
+                    chunk.append(line)
+                    size += n
+                self.stream.write("".join(chunk))
                 self.stream.flush()
             except Exception:  # a closed or broken stream must not break the caller
                 pass

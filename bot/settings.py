@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -74,6 +74,9 @@ class Settings(BaseModel):
     # Request bodies held at once by the webhook route (bot/intake_budget.py); at least 34 so
     # that three quarters of it still holds one 25 MB delivery.
     intake_buffer_mb: int = Field(default=64, ge=34, le=65536)
+    # What a 202 promises (bot/delivery_writer.py): "normal" survives a crash of the process,
+    # "fsync" also a power loss.
+    durability: Literal["normal", "fsync"] = "normal"
     # Agent runtime (bot/agents): provider, streaming, limits, per-role models, types, prices.
     llm_provider: str = "openai"
     llm_stream: bool = True

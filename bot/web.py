@@ -1,4 +1,4 @@
-"""The Starlette app: the signed webhook route, health and readiness."""
+"""The Starlette app: the signed webhook route, health, readiness and metrics."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from bot import metrics
 from bot.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.intake_budget import IntakeBudget, Reservation
 from bot.log import get_logger
+from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
 from bot.storage import Storage, StoreError
 from bot.store import Store
@@ -143,6 +145,7 @@ class WebhookReceiver:
         self.body_deadline = body_deadline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
         headers: dict[bytes, bytes] = {}
         for key, value in scope["headers"]:
             if key in _WANTED:
@@ -158,6 +161,7 @@ class WebhookReceiver:
                 "delivery refused: no webhook secret is configured; set BOT_WEBHOOK_SECRET",
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "no_secret"},
             )
+            metrics.delivery(metrics.UNVERIFIED, "no_secret")
             await _reply(send, 503, "no webhook secret is configured; set BOT_WEBHOOK_SECRET")
             return
         given = _signature_digest(headers.get(_SIGNATURE))
@@ -166,6 +170,7 @@ class WebhookReceiver:
                 "delivery refused: no usable X-Hub-Signature-256 header",
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "unsigned"},
             )
+            metrics.delivery(metrics.UNVERIFIED, "unsigned")
             await _reply(send, 401, "invalid or missing X-Hub-Signature-256", close=True)
             return
         if not raw_event or not raw_id:
@@ -194,6 +199,7 @@ class WebhookReceiver:
             try:
                 declared = int(length)
             except ValueError:
+                metrics.delivery(metrics.UNVERIFIED, "bad_length")
                 await _reply(send, 400, "invalid Content-Length", close=True)
                 return
             if declared > self.max_body:
@@ -207,7 +213,9 @@ class WebhookReceiver:
                 self._log(delivery_id, event, "over_budget", size=declared)
                 await _busy(send)
                 return
-            await self._receive(delivery_id, event, given, reservation, receive, send, headers)
+            await self._receive(
+                delivery_id, event, given, reservation, receive, send, headers, started
+            )
         finally:
             reservation.release()
 
@@ -220,6 +228,7 @@ class WebhookReceiver:
         receive: Receive,
         send: Send,
         headers: dict[bytes, bytes],
+        started: float,
     ) -> None:
         macs = [mac.copy() for mac in self._macs]
         chunks: list[bytes] = []
@@ -260,6 +269,7 @@ class WebhookReceiver:
                 f"delivery refused: signature mismatch; {_MISMATCH_HINT}",
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "bad_signature"},
             )
+            metrics.delivery(metrics.UNVERIFIED, "bad_signature")
             await _reply(send, 401, "invalid or missing X-Hub-Signature-256")
             return
         # Joined only once verified: the copy doubles the body for a moment.
@@ -272,7 +282,7 @@ class WebhookReceiver:
         except (ValueError, RecursionError):  # orjson.JSONDecodeError is a ValueError
             payload = None
         if not isinstance(payload, dict):
-            self._log(delivery_id, event, "not_json")
+            self._log(delivery_id, event, "not_json", verified=True)
             await _reply(send, 400, "the body must be a JSON object")
             return
         action = payload.get("action")
@@ -296,10 +306,12 @@ class WebhookReceiver:
                 "delivery not stored",
                 extra={"delivery_id": delivery_id, "event": event, "error": str(exc)},
             )
+            self._count(event, "store_error", verified=True)
             # A 5xx makes GitHub show the delivery as failed, so it can be redelivered.
             await _reply(send, 503, "the store is unavailable; redeliver later")
             return
-        self._log(delivery_id, event, "accepted" if is_new else "duplicate")
+        outcome = "accepted" if is_new else "duplicate"
+        log.info("delivery", extra={"delivery_id": delivery_id, "event": event, "outcome": outcome})
         await send(
             {
                 "type": "http.response.start",
@@ -308,13 +320,23 @@ class WebhookReceiver:
             }
         )
         await send({"type": "http.response.body", "body": _ACCEPTED if is_new else _DUPLICATE})
+        self._count(event, outcome, verified=True, seconds=time.perf_counter() - started)
 
-    @staticmethod
-    def _log(delivery_id: str, event: str, outcome: str, **extra: object) -> None:
+    def _log(
+        self, delivery_id: str, event: str, outcome: str, *, verified: bool = False, **extra: object
+    ) -> None:
         log.info(
             "delivery",
             extra={"delivery_id": delivery_id, "event": event, "outcome": outcome, **extra},
         )
+        self._count(event, outcome, verified=verified)
+
+    def _count(
+        self, event: str, outcome: str, *, verified: bool, seconds: float | None = None
+    ) -> None:
+        # An event name is a label only once a secret vouched for it (see bot/metrics.py).
+        label = event if verified and self.secrets else metrics.UNVERIFIED
+        metrics.delivery(label, outcome, seconds)
 
 
 async def _busy(send: Send) -> None:
@@ -332,12 +354,19 @@ async def _reply(send: Send, status: int, error: str, *, close: bool = False) ->
 
 
 def _writer(
-    store: Storage, on_commit: Callable[[int], None] | None, checkpoint_interval: float
+    store: Storage,
+    on_commit: Callable[[int], None] | None,
+    checkpoint_interval: float,
+    durability: str,
 ) -> IntakeWriter:
-    """The store's own way of committing deliveries with their jobs."""
+    """The store's own way of committing deliveries with their jobs (`durability` is
+    SQLite's: Postgres commits as its server is configured to)."""
     if isinstance(store, Store):
         return DeliveryWriter(
-            store.path, checkpoint_interval=checkpoint_interval, on_commit=on_commit
+            store.path,
+            checkpoint_interval=checkpoint_interval,
+            on_commit=on_commit,
+            durability=durability,
         )
     from bot.postgres.intake import PostgresIntake  # psycopg is imported only for Postgres
     from bot.postgres.store import PostgresStore
@@ -354,13 +383,20 @@ def create_app(
     worker: Worker | None = None,
     max_body: int = MAX_BODY,
     checkpoint_interval: float = 1.0,
+    on_commit: Callable[[int], None] | None = None,
 ) -> Starlette:
     """The web app. Its lifespan runs the delivery writer and, when given, the worker pool.
 
     `max_body` caps a delivery's size (GitHub's 25 MB by default); `worker` runs in the same
-    event loop as the server and is woken whenever new deliveries are committed.
+    event loop as the server and is woken whenever new deliveries are committed; `on_commit`
+    (called on the event loop with the number of new deliveries) wakes a worker elsewhere.
+    `GET /metrics` serves `bot/metrics.py`'s page, with the queue read from `store`.
     """
-    writer = _writer(store, None if worker is None else worker.wake, checkpoint_interval)
+    if on_commit is None and worker is not None:
+        on_commit = worker.wake
+    writer = _writer(store, on_commit, checkpoint_interval, settings.durability)
+    # Queue gauges for SQLite; a Postgres deployment's /metrics leaves them out for now.
+    read_queue = SqliteJobQueue(store).stats_sync if isinstance(store, Store) else None
     receiver = WebhookReceiver(
         secrets=settings.webhook_secrets,
         insecure_no_signature=settings.insecure_no_signature,
@@ -377,6 +413,10 @@ def create_app(
         return JSONResponse(
             {"status": "ready" if ready else "unavailable"}, status_code=200 if ready else 503
         )
+
+    async def metrics_page(request: Request) -> Response:
+        page = await anyio.to_thread.run_sync(metrics.render, read_queue)
+        return Response(page, media_type=metrics.CONTENT_TYPE)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -395,6 +435,7 @@ def create_app(
             Route(WEBHOOK_PATH, receiver, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_page, methods=["GET"]),
         ],
         lifespan=lifespan,
     )

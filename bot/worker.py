@@ -13,6 +13,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from bot import metrics
 from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
@@ -190,10 +191,12 @@ class Worker:
                 log.error("stored body unreadable", extra={"reason": reason})
                 await self._record(job.delivery_id, "error", reason=reason)
                 await self.queue.fail(job.id, worker_id, reason, retry=False)
+                metrics.job_dead()
                 return
             if delivery is None:
                 log.error("job names a delivery that is not stored")
                 await self.queue.fail(job.id, worker_id, "delivery not stored", retry=False)
+                metrics.job_dead()
                 return
             with bound(event=delivery.event):
                 await self._handle_leased(job, worker_id, delivery)
@@ -271,6 +274,7 @@ class Worker:
             await self._record(delivery.guid, "error", reason=reason)
             await anyio.to_thread.run_sync(self._fail_unfinished_runs, delivery.guid)
             log.error("job is dead", extra={"reason": reason})
+            metrics.job_dead()
 
     def _fail_unfinished_runs(self, guid: str) -> None:
         """Nothing works on a dead job's run any more: say so, or `status` shows it running."""
@@ -422,6 +426,7 @@ class Worker:
             inflight.run_ids.append(run.id)
         reason = REPORTER_REPLY if trigger.reporter_reply else trigger.command
         await self._record(delivery.guid, "trigger", workflow=trigger.workflow, reason=reason)
+        metrics.run_started(trigger.workflow)
         with bound(run_id=run.id, repo=trigger.repo_full_name):
             log.info(
                 "run created",

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -188,6 +189,9 @@ class RunningBot:
     log: Path
     process: subprocess.Popen[bytes] | None = None
 
+    def log_lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
 
 def bot_env(
     root: Path,
@@ -285,6 +289,21 @@ def running_bot(
                 proc.wait()
 
 
+def metric_sample(page: str, name: str, **labels: str) -> float | None:
+    """The value of one sample in a Prometheus text page, None when it is absent."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in page.splitlines():
+        if line.startswith("#"):
+            continue
+        match = re.fullmatch(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)", line)
+        if match is None or match.group(1) != name:
+            continue
+        found = ",".join(sorted((match.group(2) or "").split(","))) if match.group(2) else ""
+        if found == wanted:
+            return float(match.group(3))
+    return None
+
+
 REPO_FILES = {
     "src/app.py": "import yaml\nconfig = load_config('config.yml')\n",
     "README.md": "app\n",
@@ -297,9 +316,11 @@ def bot_with_fakes(
     *,
     extra_env: dict[str, str] | None = None,
     files: dict[str, str] | None = None,
+    serve_args: Sequence[str] = (),
 ) -> Iterator[tuple[FakeGitHub, FakeLLM, RunningBot]]:
     """The fake GitHub (repository `octo/hello` holding REPO_FILES, and `files`) and the fake
-    model, each on 127.0.0.1, and `bot serve` as a subprocess configured to use both."""
+    model, each on 127.0.0.1, and `bot serve [serve_args]` as a subprocess configured to use
+    both."""
     fake = make_fake_github(root, files={**REPO_FILES, **(files or {})})
     llm = FakeLLM()
     llm.respond_with(ModelScript())
@@ -314,6 +335,7 @@ def bot_with_fakes(
             private_key_pem=fake.private_key_pem,
             webhook_secret=fake.webhook_secret,
             extra_env=extra_env,
+            serve_args=serve_args,
         ) as running,
     ):
         yield fake, llm, running

@@ -108,3 +108,40 @@ def test_a_full_buffer_and_close_write_everything(
     logger.info("last")
     handler.close()
     assert stream.getvalue().endswith("INFO last\n")
+
+
+class _Writes(io.StringIO):
+    """A stream that keeps each write apart, as the system calls under it would be."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
+def test_a_batch_goes_out_in_writes_of_whole_lines_no_larger_than_pipe_buf() -> None:
+    """Receivers share one stderr: a write of at most PIPE_BUF bytes to a pipe is never
+    interleaved with another process's, so no line is ever cut by someone else's."""
+    stream = _Writes()
+    handler = log.BatchingStreamHandler(stream, delay=60.0)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("test.log.pipe_buf")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        for n in range(200):
+            logger.info("é" * (n % 50) + "x" * 60)  # two bytes per é: bytes, not characters
+        logger.warning("flush")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    writes = [w for w in stream.writes if w]
+    assert len(writes) > 1
+    for chunk in writes:
+        assert len(chunk.encode()) <= 4096
+        assert chunk.endswith("\n")
+    assert "".join(writes).count("\n") == 201

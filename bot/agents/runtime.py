@@ -12,7 +12,7 @@ import anyio
 import httpx
 import jsonschema
 
-from bot import log
+from bot import log, metrics
 from bot.agents.models import (
     ChatModel,
     Message,
@@ -231,6 +231,16 @@ class AgentRuntime:
                 break
         else:
             error = f"stopped after {self.limits.max_turns} model turns without finishing"
+        usage = state.usage
+        metrics.agent_call(
+            error is None,
+            {
+                "input": usage.input,
+                "cache_read": usage.cache_read,
+                "cache_write": usage.cache_write,
+                "output": usage.output,
+            },
+        )
         _log.info(
             "agent finished" if error is None else "agent failed",
             extra={

@@ -1,18 +1,29 @@
-"""`bot serve` (receiver and worker pool in one process) and `bot worker` (the pool alone)."""
+"""`bot serve` (receivers and the worker pool) and `bot worker` (the pool alone).
+
+`bot serve --receivers 1` runs the receiver and the pool in one process. With more (the
+default is one per core), the process binds the port, starts that many receiver processes on
+it and runs the pool itself (bot/receivers.py). A receiver is this same command with the
+hidden `--listen-fd`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import socket
 import sys
 from typing import Any
 
 import anyio
 import uvicorn
+from starlette.applications import Starlette
 
+from bot import metrics, wakeup
 from bot.backend import job_queue, open_store
 from bot.github.setup import missing_credentials
 from bot.log import configure, get_logger
+from bot.receivers import Receivers, default_receivers, die_with_parent, listen, supervise
 from bot.redact import install as install_redactor
 from bot.settings import Settings, SettingsError, load_settings
 from bot.storage import Storage, StoreError
@@ -22,7 +33,14 @@ from bot.worker import DEFAULT_APP_SLUG, Worker
 
 log = get_logger("bot.serve")
 
-SWITCH_INTERVAL = 0.0005  # seconds; see run_serve
+SWITCH_INTERVAL = 0.0005  # seconds; see _run_uvicorn
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -36,6 +54,16 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="only receive and store deliveries; run `bot worker` elsewhere to handle them",
     )
+    serve.add_argument(
+        "--receivers",
+        type=_positive,
+        help="receiver processes sharing the port (default: one per core); "
+        "the worker pool runs in one process whatever the number",
+    )
+    # Set by `bot serve --receivers N` on the receivers it starts.
+    serve.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     serve.set_defaults(func=run_serve)
     worker = subparsers.add_parser("worker", help="run only the worker pool")
     worker.add_argument(
@@ -46,7 +74,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     worker.set_defaults(func=run_worker)
 
 
-def _prepare() -> tuple[Settings, Storage] | None:
+def _prepare(*, quiet: bool = False) -> tuple[Settings, Storage] | None:
+    """Settings and the store, or None (logged). `quiet`: a receiver started by `bot serve`,
+    whose parent has already warned about what the settings lack."""
     try:
         settings = load_settings()
     except SettingsError as exc:
@@ -55,7 +85,7 @@ def _prepare() -> tuple[Settings, Storage] | None:
         return None
     configure(settings.log_level)
     install_redactor(settings)  # before anything is logged that could carry a secret
-    missing = missing_credentials(settings)
+    missing = [] if quiet else missing_credentials(settings)
     if missing:
         log.warning(
             "settings missing (%s): until they are set, nothing is read from or posted to "
@@ -63,7 +93,7 @@ def _prepare() -> tuple[Settings, Storage] | None:
             ", ".join(missing),
             extra={"missing": missing},
         )
-    if settings.app_slug is None and not has_credentials(settings):
+    if not quiet and settings.app_slug is None and not has_credentials(settings):
         log.warning(f"BOT_APP_SLUG is not set; answering to @{DEFAULT_APP_SLUG}")
     try:
         store = open_store(settings)
@@ -93,6 +123,8 @@ def build_worker(
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    if args.listen_fd is not None:
+        return _run_receiver(args)
     prepared = _prepare()
     if prepared is None:
         return 1
@@ -107,15 +139,100 @@ def run_serve(args: argparse.Namespace) -> int:
             log.warning(
                 "no webhook secret: deliveries are refused (503) until BOT_WEBHOOK_SECRET is set"
             )
+    receivers = args.receivers or default_receivers()
+    if receivers > 1:
+        # Before anything records a value: every process writes to files there.
+        metrics.use_folder(settings.data_dir / "metrics")
+    else:
+        metrics.use_memory()
     worker = None
     if not args.no_worker:
         worker = build_worker(settings, store)
         if worker is None:
             store.close()
             return 1
-    app = create_app(settings, store, worker=worker)
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
+    try:
+        if receivers > 1:
+            return _run_supervisor(settings, store, worker, host, port, receivers)
+        app = create_app(settings, store, worker=worker)
+        log.info(
+            "serving",
+            extra={
+                "url": f"http://{host}:{port}{WEBHOOK_PATH}",
+                "database": store.where,
+                "worker": worker is not None,
+                "receivers": 1,
+                "durability": settings.durability,
+            },
+        )
+        _run_uvicorn(app, host=host, port=port)
+    finally:
+        store.close()
+    return 0
+
+
+def _run_supervisor(
+    settings: Settings, store: Storage, worker: Worker | None, host: str, port: int, count: int
+) -> int:
+    try:
+        sock = listen(host, port)
+    except OSError as exc:
+        log.error(f"cannot listen on {host}:{port}: {exc.strerror}; is another server there?")
+        return 1
+    read_fd, write_fd = wakeup.open_pipe() if worker is not None else (None, None)
+    receivers = Receivers(count, wake_fd=write_fd)
+    try:
+        receivers.start(sock)
+    finally:
+        sock.close()  # the receivers hold it now; the port closes when the last one stops
+    log.info(
+        "serving",
+        extra={
+            "url": f"http://{host}:{port}{WEBHOOK_PATH}",
+            "database": store.where,
+            "worker": worker is not None,
+            "receivers": count,
+            "receiver_pids": receivers.pids,
+            "durability": settings.durability,
+        },
+    )
+    try:
+        status = anyio.run(
+            supervise, receivers, worker, read_fd, backend_options={"use_uvloop": True}
+        )
+    finally:
+        receivers.stop()
+        for fd in (read_fd, write_fd):
+            if fd is not None:
+                os.close(fd)
+    log.info("stopped", extra={"status": status})
+    return status
+
+
+def _run_receiver(args: argparse.Namespace) -> int:
+    """A receiver started by `bot serve --receivers N`: no pool; new jobs wake the parent's."""
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid)
+    prepared = _prepare(quiet=True)
+    if prepared is None:
+        return 1
+    settings, store = prepared
+    sock = socket.socket(fileno=args.listen_fd)
+    on_commit = None if args.wake_fd is None else wakeup.notifier(args.wake_fd)
+    app = create_app(settings, store, on_commit=on_commit)
+    try:
+        _run_uvicorn(app, sock=sock)
+    finally:
+        store.close()
+    return 0
+
+
+def _run_uvicorn(
+    app: Starlette, *, host: str = "", port: int = 0, sock: socket.socket | None = None
+) -> None:
+    """Serve `app` on (host, port), or on `sock` when given, until SIGTERM or SIGINT."""
     config = uvicorn.Config(
         app,
         host=host,
@@ -128,24 +245,12 @@ def run_serve(args: argparse.Namespace) -> int:
         server_header=False,
         proxy_headers=False,  # nothing reads the client address
     )
-    log.info(
-        "serving",
-        extra={
-            "url": f"http://{host}:{port}{WEBHOOK_PATH}",
-            "database": store.where,
-            "worker": worker is not None,
-        },
-    )
     # The delivery writer thread lets go of the GIL at every SQLite call; with the default 5 ms
     # switch interval a busy event loop keeps it that long each time and stalls group commit.
     sys.setswitchinterval(SWITCH_INTERVAL)
     # uvicorn re-raises the signal that stopped it; a stop on request is a clean exit.
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    try:
-        uvicorn.Server(config).run()
-    finally:
-        store.close()
-    return 0
+    uvicorn.Server(config).run(sockets=None if sock is None else [sock])
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

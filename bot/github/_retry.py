@@ -48,6 +48,7 @@ import httpx
 from githubkit import GitHub, UnauthAuthStrategy
 from githubkit.exception import RequestError, RequestFailed
 
+from bot import metrics
 from bot.github.errors import AuthError, GitHubError, NotFound, RateLimited, RetryableError
 from bot.log import current_fields, get_logger
 
@@ -266,11 +267,14 @@ class Sender:
                     params=dict(params) if params else None,
                 )
                 self._note_quota(installation_id, answer.raw_response)
+                metrics.github_request(method, answer.raw_response.status_code)
                 return answer.raw_response
             except RequestFailed as exc:
                 response = exc.response.raw_response
                 self._note_quota(installation_id, response)
+                metrics.github_request(method, response.status_code)
             except RequestError as exc:
+                metrics.github_request(method, None)
                 failures += 1
                 if failures >= attempts:
                     raise RetryableError(0, f"{method} {path}: {type(exc.exc).__name__}") from None
@@ -286,6 +290,7 @@ class Sender:
                     "github rate limited",
                     extra={"method": method, "path": path, "status": status, "wait_s": wait},
                 )
+                metrics.rate_limit_wait(wait)
                 await self._sleep(wait)
                 continue
             if status >= 500:
@@ -324,6 +329,7 @@ class Sender:
             "github quota spent, waiting for the reset",
             extra={"method": method, "path": path, "wait_s": round(wait, 1)},
         )
+        metrics.rate_limit_wait(wait)
         await self._sleep(wait)
         self._exhausted.pop(key, None)
 

@@ -39,6 +39,18 @@ class GiveUp(RuntimeError):
     """The job must not be tried again: the worker marks it dead at once."""
 
 
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """The queue at one moment, for monitoring: jobs by status, and how long the oldest job
+    ready to run has waited (0.0 when none waits)."""
+
+    queued: int
+    ready: int
+    running: int
+    dead: int
+    oldest_ready_age: float
+
+
 class LeaseLost(RuntimeError):
     """The job's lease expired and another worker may hold it now; stop working on it."""
 

@@ -15,6 +15,7 @@ from bot.queue.base import (
     Job,
     JobStatus,
     LeaseLost,
+    QueueStats,
     backoff_seconds,
 )
 from bot.store import Store, transaction
@@ -253,3 +254,26 @@ class SqliteJobQueue:
         ):
             counts[JobStatus(status)] = int(count)
         return counts
+
+    def stats_sync(self) -> QueueStats:
+        """Counts by status (done jobs aside) and the oldest ready job's wait, from the
+        `jobs_ready` index alone: cheap enough to read at every metrics scrape."""
+        now = self.clock()
+        conn = self.store.conn()
+        counts = dict(
+            conn.execute(
+                "SELECT status, count(*) FROM jobs"
+                " WHERE status IN ('queued', 'running', 'dead') GROUP BY status"
+            ).fetchall()
+        )
+        ready, oldest = conn.execute(
+            "SELECT count(*), min(run_after) FROM jobs WHERE status = 'queued' AND run_after <= ?",
+            (now,),
+        ).fetchone()
+        return QueueStats(
+            queued=int(counts.get("queued", 0)),
+            ready=int(ready),
+            running=int(counts.get("running", 0)),
+            dead=int(counts.get("dead", 0)),
+            oldest_ready_age=0.0 if oldest is None else max(0.0, now - float(oldest)),
+        )

@@ -51,6 +51,15 @@ def test_commands_are_registered() -> None:
     assert parser.parse_args(["deliveries", "--json"]).json is True
 
 
+def test_receivers_must_be_a_positive_count(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args(["serve", "--receivers", "3"]).receivers == 3
+    assert parser.parse_args(["serve"]).receivers is None  # one per core
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--receivers", "0"])
+    assert "must be at least 1" in capsys.readouterr().err
+
+
 def test_replay_issue_opened_triggers_triage_in_webhook_mode(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -419,7 +419,11 @@ def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--no-worker", "--port", str(port)],
+            # One process: its memory is what is measured.
+            [
+                *(sys.executable, "-m", "bot.cli", "serve", "--no-worker", "--receivers", "1"),
+                *("--port", str(port)),
+            ],
             cwd=tmp_path,
             env=env,
             stdout=log,

@@ -214,7 +214,7 @@ def test_every_worker_log_line_carries_the_delivery_id(
 def test_kill_9_right_after_202s_loses_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    receiver = start(data_dir, "--no-worker")
+    receiver = start(data_dir, "--no-worker", "--receivers", "1")  # SIGKILL the one process
     body = (PAYLOADS / "issues" / "opened.payload.json").read_bytes()
     guids = [str(uuid.uuid4()) for _ in range(40)]
     try:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from functools import partial
+from typing import Protocol, TypeVar
+
+import anyio.to_thread
+
+T = TypeVar("T")
 
 DELIVERY_JOB = "delivery"
 DEFAULT_MAX_ATTEMPTS = 5
@@ -114,3 +120,77 @@ class JobQueue(Protocol):
     async def counts(self) -> dict[JobStatus, int]:
         """How many jobs are in each status."""
         ...
+
+
+class ThreadedQueue(ABC):
+    """The async half of the JobQueue contract for a backend whose work is blocking: each
+    call runs its `*_sync` counterpart on anyio's thread pool. A backend implements those."""
+
+    async def _call(self, fn: Callable[..., T], *args: object) -> T:
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    async def enqueue(
+        self,
+        delivery_id: str,
+        *,
+        kind: str = DELIVERY_JOB,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> int | None:
+        return await self._call(self.enqueue_sync, delivery_id, kind, max_attempts)
+
+    async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
+        return await self._call(self.claim_sync, worker_id, lease_seconds)
+
+    async def heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
+        await self._call(self.heartbeat_sync, job_id, worker_id, lease_seconds)
+
+    async def complete(self, job_id: int, worker_id: str) -> None:
+        await self._call(self.complete_sync, job_id, worker_id)
+
+    async def fail(
+        self,
+        job_id: int,
+        worker_id: str,
+        error: str,
+        *,
+        retry: bool = True,
+        not_before: float | None = None,
+    ) -> Job:
+        return await self._call(self.fail_sync, job_id, worker_id, error, retry, not_before)
+
+    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
+        return await self._call(self.cancel_sync, list(delivery_ids), reason)
+
+    async def get(self, job_id: int) -> Job | None:
+        return await self._call(self.get_sync, job_id)
+
+    async def counts(self) -> dict[JobStatus, int]:
+        return await self._call(self.counts_sync)
+
+    @abstractmethod
+    def enqueue_sync(
+        self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> int | None: ...
+
+    @abstractmethod
+    def claim_sync(self, worker_id: str, lease_seconds: float) -> Job | None: ...
+
+    @abstractmethod
+    def heartbeat_sync(self, job_id: int, worker_id: str, lease_seconds: float) -> None: ...
+
+    @abstractmethod
+    def complete_sync(self, job_id: int, worker_id: str) -> None: ...
+
+    @abstractmethod
+    def fail_sync(
+        self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
+    ) -> Job: ...
+
+    @abstractmethod
+    def cancel_sync(self, delivery_ids: list[str], reason: str) -> list[Job]: ...
+
+    @abstractmethod
+    def get_sync(self, job_id: int) -> Job | None: ...
+
+    @abstractmethod
+    def counts_sync(self) -> dict[JobStatus, int]: ...

@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
-import anyio.to_thread
 import psycopg
 from procrastinate import RetryStrategy, SyncPsycopgConnector
 from procrastinate import jobs as pjobs
@@ -61,6 +59,7 @@ from bot.queue.base import (
     Job,
     JobStatus,
     LeaseLost,
+    ThreadedQueue,
     backoff_seconds,
 )
 
@@ -203,7 +202,7 @@ def insert_jobs(
     return [job_id if job_id in kept else None for job_id in ids]
 
 
-class PostgresJobQueue:
+class PostgresJobQueue(ThreadedQueue):
     """JobQueue over procrastinate's tables in the store's database.
 
     `clock` gives the time leases and retries are measured in; every machine's clock should
@@ -214,49 +213,6 @@ class PostgresJobQueue:
         self.store = store
         self.clock = clock or store.clock
         self.manager = job_manager(store)
-
-    async def _call(self, fn: Callable[..., T], *args: object) -> T:
-        return await anyio.to_thread.run_sync(partial(fn, *args))
-
-    # -- the contract --------------------------------------------------------------------
-
-    async def enqueue(
-        self,
-        delivery_id: str,
-        *,
-        kind: str = DELIVERY_JOB,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    ) -> int | None:
-        return await self._call(self.enqueue_sync, delivery_id, kind, max_attempts)
-
-    async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
-        return await self._call(self.claim_sync, worker_id, lease_seconds)
-
-    async def heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
-        await self._call(self._heartbeat, job_id, worker_id, lease_seconds)
-
-    async def complete(self, job_id: int, worker_id: str) -> None:
-        await self._call(self._complete, job_id, worker_id)
-
-    async def fail(
-        self,
-        job_id: int,
-        worker_id: str,
-        error: str,
-        *,
-        retry: bool = True,
-        not_before: float | None = None,
-    ) -> Job:
-        return await self._call(self._fail, job_id, worker_id, error, retry, not_before)
-
-    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
-        return await self._call(self.cancel_sync, list(delivery_ids), reason)
-
-    async def get(self, job_id: int) -> Job | None:
-        return await self._call(self.get_sync, job_id)
-
-    async def counts(self) -> dict[JobStatus, int]:
-        return await self._call(self.counts_sync)
 
     # -- blocking implementations ----------------------------------------------------------
 
@@ -337,7 +293,7 @@ class PostgresJobQueue:
             raise LeaseLost(f"job {job_id} is no longer leased to {worker_id}")
         return Held(job, bool(row[10]))
 
-    def _heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
+    def heartbeat_sync(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
         now = self.clock()
         with self.store.pool.connection() as conn:
             if self._held(conn, job_id, worker_id).aborting:
@@ -348,7 +304,7 @@ class PostgresJobQueue:
                 (now + lease_seconds, job_id),
             )
 
-    def _complete(self, job_id: int, worker_id: str) -> None:
+    def complete_sync(self, job_id: int, worker_id: str) -> None:
         with self.store.pool.connection() as conn:
             self._held(conn, job_id, worker_id)
             self._procrastinate(
@@ -359,7 +315,7 @@ class PostgresJobQueue:
                 (job_id,),
             )
 
-    def _fail(
+    def fail_sync(
         self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
     ) -> Job:
         now = self.clock()

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Callable
 from typing import Any, TypeVar
-
-import anyio.to_thread
 
 from bot.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
@@ -16,6 +13,7 @@ from bot.queue.base import (
     JobStatus,
     LeaseLost,
     QueueStats,
+    ThreadedQueue,
     backoff_seconds,
 )
 from bot.store import Store, transaction
@@ -81,55 +79,12 @@ def _job(row: tuple[Any, ...]) -> Job:
     )
 
 
-class SqliteJobQueue:
+class SqliteJobQueue(ThreadedQueue):
     """JobQueue over the store's SQLite file; blocking work runs on anyio's thread pool."""
 
     def __init__(self, store: Store, *, clock: Callable[[], float] | None = None) -> None:
         self.store = store
         self.clock = clock or store.clock
-
-    async def _call(self, fn: Callable[..., T], *args: object) -> T:
-        return await anyio.to_thread.run_sync(partial(fn, *args))
-
-    # -- the contract --------------------------------------------------------------------
-
-    async def enqueue(
-        self,
-        delivery_id: str,
-        *,
-        kind: str = DELIVERY_JOB,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    ) -> int | None:
-        return await self._call(self.enqueue_sync, delivery_id, kind, max_attempts)
-
-    async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
-        return await self._call(self.claim_sync, worker_id, lease_seconds)
-
-    async def heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
-        await self._call(self._heartbeat, job_id, worker_id, lease_seconds)
-
-    async def complete(self, job_id: int, worker_id: str) -> None:
-        await self._call(self._complete, job_id, worker_id)
-
-    async def fail(
-        self,
-        job_id: int,
-        worker_id: str,
-        error: str,
-        *,
-        retry: bool = True,
-        not_before: float | None = None,
-    ) -> Job:
-        return await self._call(self._fail, job_id, worker_id, error, retry, not_before)
-
-    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
-        return await self._call(self.cancel_sync, list(delivery_ids), reason)
-
-    async def get(self, job_id: int) -> Job | None:
-        return await self._call(self.get_sync, job_id)
-
-    async def counts(self) -> dict[JobStatus, int]:
-        return await self._call(self.counts_sync)
 
     # -- blocking implementations ----------------------------------------------------------
 
@@ -172,7 +127,7 @@ class SqliteJobQueue:
             raise LeaseLost(f"job {job_id} is no longer leased to {worker_id}")
         return job
 
-    def _heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
+    def heartbeat_sync(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
         conn = self.store.conn()
         now = self.clock()
         with transaction(conn):
@@ -182,7 +137,7 @@ class SqliteJobQueue:
                 (now + lease_seconds, now, job_id),
             )
 
-    def _complete(self, job_id: int, worker_id: str) -> None:
+    def complete_sync(self, job_id: int, worker_id: str) -> None:
         conn = self.store.conn()
         with transaction(conn):
             self._held(conn, job_id, worker_id)
@@ -192,7 +147,7 @@ class SqliteJobQueue:
                 (self.clock(), job_id),
             )
 
-    def _fail(
+    def fail_sync(
         self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
     ) -> Job:
         conn = self.store.conn()

@@ -120,8 +120,10 @@ def test_each_delivery_is_stored_and_decided_once_whichever_receiver_took_it(
     assert {decision for _, decision in rows} == {"skip"}
     assert bot.query("SELECT count(*), count(DISTINCT delivery_id) FROM jobs") == [(PINGS, PINGS)]
 
-    # Info lines are written up to 0.2 s late (bot/log.py).
+    # Info lines are written up to 0.2 s late (bot/log.py), later on a busy machine: wait for
+    # the receivers' lines and the pool's alike.
     wait_until("every delivery's log line", lambda: len(logged(running, "delivery")) == PINGS)
+    wait_until("every decision's log line", lambda: len(logged(running, "skipped")) >= PINGS)
     lines = running.log_lines()
     parent = serving(running)
     receivers = set(parent["receiver_pids"])

@@ -195,6 +195,8 @@ def configure(level: str = "INFO", *, json_lines: bool | None = None) -> None:
     root.setLevel(level.upper())
     for noisy in ("httpx", "httpcore", "uvicorn.access", "openai", "hishel"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Python's warnings are written as log lines too, so that every line is one JSON object.
+    logging.captureWarnings(True)
 
 
 def get_logger(name: str) -> logging.Logger:

@@ -9,6 +9,7 @@ hidden `--listen-fd`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import socket
@@ -250,7 +251,14 @@ def _run_uvicorn(
     sys.setswitchinterval(SWITCH_INTERVAL)
     # uvicorn re-raises the signal that stopped it; a stop on request is a clean exit.
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.Server(config).run(sockets=None if sock is None else [sock])
+    serving = uvicorn.Server(config).serve(sockets=None if sock is None else [sock])
+    try:
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            runner.run(serving)
+    finally:
+        # A SIGTERM that lands before the loop has started the server (a receiver stopped
+        # while still starting) leaves it unstarted: close it rather than warn at exit.
+        serving.close()
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

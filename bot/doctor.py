@@ -205,7 +205,32 @@ async def check_git(ctx: DoctorContext) -> CheckResult:
     return CheckResult("git", "ok", text)
 
 
-CHECKS: list[Check] = [check_settings, check_model, check_sandbox, check_data_dir, check_git]
+async def check_ui(ctx: DoctorContext) -> CheckResult:
+    """Whether `bot serve` serves the operator's page (never shows the token)."""
+    s = ctx.settings
+    if s is None or s.ui_token is None:
+        return CheckResult("operator page", "ok", "off (set BOT_UI_TOKEN to serve it under /ui/)")
+    token = s.ui_token.get_secret_value()
+    if len(token) < 16:
+        return CheckResult(
+            "operator page",
+            "warn",
+            f"on at /ui/, but BOT_UI_TOKEN is only {len(token)} characters",
+            "use a long random token, e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+        )
+    return CheckResult(
+        "operator page", "ok", f"on at http://{s.host}:{s.port}/ui/ (sign in with BOT_UI_TOKEN)"
+    )
+
+
+CHECKS: list[Check] = [
+    check_settings,
+    check_model,
+    check_sandbox,
+    check_data_dir,
+    check_git,
+    check_ui,
+]
 
 
 def default_checks() -> list[Check]:

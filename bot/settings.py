@@ -95,6 +95,8 @@ class Settings(BaseModel):
     agent_types: dict[str, dict[str, Any]] = Field(default_factory=dict)
     repo_agent_tools: str | None = None
     model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # The operator's page under /ui/ (bot/ui): off unless a sign-in token is set.
+    ui_token: SecretStr | None = None
 
     @field_validator(
         "webhook_secret",
@@ -103,6 +105,7 @@ class Settings(BaseModel):
         "anthropic_api_key",
         "database_url",
         "redeliver_interval",
+        "ui_token",
         mode="before",
     )
     @classmethod
@@ -171,7 +174,12 @@ class Settings(BaseModel):
     def secret_values(self) -> list[str]:
         """The configured secrets' plain values, for redaction."""
         out: list[str] = []
-        for secret in (self.webhook_secret, self.llm_api_key, self.anthropic_api_key):
+        for secret in (
+            self.webhook_secret,
+            self.llm_api_key,
+            self.anthropic_api_key,
+            self.ui_token,
+        ):
             if secret is not None:
                 parts = (v.strip() for v in secret.get_secret_value().split(","))
                 out.extend(v for v in parts if len(v) >= 6)

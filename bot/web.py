@@ -1,4 +1,5 @@
-"""The Starlette app: the signed webhook route, health, readiness and metrics."""
+"""The Starlette app: the signed webhook route, health, readiness and metrics, and the
+operator's page under /ui/ when BOT_UI_TOKEN is set (bot/ui)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from bot import metrics
@@ -430,15 +431,17 @@ def create_app(
         finally:
             await anyio.to_thread.run_sync(writer.stop)
 
-    app = Starlette(
-        routes=[
-            Route(WEBHOOK_PATH, receiver, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics_page, methods=["GET"]),
-        ],
-        lifespan=lifespan,
-    )
+    routes: list[BaseRoute] = [
+        Route(WEBHOOK_PATH, receiver, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_page, methods=["GET"]),
+    ]
+    if settings.ui_token is not None:
+        from bot.ui.app import operator_page  # Jinja2 is loaded only when the page is on
+
+        routes.append(operator_page(settings, store))
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.writer = writer
     app.state.store = store
     return app

@@ -1,0 +1,362 @@
+"""The operator's page under /ui/: Starlette routes over Jinja2 templates, read-only but for
+"stop this run".
+
+Every page but the sign-in needs the session cookie (`bot.ui.auth`); without it a page
+redirects to the sign-in and the live endpoint answers 401. Store reads run in worker threads.
+Every string a template prints passes through the redactor before Jinja2 escapes it (the
+environment's `finalize`); HTML built here (Markdown, SVG, diffs) is redacted and escaped
+where it is built.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, Router
+from starlette.staticfiles import StaticFiles
+
+from bot.log import get_logger
+from bot.redact import Redactor
+from bot.settings import Settings
+from bot.storage import Storage
+from bot.ui import queries
+from bot.ui.auth import Gate, SecurityHeaders, Session, client_address, cookie_settings
+from bot.ui.runview import agent_view, run_view
+from bot.ui.svg import cost_chart_svg
+from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
+from policies.outcome import OUTCOME_STATUSES
+from policies.ui_costs import DAY, costliest, day_of, per_day, per_key
+from policies.ui_pages import decode_cursor, page_size
+
+log = get_logger(__name__)
+HERE = Path(__file__).parent
+PREFIX = "/ui"
+STOP_REASON = "stopped from the operator's page"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+
+
+def _day_name(day: int) -> str:
+    return datetime.fromtimestamp(day * DAY, UTC).strftime("%Y-%m-%d")
+
+
+def environment(redact: Redact) -> Environment:
+    def finalize(value: object) -> object:
+        if value is None:
+            return ""
+        if isinstance(value, str) and not isinstance(value, Markup):
+            return redact(value)
+        return value
+
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=finalize,
+        auto_reload=False,
+    )
+    env.filters.update(
+        when=_when,
+        duration=_duration,
+        num=lambda v: "" if v is None else f"{int(v):,}",
+        money=lambda v: "" if v is None else f"${float(v):,.4f}",
+        markdown=lambda text: markdown(str(text), redact),
+        pretty=lambda value: pretty_json(value, redact),
+        diff=lambda patch: diff_html(str(patch), redact),
+        capped=capped,
+    )
+    return env
+
+
+class OperatorPage:
+    """The routes of the page for one store and one deployment's settings."""
+
+    def __init__(self, settings: Settings, store: Storage, *, gate: Gate | None = None) -> None:
+        token = settings.ui_token.get_secret_value() if settings.ui_token is not None else ""
+        self.settings = settings
+        self.store = store
+        self.gate = gate or Gate(token)
+        self.redact: Redact = Redactor(settings.secret_values())
+        self.env = environment(self.redact)
+        self.github = settings.github_web_url.rstrip("/")
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def render(self, name: str, request: Request, session: Session | None, **context: Any) -> str:
+        template = self.env.get_template(name)
+        return template.render(
+            request=request, session=session, prefix=PREFIX, github=self.github, **context
+        )
+
+    def page(
+        self, name: str, request: Request, session: Session | None, **context: Any
+    ) -> HTMLResponse:
+        return HTMLResponse(self.render(name, request, session, **context))
+
+    def signed_in(self, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
+        async def guarded(request: Request) -> Response:
+            session = self.gate.session(request)
+            if session is None:
+                if request.url.path.endswith("/live"):
+                    return JSONResponse({"error": "sign in first"}, status_code=401)
+                return RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
+            return await handler(request, session)
+
+        return guarded
+
+    def not_found(self, request: Request, session: Session, what: str) -> HTMLResponse:
+        body = self.render("error.html", request, session, title="Not found", message=what)
+        return HTMLResponse(body, status_code=404)
+
+    # -- sign-in -------------------------------------------------------------------------
+
+    async def sign_in_form(self, request: Request) -> Response:
+        return self.page("sign_in.html", request, None, error=None)
+
+    async def sign_in(self, request: Request) -> Response:
+        client = client_address(request)
+        wait = self.gate.limiter.blocked_for(client)
+        if wait > 0:
+            body = self.render(
+                "sign_in.html", request, None, error="Too many failed sign-ins; wait a minute."
+            )
+            return HTMLResponse(body, status_code=429, headers={"retry-after": str(int(wait) + 1)})
+        given = (await _form(request)).get("token")
+        if given is None or not self.gate.token_ok(given):
+            self.gate.limiter.failed(client)
+            log.warning("operator page: failed sign-in", extra={"client": client})
+            body = self.render("sign_in.html", request, None, error="That is not the token.")
+            return HTMLResponse(body, status_code=401)
+        self.gate.limiter.succeeded(client)
+        response = RedirectResponse(f"{PREFIX}/", status_code=303)
+        response.set_cookie(value=self.gate.new_cookie(), **cookie_settings(request))  # type: ignore[arg-type]
+        return response
+
+    async def sign_out(self, request: Request, session: Session) -> Response:
+        if not self.gate.csrf_ok(session, (await _form(request)).get("csrf")):
+            return PlainForbidden()
+        response = RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
+        settings = cookie_settings(request)
+        response.delete_cookie(
+            key=str(settings["key"]), path=str(settings["path"]), httponly=True, samesite="strict"
+        )
+        return response
+
+    # -- deliveries ----------------------------------------------------------------------
+
+    async def deliveries(self, request: Request, session: Session) -> Response:
+        q = request.query_params
+        wanted = queries.DeliveryFilter(
+            event=q.get("event", "").strip()[:100],
+            repo=q.get("repo", "").strip()[:200],
+            decision=q.get("decision", "") if q.get("decision", "") in queries.DECISIONS else "",
+        )
+        size = page_size(q.get("size"))
+        page = await anyio.to_thread.run_sync(
+            queries.deliveries_page, self.store, wanted, decode_cursor(q.get("before")), size
+        )
+        return self.page(
+            "deliveries.html",
+            request,
+            session,
+            page=page,
+            wanted=wanted,
+            decisions=queries.DECISIONS,
+            size=size,
+            first=not q.get("before"),
+        )
+
+    async def delivery(self, request: Request, session: Session) -> Response:
+        guid = request.path_params["guid"]
+        row = await anyio.to_thread.run_sync(queries.delivery, self.store, guid)
+        if row is None:
+            return self.not_found(request, session, "No delivery has that id.")
+        headers = {k: v for k, v in row.delivery.headers.items() if "signature" not in k.lower()}
+        return self.page("delivery.html", request, session, row=row, headers=headers)
+
+    # -- runs ----------------------------------------------------------------------------
+
+    async def runs(self, request: Request, session: Session) -> Response:
+        q = request.query_params
+        wanted = queries.RunFilter(
+            repo=q.get("repo", "")[:200],
+            workflow=q.get("workflow", "")[:100],
+            status=q.get("status", "")[:30],
+        )
+        size = page_size(q.get("size"))
+
+        def read() -> tuple[queries.Page[Any], tuple[list[str], list[str]]]:
+            page = queries.runs_page(self.store, wanted, decode_cursor(q.get("before")), size)
+            return page, queries.run_choices(self.store)
+
+        page, (repos, workflows) = await anyio.to_thread.run_sync(read)
+        return self.page(
+            "runs.html",
+            request,
+            session,
+            page=page,
+            wanted=wanted,
+            repos=repos,
+            workflows=workflows,
+            statuses=queries.RUN_STATUSES,
+            ended=OUTCOME_STATUSES,
+            now=time.time(),
+            first=not q.get("before"),
+        )
+
+    async def run(self, request: Request, session: Session) -> Response:
+        run_id = request.path_params["run_id"]
+
+        def read() -> Any:
+            run = self.store.get_run(run_id)
+            return None if run is None else run_view(self.store, run, self.redact)
+
+        view = await anyio.to_thread.run_sync(read)
+        if view is None:
+            return self.not_found(request, session, "No run has that id.")
+        return self.page("run.html", request, session, view=view, now=time.time())
+
+    async def run_live(self, request: Request, session: Session) -> Response:
+        run_id = request.path_params["run_id"]
+
+        def read() -> Any:
+            run = self.store.get_run(run_id)
+            return None if run is None else run_view(self.store, run, self.redact)
+
+        view = await anyio.to_thread.run_sync(read)
+        if view is None:
+            return JSONResponse({"error": "no such run"}, status_code=404)
+        html = self.render("_live.html", request, session, view=view, now=time.time())
+        return JSONResponse({"status": view.run.status, "finished": view.ended, "html": html})
+
+    async def agent(self, request: Request, session: Session) -> Response:
+        run_id = request.path_params["run_id"]
+        index = int(request.path_params["index"])
+
+        def read() -> Any:
+            run = self.store.get_run(run_id)
+            return None if run is None else agent_view(self.store, run, index)
+
+        view = await anyio.to_thread.run_sync(read)
+        if view is None:
+            return self.not_found(request, session, "That run has no such agent call.")
+        return self.page("agent.html", request, session, view=view)
+
+    async def stop(self, request: Request, session: Session) -> Response:
+        run_id = request.path_params["run_id"]
+        if not self.gate.csrf_ok(session, (await _form(request)).get("csrf")):
+            log.warning(
+                "operator page: stop refused without its CSRF token", extra={"run_id": run_id}
+            )
+            return PlainForbidden()
+        run = await anyio.to_thread.run_sync(self.store.get_run, run_id)
+        if run is None:
+            return self.not_found(request, session, "No run has that id.")
+        if run.status not in OUTCOME_STATUSES:
+            await anyio.to_thread.run_sync(self.store.request_stop, run_id, STOP_REASON)
+            log.info("operator page: stop requested", extra={"run_id": run_id})
+        return RedirectResponse(f"{PREFIX}/runs/{run_id}", status_code=303)
+
+    # -- costs ---------------------------------------------------------------------------
+
+    async def costs(self, request: Request, session: Session) -> Response:
+        raw = request.query_params.get("days", "30")
+        days = max(1, min(366, int(raw))) if raw.isdigit() else 30
+        now = time.time()
+        first = day_of(now) - days + 1
+        rows = await anyio.to_thread.run_sync(
+            queries.run_costs, self.store, float(first * DAY), float((first + days) * DAY)
+        )
+        daily = [(_day_name(int(t.key)), t) for t in per_day(rows, first, days)]
+        by = "cost" if any(t.cost for _, t in daily) else "tokens"
+        return self.page(
+            "costs.html",
+            request,
+            session,
+            days=days,
+            daily=daily,
+            chart=cost_chart_svg(daily, by=by),
+            by=by,
+            workflows=per_key(rows, "workflow"),
+            repos=per_key(rows, "repo"),
+            top=costliest(rows, 10),
+            total_cost=sum(r.cost for r in rows),
+            total_tokens=sum(r.tokens for r in rows),
+            total_runs=len(rows),
+        )
+
+    # -- the routes ----------------------------------------------------------------------
+
+    def routes(self) -> list[BaseRoute]:
+        s = self.signed_in
+        return [
+            Route("/sign-in", self.sign_in_form, methods=["GET"]),
+            Route("/sign-in", self.sign_in, methods=["POST"]),
+            Route("/sign-out", s(self.sign_out), methods=["POST"]),
+            Route("/", s(self.deliveries), methods=["GET"]),
+            Route("/deliveries", s(self.deliveries), methods=["GET"]),
+            Route("/deliveries/{guid}", s(self.delivery), methods=["GET"]),
+            Route("/runs", s(self.runs), methods=["GET"]),
+            Route("/runs/{run_id}", s(self.run), methods=["GET"]),
+            Route("/runs/{run_id}/live", s(self.run_live), methods=["GET"]),
+            Route("/runs/{run_id}/agents/{index:int}", s(self.agent), methods=["GET"]),
+            Route("/runs/{run_id}/stop", s(self.stop), methods=["POST"]),
+            Route("/costs", s(self.costs), methods=["GET"]),
+            Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+
+
+MAX_FORM = 4096
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An url-encoded form's fields (the first of each); the page's forms are small, so a
+    longer body is read no further and counts as empty."""
+    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            return {}
+    fields = urllib.parse.parse_qs(body.decode("utf-8", "replace"), max_num_fields=10)
+    return {key: values[0] for key, values in fields.items() if values}
+
+
+def PlainForbidden() -> Response:
+    return Response(
+        "forbidden: this form needs its CSRF token", status_code=403, media_type="text/plain"
+    )
+
+
+def operator_page(settings: Settings, store: Storage, *, gate: Gate | None = None) -> Mount:
+    """The page mounted at /ui, with its security headers on every answer."""
+    page = OperatorPage(settings, store, gate=gate)
+    return Mount(PREFIX, app=SecurityHeaders(Router(routes=page.routes())))
+
+
+__all__ = ["PREFIX", "OperatorPage", "operator_page"]

@@ -1,0 +1,165 @@
+"""Who may see the operator's page: the sign-in, its rate limit, the session and its CSRF token,
+and the security headers every answer under /ui/ carries.
+
+Signing in with BOT_UI_TOKEN sets a signed session cookie (`policies.ui_session`): HttpOnly,
+SameSite=Strict, path /ui/, Secure when the request came over https. A client address with
+`MAX_FAILURES` failed sign-ins in the last `WINDOW` seconds gets 429 until the oldest of them
+ages out, whatever it sends. The only form that changes anything ("stop this run", and
+signing out) must carry the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from policies.ui_session import (
+    SESSION_SECONDS,
+    csrf_matches,
+    csrf_token,
+    make_cookie,
+    read_cookie,
+    session_key,
+    token_matches,
+)
+
+COOKIE = "bot_ui"
+COOKIE_PATH = "/ui/"
+MAX_FAILURES = 5
+WINDOW = 60.0
+_MAX_CLIENTS = 10_000  # addresses remembered at once; the oldest are forgotten past this
+
+CSP = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+)
+
+
+class SignInLimiter:
+    """Failed sign-ins per client address, over a sliding window."""
+
+    def __init__(
+        self,
+        *,
+        max_failures: int = MAX_FAILURES,
+        window: float = WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_failures = max_failures
+        self.window = window
+        self.clock = clock
+        self._failures: dict[str, deque[float]] = {}
+
+    def _recent(self, client: str) -> deque[float]:
+        now = self.clock()
+        times = self._failures.get(client)
+        if times is None:
+            return deque()
+        while times and now - times[0] >= self.window:
+            times.popleft()
+        if not times:
+            del self._failures[client]
+        return times
+
+    def blocked_for(self, client: str) -> float:
+        """Seconds until `client` may try again; 0 when it may now."""
+        times = self._recent(client)
+        if len(times) < self.max_failures:
+            return 0.0
+        return max(0.0, self.window - (self.clock() - times[0]))
+
+    def failed(self, client: str) -> None:
+        if client not in self._failures and len(self._failures) >= _MAX_CLIENTS:
+            self._failures.pop(next(iter(self._failures)))
+        self._failures.setdefault(client, deque()).append(self.clock())
+
+    def succeeded(self, client: str) -> None:
+        self._failures.pop(client, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: str
+    csrf: str
+
+
+class Gate:
+    """The token, the key derived from it, and the sign-in limiter of one process."""
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        limiter: SignInLimiter | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not token:
+            raise ValueError("the operator's page needs a non-empty BOT_UI_TOKEN")
+        self._token = token
+        self.key = session_key(token)
+        self.limiter = limiter or SignInLimiter()
+        self.clock = clock
+
+    def token_ok(self, given: str) -> bool:
+        return token_matches(self._token, given)
+
+    def new_cookie(self) -> str:
+        return make_cookie(self.key, secrets.token_hex(16), int(self.clock()))
+
+    def session(self, request: Request) -> Session | None:
+        sid = read_cookie(self.key, request.cookies.get(COOKIE), self.clock())
+        return None if sid is None else Session(id=sid, csrf=csrf_token(self.key, sid))
+
+    def csrf_ok(self, session: Session, given: str | None) -> bool:
+        return csrf_matches(self.key, session.id, given)
+
+
+def cookie_settings(request: Request) -> dict[str, object]:
+    """The attributes of the session cookie for this request."""
+    return {
+        "key": COOKIE,
+        "max_age": SESSION_SECONDS,
+        "path": COOKIE_PATH,
+        "httponly": True,
+        "samesite": "strict",
+        "secure": request.url.scheme == "https",
+    }
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every response of the wrapped app (replacing any it set)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._names = {name for name, _ in SECURITY_HEADERS}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k not in self._names]
+                message = {**message, "headers": [*kept, *SECURITY_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

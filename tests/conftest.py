@@ -66,6 +66,26 @@ def with_search_path(url: str, schema: str) -> str:
     )
 
 
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def chromium_path() -> Path:
+    """Debian's chromium (scripts/setup installs it), with Playwright for Python to drive it;
+    or skip the test when either is missing (fail instead under TESTS_REQUIRE_BROWSER=1, which
+    CI sets: there both are installed)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        reason = "needs Playwright for Python (the dev extra: pip install -e '.[dev]')"
+    else:
+        if CHROMIUM.is_file():
+            return CHROMIUM
+        reason = f"needs a headless Chromium at {CHROMIUM} (apt-get install chromium)"
+    if os.environ.get("TESTS_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{reason}; TESTS_REQUIRE_BROWSER=1 asks for it")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def postgres_dsn() -> Iterator[str]:
     """A DSN whose tables live in a fresh schema of the test database, dropped afterwards: each

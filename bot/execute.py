@@ -40,7 +40,7 @@ import anyio
 import anyio.to_thread
 
 from bot import metrics
-from bot.engine.artifacts import RunNotFound
+from bot.engine.artifacts import JOURNAL, RunNotFound
 from bot.engine.details import RunDetails
 from bot.fix.flow import run_fix
 from bot.followup import answer_blocked
@@ -483,7 +483,8 @@ class RunExecutor:
         """
         if run_id in self._resuming:
             await clear_interrupted(git_dir, run_id)
-            if resume_from is None and self._journaled(run_id):
+            journaled = await anyio.to_thread.run_sync(self._journaled, run_id)
+            if resume_from is None and journaled:
                 resume_from = run_id  # replay what the interrupted attempt finished
             # Its arguments too (the context's fence is drawn per attempt): the same prompts
             # are what lets the journaled calls replay.
@@ -508,11 +509,28 @@ class RunExecutor:
                 on_update=tracker.update,
             )
             tasks.cancel_scope.cancel()
+        await anyio.to_thread.run_sync(self._record_usage, finished)
         return finished
+
+    def _record_usage(self, finished: RunDetails) -> None:
+        usage = finished.usage or {}
+
+        def count(*kinds: str) -> int:
+            return sum(int(usage.get(kind) or 0) for kind in kinds)
+
+        cost = usage.get("cost")
+        self.store.record_run_usage(
+            finished.run_id,
+            input_tokens=count("input", "cache_read", "cache_write"),
+            output_tokens=count("output"),
+            cost=float(cost) if isinstance(cost, int | float) else None,
+            finished_at=finished.finished_at or self.clock(),
+        )
 
     def _journaled(self, run_id: str) -> bool:
         try:
-            return (self.engine.store.run_dir(run_id) / "journal.json").is_file()
+            # From the database when the interrupted attempt ran on another machine.
+            return self.engine.store.restore(run_id, JOURNAL)
         except RunNotFound:
             return False
 

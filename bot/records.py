@@ -55,6 +55,12 @@ class RunRecord:
     outcome: dict[str, object] | None = None
     args: dict[str, Any] | None = None
     """The workflow's arguments as given to the engine (None when not recorded)."""
+    input_tokens: int | None = None
+    """Model tokens the run's agent calls read (cache reads and writes included), once it ended."""
+    output_tokens: int | None = None
+    cost: float | None = None
+    """What those tokens cost at the configured prices; None when no price is known."""
+    finished_at: float | None = None
 
     def answers(self) -> str | None:
         """The id of the BLOCKED run this run answers (a `decide` follow-up), else None."""
@@ -96,6 +102,10 @@ def run_record(row: tuple[Any, ...]) -> RunRecord:
         updated_at=float(row[9]),
         outcome=None if row[10] is None else json.loads(str(row[10])),
         args=json_object(row[11]),
+        input_tokens=None if row[12] is None else int(row[12]),
+        output_tokens=None if row[13] is None else int(row[13]),
+        cost=None if row[14] is None else float(row[14]),
+        finished_at=None if row[15] is None else float(row[15]),
     )
 
 

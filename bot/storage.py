@@ -70,8 +70,11 @@ DELIVERY_COLUMNS = (
 )
 RUN_COLUMNS = (
     "id, delivery_id, repo, target_kind, number, workflow, mode, status, created_at, "
-    "updated_at, outcome, args"
+    "updated_at, outcome, args, input_tokens, output_tokens, cost, finished_at"
 )
+ARTIFACT_CAP = 32 * 1024 * 1024
+"""The most characters of one run artifact the database keeps; the engine caps its own well
+under this (transcripts at 16 MiB, the journal at 2 MiB), so only a bug meets it."""
 _BATCH = 500  # ids per `IN (...)`: far under both backends' limits on parameters
 
 
@@ -248,7 +251,8 @@ class Storage(ABC):
         now = self.clock()
         with self._transaction() as db:
             db.run(
-                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)"
+                f"INSERT INTO runs ({RUN_COLUMNS})"
+                f" VALUES ({_marks(10)}, NULL, NULL, NULL, NULL, NULL, NULL)"
                 " ON CONFLICT (delivery_id, workflow) DO NOTHING",
                 (
                     new_run_id(),
@@ -493,6 +497,53 @@ class Storage(ABC):
                 " delivery_id = excluded.delivery_id, updated_at = excluded.updated_at",
                 (installation_id, state.value, delivery_id, self.clock()),
             )
+
+    def record_run_usage(
+        self,
+        run_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float | None,
+        finished_at: float,
+    ) -> None:
+        """What the run's agent calls used, once the run has ended."""
+        with self._session() as db:
+            db.run(
+                "UPDATE runs SET input_tokens = ?, output_tokens = ?, cost = ?, finished_at = ?"
+                " WHERE id = ?",
+                (input_tokens, output_tokens, cost, finished_at, run_id),
+            )
+
+    # -- run artifacts (bot.engine.artifacts.ArtifactMirror) ------------------------------
+
+    def put_artifact(self, run_id: str, name: str, text: str) -> None:
+        """Keep artifact `name` of the run (the last write wins); refuses one over the cap."""
+        if len(text) > ARTIFACT_CAP:
+            raise StoreError(f"artifact {name} of {run_id} is over {ARTIFACT_CAP} characters")
+        # Postgres text cannot hold NUL; JSON artifacts escape it already, Markdown may not.
+        text = text.replace("\x00", "\ufffd")
+        with self._session() as db:
+            db.run(
+                "INSERT INTO run_artifacts (run_id, name, body, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body,"
+                " updated_at = excluded.updated_at",
+                (run_id, name, text, self.clock()),
+            )
+
+    def get_artifact(self, run_id: str, name: str) -> str | None:
+        with self._session() as db:
+            row = db.one(
+                "SELECT body FROM run_artifacts WHERE run_id = ? AND name = ?", (run_id, name)
+            )
+        return None if row is None else str(row[0])
+
+    def artifact_names(self, run_id: str) -> list[str]:
+        with self._session() as db:
+            rows = db.all(
+                "SELECT name FROM run_artifacts WHERE run_id = ? ORDER BY name", (run_id,)
+            )
+        return [str(row[0]) for row in rows]
 
     # -- review memory -------------------------------------------------------------------
 

@@ -146,6 +146,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE runs ADD COLUMN stop_reason TEXT;
     """,
+    # Run artifacts (journal, details, transcripts, report, handoffs) beside the run folder,
+    # and what each run used once it ended.
+    """
+    CREATE TABLE run_artifacts (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        body TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (run_id, name)
+    );
+    ALTER TABLE runs ADD COLUMN input_tokens INTEGER;
+    ALTER TABLE runs ADD COLUMN output_tokens INTEGER;
+    ALTER TABLE runs ADD COLUMN cost REAL;
+    ALTER TABLE runs ADD COLUMN finished_at REAL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

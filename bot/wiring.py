@@ -128,6 +128,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         agent_types=resolve_agent_types(settings.agent_types, None),
         role_models=settings.role_models,
         default_model=settings.model,
+        mirror=store,
     )
     recovered = engine.recover_stale()
     if recovered:

@@ -57,14 +57,16 @@ def wait(what: str, done: Any, log: Path, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "postgres-elsewhere"])
 def database(request: pytest.FixtureRequest) -> dict[str, str]:
     """Extra settings for the backend: none for SQLite (the data dir's file), a fresh
-    schema's DSN for Postgres (skipped without a test server, failed under CI's demand)."""
+    schema's DSN for Postgres (skipped without a test server, failed under CI's demand).
+    With `postgres-elsewhere` the second server runs in another data dir, as on another
+    machine: nothing of the first attempt's run folder is there."""
     if request.param == "sqlite":
         return {}
     dsn: str = request.getfixturevalue("postgres_dsn")
-    return {"BOT_DATABASE_URL": dsn}
+    return {"BOT_DATABASE_URL": dsn, **({"elsewhere": "1"} if "elsewhere" in request.param else {})}
 
 
 def run_status(database: dict[str, str], db_file: Path) -> str:
@@ -95,6 +97,7 @@ def test_a_killed_server_leaves_a_run_the_next_one_resumes(
     model = SlowReview(FixModel((Edit("", {"app/greet.py": GREET_FIXED}),)))
     llm = FakeLLM()
     llm.respond_with(model)
+    elsewhere = database.pop("elsewhere", None) is not None
     env = {
         "BOT_APP_SLUG": fake.slug,
         "BOT_GITHUB_WRITE_INTERVAL": "0",
@@ -139,7 +142,9 @@ def test_a_killed_server_leaves_a_run_the_next_one_resumes(
 
         model.slow = False
         plans = model.model.calls["plan"]
-        with running_bot(tmp_path, github_url=gh_url, llm_url=llm_url, **settings) as second:
+        root = tmp_path / "elsewhere" if elsewhere else tmp_path
+        root.mkdir(exist_ok=True)
+        with running_bot(root, github_url=gh_url, llm_url=llm_url, **settings) as second:
             wait(
                 "the resumed run",
                 lambda: run_status(database, second.db) == "succeeded",
@@ -156,6 +161,9 @@ def test_a_killed_server_leaves_a_run_the_next_one_resumes(
     ]
     assert len(own) == 1
     assert "(1 replayed)" in own[0]["body"]
+    if elsewhere:
+        assert not (root / "data" / "runs" / run_dir.name).samefile(run_dir)
+        mirror = root / "data" / "repos" / "octo" / "hello.git"
     assert not any((mirror / "bot-worktrees").glob("*/*"))
     assert agent_branches(mirror) == []
 

@@ -1,17 +1,29 @@
-"""Run artifacts on disk: run ids, the run folder, atomic JSON and text writes, lookups."""
+"""Run artifacts: run ids, the run folder, atomic JSON and text writes, lookups.
+
+A run's artifacts are files in its folder. When the engine is given an `ArtifactMirror` (the
+bot's database), every artifact written is also put there, so that a run resumed on another
+machine finds its journal (`RunStore.restore`) and a page on any machine can read what a run
+did without that run's disk.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import secrets
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bot.engine.details import RunDetails
+
+log = logging.getLogger(__name__)
+
+JOURNAL = "journal.json"
+DETAILS = "workflow.json"
 
 RUN_ID = re.compile(r"^wf_[0-9a-f]{12}$")
 _RUN_REF = re.compile(r"^(?:wf_[0-9a-f]{0,12}|wf|[0-9a-f_]{1,12})$")
@@ -73,11 +85,65 @@ def atomic_write_json(path: Path, value: Any, *, pretty: bool = False) -> None:
     atomic_write_text(path, dumps(value, pretty=pretty, strict=False))
 
 
-class RunStore:
-    """The `<data_dir>/runs/` folder: one sub-folder per run id."""
+class ArtifactMirror(Protocol):
+    """Where a copy of each run artifact is kept beside the run folder (the bot's database)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def put_artifact(self, run_id: str, name: str, text: str) -> None: ...
+
+    def get_artifact(self, run_id: str, name: str) -> str | None: ...
+
+
+_ARTIFACT_NAME = re.compile(r"^(?:[a-z]+\.(?:json|md)|worktrees/agent-[0-9]+\.json)$")
+
+
+class RunStore:
+    """The `<data_dir>/runs/` folder: one sub-folder per run id; and its mirror, if any."""
+
+    def __init__(self, data_dir: Path, *, mirror: ArtifactMirror | None = None) -> None:
         self.root = data_dir / "runs"
+        self.mirror = mirror
+
+    def write_text(self, run_id: str, name: str, text: str) -> None:
+        """Write artifact `name` of the run (a file name, or `worktrees/agent-N.json`).
+
+        The file comes first; the mirror's copy is best effort: a database that cannot take
+        it now costs the copy (logged), never the run.
+        """
+        if not _ARTIFACT_NAME.match(name):
+            raise ValueError(f"not an artifact name: {name!r}")
+        atomic_write_text(self.run_dir(run_id) / name, text)
+        if self.mirror is not None:
+            try:
+                self.mirror.put_artifact(run_id, name, text)
+            except Exception as exc:  # any database error: the file is written
+                log.warning(
+                    "cannot copy a run artifact to the database",
+                    extra={"run_id": run_id, "artifact": name, "error": type(exc).__name__},
+                )
+
+    def write_json(self, run_id: str, name: str, value: Any, *, pretty: bool = False) -> None:
+        self.write_text(run_id, name, dumps(value, pretty=pretty, strict=False))
+
+    def restore(self, run_id: str, name: str) -> bool:
+        """Make sure artifact `name` of the run is on this disk, fetching the mirror's copy
+        when the file is missing (the run started on another machine). True when it is."""
+        path = self.run_dir(run_id) / name
+        if path.is_file():
+            return True
+        if self.mirror is None:
+            return False
+        try:
+            text = self.mirror.get_artifact(run_id, name)
+        except Exception as exc:
+            log.warning(
+                "cannot read a run artifact from the database",
+                extra={"run_id": run_id, "artifact": name, "error": type(exc).__name__},
+            )
+            return False
+        if text is None:
+            return False
+        atomic_write_text(path, text)
+        return True
 
     def run_dir(self, run_id: str) -> Path:
         if not RUN_ID.match(run_id):
@@ -116,10 +182,10 @@ class RunStore:
         raise RunNotFound(f"{ref!r} matches {len(matches)} runs; give more characters")
 
     def write_details(self, details: RunDetails) -> None:
-        atomic_write_json(self.run_dir(details.run_id) / "workflow.json", details.to_json())
+        self.write_json(details.run_id, DETAILS, details.to_json())
 
     def read_details(self, run_id: str) -> RunDetails:
-        path = self.run_dir(run_id) / "workflow.json"
+        path = self.run_dir(run_id) / DETAILS
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return RunDetails.from_json(data)

@@ -89,6 +89,7 @@ class CallDispatch:
 
     config: RunConfig
     details: RunDetails
+    store: artifacts.RunStore
     run_dir: Path
     interaction: RunInteractionPolicy
     git_dir: Path | None
@@ -305,7 +306,7 @@ class CallDispatch:
         killed mid-run (a crashed worker) still leaves what it finished for the next one."""
         self.journal.record(key, entry)
         try:
-            artifacts.atomic_write_json(self.run_dir / "journal.json", self.journal.to_json())
+            self.store.write_json(self.details.run_id, artifacts.JOURNAL, self.journal.to_json())
         except (OSError, TypeError, ValueError) as exc:
             log.warning("cannot write the journal: %s", exc)
 
@@ -346,8 +347,9 @@ class CallDispatch:
 
         def work() -> Cleanup:
             record = collect_handoff(wt)
-            artifacts.atomic_write_json(
-                self.run_dir / name,
+            self.store.write_json(
+                self.details.run_id,
+                name,
                 {"agent": agent.index, "label": agent.label, **record.as_dict()},
                 pretty=True,
             )

@@ -14,7 +14,14 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bot.engine import artifacts
-from bot.engine.artifacts import RunNotFound, RunStore, new_run_id
+from bot.engine.artifacts import (
+    JOURNAL,
+    RUN_ID,
+    ArtifactMirror,
+    RunNotFound,
+    RunStore,
+    new_run_id,
+)
 from bot.engine.details import RunDetails
 from bot.engine.dispatch import RunConfig
 from bot.engine.git import GitError, common_dir
@@ -53,6 +60,7 @@ class Engine:
         concurrency: int = 8,
         max_calls: int = 128,
         settle_seconds: float = 8.0,
+        mirror: ArtifactMirror | None = None,
     ) -> None:
         if not 1 <= concurrency <= MAX_CONCURRENCY:
             raise ValueError(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
@@ -66,7 +74,7 @@ class Engine:
             from bot.agents.types import builtin_agent_types
 
             agent_types = builtin_agent_types()
-        self.store = RunStore(Path(data_dir))
+        self.store = RunStore(Path(data_dir), mirror=mirror)
         self.config = RunConfig(
             runner=runner,
             agent_types=dict(agent_types),
@@ -225,8 +233,12 @@ class Engine:
         if resume_from is not None and resume_from == rid:
             previous = rid  # an interrupted attempt of this same run (a crashed worker)
         elif resume_from is not None:
+            # A full id whose journal the mirror holds may have run on another machine.
+            elsewhere = RUN_ID.match(resume_from) is not None and await anyio.to_thread.run_sync(
+                self.store.restore, resume_from, JOURNAL
+            )
             others = [r for r in self.store.run_ids() if r != rid]
-            previous = self.store.resolve(resume_from, others)
+            previous = resume_from if elsewhere else self.store.resolve(resume_from, others)
         details = RunDetails(
             run_id=rid,
             name=meta.name,
@@ -236,10 +248,13 @@ class Engine:
             resumed_from=previous,
         )
         journal = Journal()
+        if previous == rid:
+            # The interrupted attempt may have run on another machine.
+            await anyio.to_thread.run_sync(self.store.restore, previous, JOURNAL)
         if previous is not None:
             try:
                 journal = Journal.resuming(
-                    self.store.run_dir(previous) / "journal.json", carry=previous == rid
+                    self.store.run_dir(previous) / JOURNAL, carry=previous == rid
                 )
             except JournalError as exc:
                 details.resume_note = f"{exc}; every call runs for real"
@@ -257,7 +272,7 @@ class Engine:
         run = Run(
             self.config,
             details,
-            run_dir=self.store.run_dir(rid),
+            store=self.store,
             interaction=interaction,
             repo=Path(repo) if repo is not None else None,
             git_dir=git_dir,

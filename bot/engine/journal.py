@@ -58,13 +58,16 @@ def call_key(
 def workspace_identity(
     repo: Path | None, commit: str | None, local_root: Path | None
 ) -> str | None:
-    """Repository root + commit, plus a hash of uncommitted changes and untracked files when
-    agents read a local work tree. None when it cannot be computed safely. Blocking."""
+    """The commit agents read; with a local work tree, its root and a hash of uncommitted
+    changes and untracked files too. None when it cannot be computed safely. Blocking.
+
+    Without a work tree the commit alone is the workspace: its id covers every byte of its
+    tree, wherever the repository sits, so a run resumed on another machine (another mirror
+    path) replays what the first attempt finished."""
     if commit is None:
         return "no-repository" if repo is None and local_root is None else None
     if local_root is None:
-        where = str(repo.resolve()) if repo is not None else ""
-        return _canonical({"root": where, "commit": commit})
+        return _canonical({"commit": commit})
     try:
         root = local_root.resolve()
         digest = hashlib.sha256()

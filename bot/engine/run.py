@@ -34,7 +34,7 @@ class Run(CallDispatch):
         config: RunConfig,
         details: RunDetails,
         *,
-        run_dir: Path,
+        store: artifacts.RunStore,
         interaction: RunInteractionPolicy,
         repo: Path | None,
         git_dir: Path | None,
@@ -45,7 +45,8 @@ class Run(CallDispatch):
     ) -> None:
         self.config = config
         self.details = details
-        self.run_dir = run_dir
+        self.store = store
+        self.run_dir = store.run_dir(details.run_id)
         self.interaction = interaction
         self.repo = repo
         self.git_dir = git_dir
@@ -89,7 +90,7 @@ class Run(CallDispatch):
     def _flush(self) -> None:
         self._dirty = False
         try:
-            artifacts.RunStore(self.run_dir.parent.parent).write_details(self.details)
+            self.store.write_details(self.details)
         except (OSError, TypeError, ValueError) as exc:
             log.warning("cannot write workflow.json: %s", exc)
 
@@ -214,8 +215,10 @@ class Run(CallDispatch):
     def _write_all(self) -> None:
         """Every artifact; workflow.json last, so a finished status means all are written."""
         try:
-            artifacts.atomic_write_json(
-                self.run_dir / "result.json",
+            rid = self.details.run_id
+            self.store.write_json(
+                rid,
+                "result.json",
                 {
                     "status": self.details.status,
                     "result": self.details.result,
@@ -223,10 +226,10 @@ class Run(CallDispatch):
                 },
                 pretty=True,
             )
-            artifacts.atomic_write_json(self.run_dir / "transcripts.json", self.transcripts)
-            artifacts.atomic_write_json(self.run_dir / "journal.json", self.journal.to_json())
-            artifacts.atomic_write_text(
-                self.run_dir / "report.md", build_result_message(self.details, self.run_dir) + "\n"
+            self.store.write_json(rid, "transcripts.json", self.transcripts)
+            self.store.write_json(rid, artifacts.JOURNAL, self.journal.to_json())
+            self.store.write_text(
+                rid, "report.md", build_result_message(self.details, self.run_dir) + "\n"
             )
         except (OSError, TypeError, ValueError) as exc:
             log.error("cannot write run artifacts: %s", exc)

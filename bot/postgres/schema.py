@@ -100,9 +100,26 @@ CREATE TABLE bot_jobs (
 CREATE INDEX bot_jobs_leases ON bot_jobs (lease_until) WHERE lease_until IS NOT NULL;
 """
 
+# Run artifacts beside the run folder, so a run resumed or read on another machine finds them;
+# and what each run used once it ended.
+RUN_ARTIFACTS = """
+CREATE TABLE run_artifacts (
+    run_id text NOT NULL,
+    name text NOT NULL,
+    body text NOT NULL,
+    updated_at double precision NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+ALTER TABLE runs ADD COLUMN input_tokens bigint;
+ALTER TABLE runs ADD COLUMN output_tokens bigint;
+ALTER TABLE runs ADD COLUMN cost double precision;
+ALTER TABLE runs ADD COLUMN finished_at double precision;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
+    RUN_ARTIFACTS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

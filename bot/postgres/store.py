@@ -3,8 +3,9 @@
 The queries are `bot.storage.Storage`'s; this module adds the connection pool and the schema
 (`bot.postgres.schema`, migrated when the store opens). A delivery's body is a `bytea` in its
 row: the segment files are the SQLite backend's way around its write-ahead log, and every
-process on every machine must be able to read every body. The engine's journals and run
-artifacts stay on the disk of the machine that ran them.
+process on every machine must be able to read every body. So must every run artifact: the
+engine writes each to its run folder and here (`run_artifacts`), so that a run interrupted on
+one machine resumes on another from its journal, and any machine can show what a run did.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from bot.backend import job_queue
 from bot.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from bot.postgres.store import PostgresStore
 from bot.queue.sqlite import SqliteJobQueue
-from bot.storage import Storage
+from bot.storage import ARTIFACT_CAP, Storage
 from bot.store import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
 from policies.lifecycle import InstallationState
 from tests.backends import BACKENDS, execute, insert_delivery, query
@@ -447,6 +447,51 @@ def test_attempts_at_a_run_are_counted(open_store: Opener) -> None:
     )
     assert [store.start_attempt(run.id) for _ in range(3)] == [1, 2, 3]
     assert store.start_attempt("wf_000000000000") == 0
+
+
+def test_run_artifacts_are_kept_replaced_and_listed(open_store: Opener) -> None:
+    store = open_store()
+    assert store.get_artifact("wf_0000000000aa", "journal.json") is None
+    store.put_artifact("wf_0000000000aa", "journal.json", '{"entries": []}')
+    store.put_artifact("wf_0000000000aa", "journal.json", '{"entries": [1]}')
+    store.put_artifact("wf_0000000000aa", "worktrees/agent-3.json", "{}")
+    store.put_artifact("wf_0000000000bb", "report.md", "nul \x00 here, ünïcode")
+    assert store.get_artifact("wf_0000000000aa", "journal.json") == '{"entries": [1]}'
+    assert store.artifact_names("wf_0000000000aa") == ["journal.json", "worktrees/agent-3.json"]
+    # Postgres text cannot hold NUL: it is replaced, on both backends alike.
+    assert store.get_artifact("wf_0000000000bb", "report.md") == "nul \ufffd here, ünïcode"
+    reopened = open_store()
+    assert reopened.get_artifact("wf_0000000000aa", "worktrees/agent-3.json") == "{}"
+
+
+def test_an_artifact_over_the_cap_is_refused_and_the_old_copy_stays(open_store: Opener) -> None:
+    store = open_store()
+    store.put_artifact("wf_0000000000aa", "transcripts.json", "{}")
+    with pytest.raises(StoreError, match="over"):
+        store.put_artifact("wf_0000000000aa", "transcripts.json", "x" * (ARTIFACT_CAP + 1))
+    assert store.get_artifact("wf_0000000000aa", "transcripts.json") == "{}"
+
+
+def test_a_runs_usage_is_recorded_when_it_ends(open_store: Opener) -> None:
+    store = open_store()
+    run = store.create_run(
+        delivery_id="g", repo="o/r", target_kind="issue", number=1, workflow="ask", mode="webhook"
+    )
+    assert (run.input_tokens, run.output_tokens, run.cost, run.finished_at) == (None,) * 4
+    store.record_run_usage(
+        run.id, input_tokens=1200, output_tokens=340, cost=0.0125, finished_at=1234.5
+    )
+    done = store.get_run(run.id)
+    assert done is not None
+    assert (done.input_tokens, done.output_tokens, done.cost, done.finished_at) == (
+        1200,
+        340,
+        0.0125,
+        1234.5,
+    )
+    store.record_run_usage(run.id, input_tokens=1, output_tokens=2, cost=None, finished_at=2.0)
+    again = store.get_run(run.id)
+    assert again is not None and again.cost is None
 
 
 # -- Postgres: its schema, migrated by the app, and its connections --------------------------

@@ -242,25 +242,9 @@ def run_costs(store: Storage, start: float, end: float) -> list[RunCost]:
     ]
 
 
-def artifact_text(store: Storage, run_id: str, name: str) -> str | None:
-    """An artifact of the run as the store keeps it; None when absent."""
-    get = getattr(store, "get_artifact", None)
-    if get is not None:
-        found = get(run_id, name)
-        return None if found is None else str(found)
-    try:
-        with store._session() as db:
-            row = db.one(
-                "SELECT body FROM run_artifacts WHERE run_id = ? AND name = ?", (run_id, name)
-            )
-    except Exception:
-        return None
-    return None if row is None else str(row[0])
-
-
 def artifact_json(store: Storage, run_id: str, name: str) -> Any:
     """A JSON artifact of the run, parsed; None when absent or unreadable."""
-    text = artifact_text(store, run_id, name)
+    text = store.get_artifact(run_id, name)
     if text is None:
         return None
     try:

@@ -16,12 +16,13 @@ from bot.records import RunRecord
 from bot.storage import Storage
 from bot.ui import queries
 from bot.ui.svg import timeline_svg
-from bot.ui.text import Redact, markdown
+from bot.ui.text import Redact, markdown, redact_values
 from policies.outcome import OUTCOME_STATUSES
 from policies.outcome_json import outcome_from_json
 from policies.ui_timeline import CallSpan, lay_out
 
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_SUB = re.compile(r"</?sub>")  # the footer's only HTML; the page renders Markdown without HTML
 TOOL_RESULT_CAP = 4000
 """Characters of one tool result shown before the rest is folded away."""
 
@@ -96,10 +97,12 @@ def published(run: RunRecord, redact: Redact) -> Markup | None:
     if not run.outcome:
         return None
     try:
-        outcome = outcome_from_json(run.outcome)
+        # Redacted before rendering too: rendering escapes Markdown, which splits a token's
+        # shape (`ghp_x` becomes `ghp\\_x`).
+        outcome = outcome_from_json(redact_values(run.outcome, redact))
     except ValueError:
         return None
-    body = _HTML_COMMENT.sub("", render_outcome(outcome, sticky=False))
+    body = _SUB.sub("", _HTML_COMMENT.sub("", render_outcome(outcome, sticky=False)))
     return markdown(body.strip(), redact)
 
 
@@ -118,7 +121,7 @@ def run_view(
         timeline = lay_out(spans(details.agents), until)
         view.timeline = timeline_svg(timeline, lambda index: f"/ui/runs/{run.id}/agents/{index}")
     view.published = published(run, redact)
-    view.report = queries.artifact_text(store, run.id, "report.md")
+    view.report = store.get_artifact(run.id, "report.md")
     return view
 
 

@@ -21,6 +21,8 @@ COLOURS = {"done": "#2e7d32", "error": "#c62828", "running": "#1565c0", "pending
 
 
 def _seconds(value: float) -> str:
+    if value == 0:
+        return "0 s"
     if value >= 60:
         return f"{value / 60:.1f} min"
     return f"{value:g} s" if value >= 1 else f"{value * 1000:.0f} ms"

@@ -48,8 +48,21 @@ _MD = _markdown()
 
 
 def markdown(text: str, redact: Redact) -> Markup:
-    """`text` (Markdown) as safe HTML, redacted first."""
-    return Markup(_MD.render(redact(text)))
+    """`text` (Markdown) as safe HTML, redacted before and after rendering: a secret written
+    with Markdown escapes in it (`ghp\\_...`) only takes its shape once rendered. A
+    replacement is plain words in brackets, so redacting the HTML cannot open a tag."""
+    return Markup(redact(_MD.render(redact(text))))
+
+
+def redact_values(value: Any, redact: Redact) -> Any:
+    """`value` (JSON data) with every string in it redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_values(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {k: redact_values(v, redact) for k, v in value.items()}
+    return value
 
 
 def pretty_json(value: Any, redact: Redact, limit: int = 200_000) -> str:

@@ -45,6 +45,10 @@ class Seeded:
     """A fix run with a writing agent's handoff."""
 
 
+def usage(total: int, cost: float) -> dict[str, object]:
+    return {"input": total - total // 10, "output": total // 10, "total": total, "cost": cost}
+
+
 def seed(store: Store, now: float = NOW) -> Seeded:
     add_delivery(
         store,
@@ -70,9 +74,11 @@ def seed(store: Store, now: float = NOW) -> Seeded:
         details(
             finished,
             [
-                Call("explore code", now - 299, now - 280),
-                Call("explore issues", now - 295, now - 285, replayed=True),
-                Call("report", now - 279, now - 270, phase="Report"),
+                Call("explore code", now - 299, now - 280, usage=usage(4000, 0.21)),
+                Call(
+                    "explore issues", now - 295, now - 285, replayed=True, usage=usage(2500, 0.12)
+                ),
+                Call("report", now - 279, now - 270, phase="Report", usage=usage(900, 0.09)),
             ],
             started_at=now - 300,
             finished_at=now - 269,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,24 +22,7 @@ HOSTILE = (
 
 
 def put_artifact(store: Storage, run_id: str, name: str, text: str) -> None:
-    put = getattr(store, "put_artifact", None)
-    if put is not None:
-        put(run_id, name, text)
-        return
-    # Until the store keeps artifacts itself: the same table, written here.
-    execute(
-        store,
-        "CREATE TABLE IF NOT EXISTS run_artifacts (run_id TEXT NOT NULL, name TEXT NOT NULL,"
-        " body TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (run_id, name))",
-    )
-    execute(
-        store,
-        "INSERT INTO run_artifacts (run_id, name, body, updated_at) VALUES (?, ?, ?, 0)"
-        " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body",
-        run_id,
-        name,
-        text,
-    )
+    store.put_artifact(run_id, name, text)
 
 
 def record_usage(
@@ -52,32 +34,12 @@ def record_usage(
     cost: float | None,
     finished_at: float,
 ) -> None:
-    record = getattr(store, "record_run_usage", None)
-    if record is not None:
-        record(
-            run_id,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=cost,
-            finished_at=finished_at,
-        )
-        return
-    for column in (
-        "input_tokens INTEGER",
-        "output_tokens INTEGER",
-        "cost REAL",
-        "finished_at REAL",
-    ):
-        with contextlib.suppress(Exception):  # there already
-            execute(store, f"ALTER TABLE runs ADD COLUMN {column}")
-    execute(
-        store,
-        "UPDATE runs SET input_tokens = ?, output_tokens = ?, cost = ?, finished_at = ? WHERE id = ?",
-        input_tokens,
-        output_tokens,
-        cost,
-        finished_at,
+    store.record_run_usage(
         run_id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost=cost,
+        finished_at=finished_at,
     )
 
 

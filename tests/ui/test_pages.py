@@ -126,7 +126,7 @@ def test_a_run_page_draws_its_timeline(client: httpx.Client, seeded: Seeded) -> 
     assert html.count('class="bar ') == 3
     # Two calls overlapped: two lanes; the replayed one is marked.
     assert 'class="bar s-done replayed"' in html
-    assert re.search(r'<rect x="[\d.]+" y="48"', html)  # a second lane
+    assert re.search(r'<rect x="[\d.]+" y="46"', html)  # a second lane
     assert "Labelled it <strong>bug</strong>" in html
     assert "stop-run" not in html  # the run has ended
 

@@ -1,6 +1,8 @@
 """Tokens and cost added up per day, per workflow and per repository, without I/O.
 
-Days are UTC days numbered from the epoch (`int(ts // 86400)`); the caller names them.
+The store adds up the runs per (day, repository, workflow) (`Usage`, a few rows however many
+runs there were); these functions fold those into the page's totals. Days are UTC days
+numbered from the epoch (`int(ts // 86400)`); the caller names them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,19 @@ class RunCost:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """The runs of one day, repository and workflow, added up."""
+
+    day: int
+    repo: str
+    workflow: str
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
 class Total:
     key: str
     """A day number as text, a workflow or a repository."""
@@ -45,9 +60,9 @@ def day_of(ts: float) -> int:
     return int(ts // DAY)
 
 
-def _add(into: dict[str, list[float]], key: str, row: RunCost) -> None:
+def _add(into: dict[str, list[float]], key: str, row: Usage) -> None:
     acc = into.setdefault(key, [0, 0, 0, 0.0])
-    acc[0] += 1
+    acc[0] += row.runs
     acc[1] += row.input_tokens
     acc[2] += row.output_tokens
     acc[3] += row.cost
@@ -59,21 +74,20 @@ def _total(key: str, acc: Sequence[float]) -> Total:
     )
 
 
-def per_day(rows: Iterable[RunCost], first_day: int, days: int) -> list[Total]:
+def per_day(rows: Iterable[Usage], first_day: int, days: int) -> list[Total]:
     """One total per day from `first_day`, `days` of them, empty days included; rows outside
     the period are left out."""
     sums: dict[str, list[float]] = {}
     for row in rows:
-        day = day_of(row.at)
-        if first_day <= day < first_day + days:
-            _add(sums, str(day), row)
+        if first_day <= row.day < first_day + days:
+            _add(sums, str(row.day), row)
     return [
         _total(str(day), sums.get(str(day), [0, 0, 0, 0.0]))
         for day in range(first_day, first_day + days)
     ]
 
 
-def per_key(rows: Iterable[RunCost], key: str) -> list[Total]:
+def per_key(rows: Iterable[Usage], key: str) -> list[Total]:
     """Totals per `key` ('workflow' or 'repo'), costliest first (then most tokens, then name)."""
     if key not in ("workflow", "repo"):
         raise ValueError(f"cannot add up costs per {key!r}")
@@ -82,8 +96,3 @@ def per_key(rows: Iterable[RunCost], key: str) -> list[Total]:
         _add(sums, row.workflow if key == "workflow" else row.repo, row)
     totals = [_total(name, acc) for name, acc in sums.items()]
     return sorted(totals, key=lambda t: (-t.cost, -t.tokens, t.key))
-
-
-def costliest(rows: Iterable[RunCost], limit: int) -> list[RunCost]:
-    """The `limit` runs that cost most (most tokens first among equal costs)."""
-    return sorted(rows, key=lambda r: (-r.cost, -r.tokens, r.run_id))[: max(0, limit)]

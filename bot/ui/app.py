@@ -35,7 +35,7 @@ from bot.ui.runview import agent_view, run_view
 from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
 from policies.outcome import OUTCOME_STATUSES
-from policies.ui_costs import DAY, costliest, day_of, per_day, per_key
+from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key
 from policies.ui_pages import decode_cursor, page_size
 
 log = get_logger(__name__)
@@ -288,9 +288,15 @@ class OperatorPage:
         days = max(1, min(366, int(raw))) if raw.isdigit() else 30
         now = time.time()
         first = day_of(now) - days + 1
-        rows = await anyio.to_thread.run_sync(
-            queries.run_costs, self.store, float(first * DAY), float((first + days) * DAY)
-        )
+        start, end = float(first * DAY), float((first + days) * DAY)
+
+        def read() -> tuple[list[Usage], list[RunCost]]:
+            return (
+                queries.usage_by_day(self.store, start, end),
+                queries.costliest_runs(self.store, start, end, 10),
+            )
+
+        rows, top = await anyio.to_thread.run_sync(read)
         daily = [(_day_name(int(t.key)), t) for t in per_day(rows, first, days)]
         by = "cost" if any(t.cost for _, t in daily) else "tokens"
         return self.page(
@@ -303,10 +309,10 @@ class OperatorPage:
             by=by,
             workflows=per_key(rows, "workflow"),
             repos=per_key(rows, "repo"),
-            top=costliest(rows, 10),
+            top=top,
             total_cost=sum(r.cost for r in rows),
-            total_tokens=sum(r.tokens for r in rows),
-            total_runs=len(rows),
+            total_tokens=sum(r.input_tokens + r.output_tokens for r in rows),
+            total_runs=sum(r.runs for r in rows),
         )
 
     # -- the routes ----------------------------------------------------------------------

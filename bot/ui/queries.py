@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from bot.records import RunRecord, optional_str, run_record
 from bot.storage import DELIVERY_COLUMNS, RUN_COLUMNS, BodyMissing, DeliveryRecord, Storage
-from policies.ui_costs import RunCost
+from policies.ui_costs import DAY, RunCost, Usage
 from policies.ui_pages import Cursor, encode_cursor
 
 T = TypeVar("T")
@@ -219,14 +219,47 @@ def run_choices(store: Storage) -> tuple[list[str], list[str]]:
     return repos, flows
 
 
-def run_costs(store: Storage, start: float, end: float) -> list[RunCost]:
-    """The usage of the runs that ended (or, not ended, began) in [start, end)."""
+# When a run's usage counts: when it ended, or (not ended) when it began.
+_AT = "coalesce(finished_at, created_at)"
+
+
+def usage_by_day(store: Storage, start: float, end: float) -> list[Usage]:
+    """The usage of the runs in [start, end), added up per (UTC day, repository, workflow).
+
+    The day is whole seconds divided by whole seconds, which both backends floor alike (a
+    cast of the time to an integer truncates in SQLite and rounds in Postgres: half a second
+    at most, at midnight)."""
     with store._session() as db:
         rows = db.all(
-            "SELECT id, repo, workflow, coalesce(finished_at, created_at), input_tokens,"
-            " output_tokens, cost FROM runs"
-            " WHERE coalesce(finished_at, created_at) >= ? AND coalesce(finished_at, created_at) < ?",
+            f"SELECT CAST({_AT} AS BIGINT) / {DAY}, repo, workflow, count(*),"
+            " sum(coalesce(input_tokens, 0)), sum(coalesce(output_tokens, 0)),"
+            f" sum(coalesce(cost, 0)) FROM runs WHERE {_AT} >= ? AND {_AT} < ?"
+            " GROUP BY 1, 2, 3",
             (start, end),
+        )
+    return [
+        Usage(
+            day=int(r[0]),
+            repo=str(r[1]),
+            workflow=str(r[2]),
+            runs=int(r[3]),
+            input_tokens=int(r[4] or 0),
+            output_tokens=int(r[5] or 0),
+            cost=float(r[6] or 0.0),
+        )
+        for r in rows
+    ]
+
+
+def costliest_runs(store: Storage, start: float, end: float, limit: int) -> list[RunCost]:
+    """The `limit` runs in [start, end) that cost most (most tokens first among equals)."""
+    with store._session() as db:
+        rows = db.all(
+            f"SELECT id, repo, workflow, {_AT}, input_tokens, output_tokens, cost FROM runs"
+            f" WHERE {_AT} >= ? AND {_AT} < ? AND (cost > 0 OR input_tokens > 0)"
+            " ORDER BY coalesce(cost, 0) DESC,"
+            " coalesce(input_tokens, 0) + coalesce(output_tokens, 0) DESC, id LIMIT ?",
+            (start, end, limit),
         )
     return [
         RunCost(

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from policies.ui_costs import DAY, RunCost, costliest, per_day, per_key
+from policies.ui_costs import Usage, day_of, per_day, per_key
 
 
-def row(run: str, day: int, cost: float, *, repo: str = "o/a", workflow: str = "triage") -> RunCost:
-    return RunCost(
-        run_id=run,
+def usage(
+    day: int, cost: float, *, repo: str = "o/a", workflow: str = "triage", runs: int = 1
+) -> Usage:
+    return Usage(
+        day=day,
         repo=repo,
         workflow=workflow,
-        at=day * DAY + 60,
+        runs=runs,
         input_tokens=100,
         output_tokens=10,
         cost=cost,
@@ -20,17 +22,17 @@ def row(run: str, day: int, cost: float, *, repo: str = "o/a", workflow: str = "
 
 
 ROWS = [
-    row("r1", 10, 1.0),
-    row("r2", 10, 0.5, workflow="review"),
-    row("r3", 12, 2.0, repo="o/b", workflow="fix"),
-    row("r4", 20, 9.0),  # outside the period below
+    usage(10, 1.0, runs=2),
+    usage(10, 0.5, workflow="review"),
+    usage(12, 2.0, repo="o/b", workflow="fix"),
+    usage(20, 9.0),  # outside the period below
 ]
 
 
 def test_per_day_includes_empty_days_and_leaves_out_the_rest() -> None:
     days = per_day(ROWS, first_day=10, days=3)
     assert [(d.key, d.runs, d.cost) for d in days] == [
-        ("10", 2, 1.5),
+        ("10", 3, 1.5),
         ("11", 0, 0.0),
         ("12", 1, 2.0),
     ]
@@ -53,6 +55,13 @@ def test_per_key_refuses_another_key() -> None:
         per_key(ROWS, "day")
 
 
-def test_costliest() -> None:
-    assert [r.run_id for r in costliest(ROWS, 2)] == ["r4", "r3"]
-    assert costliest(ROWS, 0) == []
+@pytest.mark.parametrize(
+    ("ts", "day"),
+    [
+        pytest.param(0.0, 0, id="epoch"),
+        pytest.param(86399.9, 0, id="last-second"),
+        pytest.param(86400.0, 1, id="midnight"),
+    ],
+)
+def test_day_of(ts: float, day: int) -> None:
+    assert day_of(ts) == day

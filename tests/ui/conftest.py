@@ -13,6 +13,7 @@ import pytest
 from starlette.applications import Starlette
 
 from bot.settings import Settings
+from bot.storage import Storage
 from bot.store import Store
 from bot.ui.app import operator_page
 from tests.ui.seed import (
@@ -34,7 +35,7 @@ NOW = float(int(time.time()) - 600)
 
 @dataclass
 class Seeded:
-    store: Store
+    store: Storage
     finished: str
     """A finished triage run with three agent calls, two of them overlapping."""
     hostile: str
@@ -49,7 +50,7 @@ def usage(total: int, cost: float) -> dict[str, object]:
     return {"input": total - total // 10, "output": total // 10, "total": total, "cost": cost}
 
 
-def seed(store: Store, now: float = NOW) -> Seeded:
+def seed(store: Storage, now: float = NOW) -> Seeded:
     add_delivery(
         store,
         "d-skip",

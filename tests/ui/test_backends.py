@@ -1,0 +1,70 @@
+"""The page's reads on both storage backends: a run that ran on another machine (Postgres)
+shows the same as one that ran here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.postgres.store import PostgresStore
+from bot.storage import Storage
+from bot.store import Store
+from bot.ui import queries
+from bot.ui.runview import agent_view, run_view
+from policies.ui_pages import decode_cursor
+from tests.backends import BACKENDS
+from tests.ui.conftest import NOW, seed
+from tests.ui.seed import PLANTED_TOKEN
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Storage]:
+    opened: Storage
+    if request.param == "sqlite":
+        opened = Store.open(data_dir / "bot.db")
+    else:
+        opened = PostgresStore.open(request.getfixturevalue("postgres_dsn"))
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def redact(text: str) -> str:
+    return text.replace(PLANTED_TOKEN, "[redacted]")
+
+
+def test_deliveries_page_by_cursor_and_filters(store: Storage) -> None:
+    seed(store)
+    first = queries.deliveries_page(store, queries.DeliveryFilter(), None, 2)
+    assert [r.delivery.guid for r in first.rows] == ["d-fix", "d-run"]
+    assert first.rows[0].repo == "octo/lib" and first.rows[0].runs
+    second = queries.deliveries_page(store, queries.DeliveryFilter(), decode_cursor(first.next), 2)
+    assert [r.delivery.guid for r in second.rows] == ["d-hostile", "d-1"]
+    skips = queries.deliveries_page(store, queries.DeliveryFilter(decision="skip"), None, 10)
+    assert [r.delivery.guid for r in skips.rows] == ["d-skip"]
+    by_repo = queries.deliveries_page(store, queries.DeliveryFilter(repo="octo/app"), None, 10)
+    assert [r.delivery.guid for r in by_repo.rows] == ["d-run", "d-1", "d-skip"]
+    assert by_repo.next is None
+
+
+def test_runs_their_views_and_costs(store: Storage) -> None:
+    seeded = seed(store)
+    page = queries.runs_page(store, queries.RunFilter(workflow="triage"), None, 10)
+    assert [r.id for r in page.rows] == [seeded.hostile, seeded.finished]
+    view = run_view(store, store.get_run(seeded.finished) or pytest.fail("no run"), redact)
+    assert str(view.timeline).count('class="bar ') == 3
+    assert [p.title for p in view.phases] == ["Explore", "Report"]
+    assert view.published is not None and "<strong>bug</strong>" in view.published
+    agent = agent_view(store, store.get_run(seeded.writer) or pytest.fail("no run"), 0)
+    assert agent is not None and agent.handoff is not None
+    assert agent.handoff["commits"] == 1
+    usage = queries.usage_by_day(store, NOW - 3600, NOW + 3600)
+    assert round(sum(u.cost for u in usage), 2) == 1.93
+    assert sum(u.runs for u in usage) == 4
+    assert {(u.repo, u.workflow) for u in usage} >= {("octo/lib", "fix"), ("evil/repo", "triage")}
+    assert all(u.day == int(NOW // 86400) or abs(NOW % 86400) < 3600 for u in usage)
+    top = queries.costliest_runs(store, NOW - 3600, NOW + 3600, 2)
+    assert [r.run_id for r in top] == [seeded.writer, seeded.finished]

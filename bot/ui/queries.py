@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import orjson
+
 from bot.records import RunRecord, optional_str, run_record
 from bot.storage import DELIVERY_COLUMNS, RUN_COLUMNS, BodyMissing, DeliveryRecord, Storage
 from policies.ui_costs import DAY, RunCost, Usage
@@ -70,8 +72,9 @@ def _payload(store: Storage, row: tuple[Any, ...]) -> tuple[DeliveryRecord, dict
     except BodyMissing:
         return store._delivery(row, read=False), None
     try:
-        data = json.loads(record.body)
-    except ValueError:
+        # orjson: a page parses up to 50 bodies (a filter by repository, up to MAX_SCAN).
+        data = orjson.loads(record.body)
+    except (ValueError, RecursionError):
         return record, None
     return record, data if isinstance(data, dict) else None
 

@@ -187,3 +187,33 @@ def transcript_entry(
             {"role": "assistant", "content": text},
         ],
     }
+
+
+def history(store: Storage, now: float, days: int = 20) -> float:
+    """Finished runs on each of the `days` days before `now`, of three workflows in three
+    repositories, with made-up but varied usage; their total cost."""
+    total = 0.0
+    flows = (("triage", "octo/app", 0.05), ("review", "octo/lib", 0.4), ("fix", "octo/site", 1.1))
+    for day in range(1, days + 1):
+        for n, (workflow, repo, price) in enumerate(flows):
+            if (day + n) % 3 == 0:
+                continue
+            guid = f"h-{day}-{n}"
+            at = now - day * 86400 + n * 60
+            add_delivery(
+                store, guid, received_at=at, repo=repo, decision="trigger", workflow=workflow
+            )
+            run = add_run(store, guid, repo=repo, workflow=workflow, created_at=at)
+            cost = round(price * (1 + (day * 7 + n * 3) % 5), 4)
+            tokens = int(cost * 40_000)
+            store.update_run(run, status="succeeded")
+            record_usage(
+                store,
+                run,
+                input_tokens=tokens - tokens // 8,
+                output_tokens=tokens // 8,
+                cost=cost,
+                finished_at=at + 90,
+            )
+            total += cost
+    return total

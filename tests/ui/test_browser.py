@@ -19,7 +19,7 @@ import pytest
 from bot.web import create_app
 from tests.conftest import chromium_path
 from tests.ui.conftest import NOW, TOKEN, Seeded, ui_settings
-from tests.ui.seed import PLANTED_TOKEN, Call, details, put_artifact
+from tests.ui.seed import PLANTED_TOKEN, Call, details, history, put_artifact
 from tests.ui.server import serve
 
 if TYPE_CHECKING:
@@ -135,6 +135,10 @@ def test_sign_in_see_a_delivery_open_a_run_its_timeline_and_a_transcript(
     assert page.locator("svg.chart g.day").count() == 7
     assert "$1.9300" in page.locator("p.totals").inner_text()
     assert seeded.writer in page.locator("table.costliest").inner_text()
+    past = history(seeded.store, NOW, days=20)
+    watched.go("/ui/costs?days=30")
+    assert page.locator("svg.chart g.day").count() == 30
+    assert f"${past + 1.93:,.4f}" in page.locator("p.totals").inner_text()
     page.screenshot(path=str(DOCS / "ui-costs.png"), full_page=True)
     for name in ("ui-run.png", "ui-costs.png"):
         assert (DOCS / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -193,6 +197,12 @@ def test_a_run_in_progress_advances_without_reload_and_can_be_stopped(
     assert "check the tests" in page.locator("table.agents").inner_text()
     assert "Report" in page.locator("li.phase.current").inner_text()
     assert page.evaluate("window.notReloaded") is True
+
+    polls = [u for u in watched.requests if u.endswith("/live")]
+    began = time.monotonic()
+    page.wait_for_timeout(3000)
+    later = [u for u in watched.requests if u.endswith("/live")]
+    assert 1 <= len(later) - len(polls) <= (time.monotonic() - began) + 1  # once a second at most
 
     page.click("#stop-run")
     page.wait_for_load_state()

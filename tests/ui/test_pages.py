@@ -215,3 +215,21 @@ def test_doctor_says_whether_the_page_is_on(tmp_path: Path) -> None:
     assert "operator-token" not in on.line()
     short = anyio.run(check_ui, DoctorContext(settings=ui_settings(tmp_path, token="short")))
     assert short.status == "warn"
+
+
+def test_sign_out_needs_the_csrf_token_and_ends_the_session(client: httpx.Client) -> None:
+    sign_in(client)
+    html = client.get("/ui/").text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert csrf is not None
+    assert client.post("/ui/sign-out", data={}).status_code == 403
+    r = client.post("/ui/sign-out", data={"csrf": csrf.group(1)}, follow_redirects=False)
+    assert r.status_code == 303
+    assert client.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_unknown_runs_and_deliveries_are_404(client: httpx.Client) -> None:
+    sign_in(client)
+    assert client.get("/ui/runs/wf_000000000000").status_code == 404
+    assert client.get("/ui/deliveries/nope").status_code == 404
+    assert client.get("/ui/runs/wf_000000000000/agents/3").status_code == 404

@@ -96,3 +96,27 @@ def per_key(rows: Iterable[Usage], key: str) -> list[Total]:
         _add(sums, row.workflow if key == "workflow" else row.repo, row)
     totals = [_total(name, acc) for name, acc in sums.items()]
     return sorted(totals, key=lambda t: (-t.cost, -t.tokens, t.key))
+
+
+def stacks(
+    rows: Iterable[Usage], first_day: int, days: int, *, key: str, measure: str
+) -> tuple[list[str], list[list[float]]]:
+    """The chart's series: the names of `key` ('workflow' or 'repo'), largest first, and per
+    day from `first_day` the value of `measure` ('cost' or 'tokens') of each, in that order."""
+    if key not in ("workflow", "repo") or measure not in ("cost", "tokens"):
+        raise ValueError(f"cannot chart {measure!r} per {key!r}")
+    cells: dict[tuple[int, str], float] = {}
+    sizes: dict[str, float] = {}
+    for row in rows:
+        if not first_day <= row.day < first_day + days:
+            continue
+        name = row.workflow if key == "workflow" else row.repo
+        value = row.cost if measure == "cost" else float(row.input_tokens + row.output_tokens)
+        cells[(row.day, name)] = cells.get((row.day, name), 0.0) + value
+        sizes[name] = sizes.get(name, 0.0) + value
+    names = sorted(sizes, key=lambda n: (-sizes[n], n))
+    values = [
+        [cells.get((day, name), 0.0) for name in names]
+        for day in range(first_day, first_day + days)
+    ]
+    return names, values

@@ -35,7 +35,7 @@ from bot.ui.runview import agent_view, run_view
 from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
 from policies.outcome import OUTCOME_STATUSES
-from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key
+from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
 from policies.ui_pages import decode_cursor, page_size
 
 log = get_logger(__name__)
@@ -298,15 +298,20 @@ class OperatorPage:
 
         rows, top = await anyio.to_thread.run_sync(read)
         daily = [(_day_name(int(t.key)), t) for t in per_day(rows, first, days)]
-        by = "cost" if any(t.cost for _, t in daily) else "tokens"
+        by = request.query_params.get("by", "")
+        if by not in ("cost", "tokens"):
+            by = "cost" if any(t.cost for _, t in daily) else "tokens"
+        split = "repo" if request.query_params.get("split") == "repo" else "workflow"
+        series, values = stacks(rows, first, days, key=split, measure=by)
         return self.page(
             "costs.html",
             request,
             session,
             days=days,
             daily=daily,
-            chart=cost_chart_svg(daily, by=by),
+            chart=cost_chart_svg(daily, series, values, by=by),
             by=by,
+            split=split,
             workflows=per_key(rows, "workflow"),
             repos=per_key(rows, "repo"),
             top=top,

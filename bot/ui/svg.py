@@ -83,11 +83,21 @@ def timeline_svg(timeline: Timeline, href: Callable[[int], str]) -> Markup:
     return Markup("".join(parts))
 
 
-def cost_chart_svg(days: Sequence[tuple[str, Total]], *, by: str = "cost") -> Markup:
-    """Bars per day of `by` ('cost' or 'tokens'); `days` are (day name, total) in order."""
-    height, top, bottom, left = 240, 16, 36, 64
-    values = [t.cost if by == "cost" else float(t.tokens) for _, t in days]
-    peak = max(values, default=0.0) or 1.0
+PALETTE = ("#5c6bc0", "#26a69a", "#ef6c00", "#8d6e63", "#ab47bc", "#78909c", "#d4e157", "#ec407a")
+
+
+def cost_chart_svg(
+    days: Sequence[tuple[str, Total]],
+    series: Sequence[str],
+    values: Sequence[Sequence[float]],
+    *,
+    by: str = "cost",
+) -> Markup:
+    """Stacked bars per day of `by` ('cost' or 'tokens'): `days` are (day name, total) in
+    order, `values[i][j]` the share of `series[j]` on day i (`policies.ui_costs.stacks`)."""
+    height, top, bottom, left = 260, 30, 36, 64
+    sums = [sum(day) for day in values]
+    peak = max(sums, default=0.0) or 1.0
     inner = height - top - bottom
     slot = (WIDTH - left - 8) / max(1, len(days))
 
@@ -101,16 +111,31 @@ def cost_chart_svg(days: Sequence[tuple[str, Total]], *, by: str = "cost") -> Ma
         f'<text x="{left - 6}" y="{top + 10}" text-anchor="end" class="axis">{unit(peak)}</text>',
         f'<text x="{left - 6}" y="{top + inner}" text-anchor="end" class="axis">{unit(0)}</text>',
     ]
-    every = max(1, round(len(days) / 10))
-    for i, ((name, total), value) in enumerate(zip(days, values, strict=True)):
-        bar = inner * value / peak
-        x = left + i * slot + slot * 0.15
-        tip = f"{name}: {unit(value)} ({total.runs} runs, {total.tokens:,} tokens)"
+    x_key = left
+    for j, name in enumerate(series):
+        colour = PALETTE[j % len(PALETTE)]
         parts.append(
-            f'<g class="day"><title>{escape(tip)}</title><rect x="{x:.1f}"'
-            f' y="{top + inner - bar:.1f}" width="{slot * 0.7:.1f}" height="{bar:.1f}"'
-            ' fill="#5c6bc0"/></g>'
+            f'<g class="key"><rect x="{x_key}" y="6" width="10" height="10" fill="{colour}"/>'
+            f'<text x="{x_key + 14}" y="15" class="axis">{escape(name)}</text></g>'
         )
+        x_key += 24 + int(len(name) * 6.5)
+    every = max(1, round(len(days) / 10))
+    for i, (name, total) in enumerate(days):
+        x = left + i * slot + slot * 0.15
+        tip = f"{name}: {unit(sums[i])} ({total.runs} runs, {total.tokens:,} tokens)"
+        parts.append(f'<g class="day"><title>{escape(tip)}</title>')
+        base: float = top + inner
+        for j, value in enumerate(values[i]):
+            if value <= 0:
+                continue
+            bar = inner * value / peak
+            base -= bar
+            parts.append(
+                f'<rect x="{x:.1f}" y="{base:.1f}" width="{slot * 0.7:.1f}" height="{bar:.1f}"'
+                f' fill="{PALETTE[j % len(PALETTE)]}"><title>{escape(name)} · '
+                f"{escape(series[j])}: {unit(value)}</title></rect>"
+            )
+        parts.append("</g>")
         if i % every == 0:
             parts.append(
                 f'<text x="{x:.1f}" y="{height - 18}" class="axis">{escape(name[5:])}</text>'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.ui_costs import Usage, day_of, per_day, per_key
+from policies.ui_costs import Usage, day_of, per_day, per_key, stacks
 
 
 def usage(
@@ -65,3 +65,19 @@ def test_per_key_refuses_another_key() -> None:
 )
 def test_day_of(ts: float, day: int) -> None:
     assert day_of(ts) == day
+
+
+def test_stacks_per_workflow_largest_first() -> None:
+    names, values = stacks(ROWS, 10, 3, key="workflow", measure="cost")
+    assert names == ["fix", "triage", "review"]
+    assert values == [[0.0, 1.0, 0.5], [0.0, 0.0, 0.0], [2.0, 0.0, 0.0]]
+
+
+def test_stacks_of_tokens_per_repository() -> None:
+    names, values = stacks(ROWS, 12, 1, key="repo", measure="tokens")
+    assert names == ["o/b"] and values == [[110.0]]
+
+
+def test_stacks_refuse_another_measure() -> None:
+    with pytest.raises(ValueError):
+        stacks(ROWS, 0, 1, key="workflow", measure="calls")

@@ -131,6 +131,11 @@ def test_sign_in_see_a_delivery_open_a_run_its_timeline_and_a_transcript(
     assert "read_file" in transcript
     assert "accepted" in page.locator("main").inner_text()
 
+    watched.go(f"/ui/runs/{seeded.writer}/agents/0")
+    assert f"bot/implement-{seeded.writer}-0" in page.locator("dl.handoff").inner_text()
+    assert page.locator("pre.diff .d-add").inner_text() == "+new = 2"
+    assert page.locator("pre.diff .d-del").inner_text() == "-old = 1"
+
     watched.go("/ui/costs?days=7")
     assert page.locator("svg.chart g.day").count() == 7
     assert "$1.9300" in page.locator("p.totals").inner_text()

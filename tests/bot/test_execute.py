@@ -129,7 +129,7 @@ async def rig(tmp_path: Path, data_dir: Path) -> AsyncIterator[Rig]:
         store = Store.open(data_dir / "bot.sqlite3")
         executor = RunExecutor(
             github=github,
-            engine=Engine(runner, data_dir=data_dir),
+            engine=Engine(runner, data_dir=data_dir, mirror=store),
             mirrors=Mirrors(data_dir, web_url=gh_url, allow_http=True),
             store=store,
             app_slug=fake.slug,
@@ -171,6 +171,10 @@ async def test_triage_posts_one_comment_with_the_summary(rig: Rig) -> None:
     assert run.status == "succeeded"
     assert run.outcome is not None and run.outcome["status"] == "succeeded"
     assert len(rig.llm.bodies) == 2
+    # What it used, for the operator's page, and its artifacts where any machine reads them.
+    assert run.input_tokens and run.output_tokens and run.finished_at is not None
+    assert run.finished_at >= run.created_at
+    assert {"journal.json", "report.md", "workflow.json"} <= set(rig.store.artifact_names(run.id))
     assert "webhook" not in rig.llm.tool_names(0)
     assert "ask_clarification" not in rig.llm.tool_names(0)
 
@@ -407,7 +411,8 @@ async def test_stop_command_stops_the_running_run_and_says_which(rig: Rig) -> No
         def settled() -> bool:
             bodies = rig.own(1)
             current = rig.store.get_run(run.id)
-            finished = current is not None and current.status != "running"
+            # "publishing" is recorded before the post, the final status after it.
+            finished = current is not None and current.status not in ("running", "publishing")
             return finished and len(bodies) == 2 and not any("working" in b for b in bodies)
 
         await until(settled, 30)

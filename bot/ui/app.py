@@ -158,7 +158,7 @@ class OperatorPage:
 
     async def sign_out(self, request: Request, session: Session) -> Response:
         if not self.gate.csrf_ok(session, (await _form(request)).get("csrf")):
-            return PlainForbidden()
+            return _forbidden()
         response = RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
         settings = cookie_settings(request)
         response.delete_cookie(
@@ -272,7 +272,7 @@ class OperatorPage:
             log.warning(
                 "operator page: stop refused without its CSRF token", extra={"run_id": run_id}
             )
-            return PlainForbidden()
+            return _forbidden()
         run = await anyio.to_thread.run_sync(self.store.get_run, run_id)
         if run is None:
             return self.not_found(request, session, "No run has that id.")
@@ -358,7 +358,7 @@ async def _form(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in fields.items() if values}
 
 
-def PlainForbidden() -> Response:
+def _forbidden() -> Response:
     return Response(
         "forbidden: this form needs its CSRF token", status_code=403, media_type="text/plain"
     )

@@ -233,3 +233,11 @@ def test_unknown_runs_and_deliveries_are_404(client: httpx.Client) -> None:
     assert client.get("/ui/runs/wf_000000000000").status_code == 404
     assert client.get("/ui/deliveries/nope").status_code == 404
     assert client.get("/ui/runs/wf_000000000000/agents/3").status_code == 404
+
+
+def test_odd_sign_in_bodies_are_refused_not_errors(client: httpx.Client) -> None:
+    many = {f"f{i}": "x" for i in range(20)}
+    assert client.post("/ui/sign-in", data=many).status_code == 401
+    assert client.post("/ui/sign-in", data={"token": "x" * 10_000}).status_code == 401
+    r = client.post("/ui/sign-in", content=b"{}", headers={"content-type": "application/json"})
+    assert r.status_code == 401

@@ -37,6 +37,7 @@ def test_a_triage_run_on_the_page(tmp_path: Path) -> None:
             deliveries = client.get("/ui/deliveries").text
             assert "e2e-0001" in deliveries and run_id in deliveries
             assert re.search(r'<span class="decision d-trigger">trigger</span> triage', deliveries)
+            assert re.search(r"<td>done · 1/\d+ attempts", deliveries)  # the delivery's job
 
             runs = client.get("/ui/runs").text
             assert run_id in runs and f'/octo/hello/issues/{issue["number"]}"' in runs

@@ -251,7 +251,7 @@ class OperatorPage:
 
         def read() -> Any:
             run = self.store.get_run(run_id)
-            return None if run is None else run_view(self.store, run, self.redact)
+            return None if run is None else run_view(self.store, run, self.redact, live_only=True)
 
         view = await anyio.to_thread.run_sync(read)
         if view is None:

@@ -107,8 +107,15 @@ def published(run: RunRecord, redact: Redact) -> Markup | None:
 
 
 def run_view(
-    store: Storage, run: RunRecord, redact: Redact, *, now: float | None = None
+    store: Storage,
+    run: RunRecord,
+    redact: Redact,
+    *,
+    now: float | None = None,
+    live_only: bool = False,
 ) -> RunView:
+    """The run's page; with `live_only`, only what its live part shows (no outcome, no
+    report: the page asks for that part once a second)."""
     details = read_details(store, run.id)
     ended = run.status in OUTCOME_STATUSES
     view = RunView(run=run, details=details, ended=ended, stop_reason=store.stop_requested(run.id))
@@ -120,8 +127,9 @@ def run_view(
         view.phases = _phases(details)
         timeline = lay_out(spans(details.agents), until)
         view.timeline = timeline_svg(timeline, lambda index: f"/ui/runs/{run.id}/agents/{index}")
-    view.published = published(run, redact)
-    view.report = store.get_artifact(run.id, "report.md")
+    if not live_only:
+        view.published = published(run, redact)
+        view.report = store.get_artifact(run.id, "report.md")
     return view
 
 

@@ -60,6 +60,7 @@ class Watched:
     url: str
     requests: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
 
     def go(self, path: str) -> None:
         self.page.goto(self.url + path)
@@ -74,6 +75,9 @@ class Watched:
         strays = [u for u in self.requests if not u.startswith(self.url + "/")]
         assert strays == [], f"requests left 127.0.0.1: {strays}"
         assert self.dialogs == [], f"dialogs opened: {self.dialogs}"
+        # A Content-Security-Policy violation (an inline style or script the page itself
+        # needed) is reported on the console.
+        assert self.console_errors == [], f"console errors: {self.console_errors}"
 
 
 @pytest.fixture
@@ -95,6 +99,14 @@ def watched(browser: Browser, site: str) -> Iterator[Watched]:
         dialog.dismiss()
 
     page.on("dialog", on_dialog)
+    page.on(
+        "console",
+        lambda message: (
+            seen.console_errors.append(message.text)
+            if message.type == "error" and "401" not in message.text
+            else None
+        ),
+    )
     try:
         yield seen
         seen.assert_contained()

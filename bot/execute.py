@@ -265,6 +265,24 @@ class RunExecutor:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def failed_by(
+        self,
+        exc: BaseException,
+        run_id: str,
+        workflow: str,
+        details: RunDetails | None,
+        started: float,
+    ) -> Outcome:
+        """The failed outcome of a run that `exc` ended: what failed (redacted), and what the
+        run had used by then."""
+        facts = RunFacts(
+            run_id=run_id,
+            workflow=workflow,
+            status="failed",
+            usage=usage_of(details, self.clock() - started),
+        )
+        return failed_outcome(facts, self.redactor(describe_error(exc)))
+
     async def _record(self, run_id: str, status: str, outcome: Outcome | None) -> None:
         data = outcome_to_json(outcome) if outcome is not None else None
         await anyio.to_thread.run_sync(
@@ -436,13 +454,7 @@ class RunExecutor:
             raise
         except Exception as exc:
             log.exception("the run failed")
-            failed = RunFacts(
-                run_id=run.id,
-                workflow=trigger.workflow,
-                status="failed",
-                usage=usage_of(details, self.clock() - started),
-            )
-            outcome = failed_outcome(failed, self.redactor(describe_error(exc)))
+            outcome = self.failed_by(exc, run.id, trigger.workflow, details, started)
         await self._publish(publisher, run.id, outcome)
         log.info(
             "run published",

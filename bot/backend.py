@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue
+from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue, QueueStats
 from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
 from bot.storage import Storage
@@ -25,6 +25,10 @@ class InspectableQueue(JobQueue, Protocol):
 
     def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
         """The delivery's jobs, oldest first."""
+        ...
+
+    def stats_sync(self) -> QueueStats:
+        """The queue's figures for monitoring, cheap enough for every metrics scrape."""
         ...
 
 

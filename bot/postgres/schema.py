@@ -100,9 +100,17 @@ CREATE TABLE bot_jobs (
 CREATE INDEX bot_jobs_leases ON bot_jobs (lease_until) WHERE lease_until IS NOT NULL;
 """
 
+# The dead jobs, for the metrics read at each scrape (`PostgresJobQueue.stats_sync`): the
+# other states it counts have procrastinate's partial indexes, and without one of its own
+# this count would read every job ever finished.
+DEAD_JOBS_INDEX = """
+CREATE INDEX bot_jobs_dead ON procrastinate_jobs (queue_name) WHERE status = 'failed';
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
+    DEAD_JOBS_INDEX,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

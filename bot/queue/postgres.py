@@ -32,6 +32,9 @@ procrastinate like this:
   `fail` then, or the lease running out, ends the job (failed, after that one attempt): the
   abort reaches the retry strategy as `JobAborted`, which it does not retry.
 
+- wake-ups: procrastinate's insert trigger notifies `procrastinate_queue_v1#bot` when a job
+  is committed; `watch` listens there and wakes the pool (`bot.postgres.listen`).
+
 procrastinate's own worker does not run: `bot.worker` claims through this contract. So
 `procrastinate_workers` stays empty and a running job's `worker_id` stays NULL, which
 procrastinate's own stalled-job query would read as stalled: do not point `procrastinate
@@ -45,6 +48,8 @@ import datetime
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+import anyio
+import anyio.abc
 import psycopg
 from procrastinate import RetryStrategy, SyncPsycopgConnector
 from procrastinate import jobs as pjobs
@@ -52,6 +57,7 @@ from procrastinate import sql as psql
 from procrastinate.exceptions import JobAborted
 from procrastinate.manager import JobManager
 
+from bot.postgres.listen import channel, listen
 from bot.postgres.store import PostgresStore
 from bot.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
@@ -229,6 +235,17 @@ class PostgresJobQueue(ThreadedQueue):
         self.store = store
         self.clock = clock or store.clock
         self.manager = job_manager(store)
+
+    async def watch(
+        self,
+        wake: Callable[[], None],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Call `wake` when a job is committed from any machine (`bot.postgres.listen`)."""
+        conninfo = self.store.pool.conninfo  # the pool's own DSN (a callable makes one)
+        dsn = conninfo() if callable(conninfo) else conninfo
+        await listen(dsn, channel(QUEUE), wake, task_status=task_status)
 
     # -- blocking implementations ----------------------------------------------------------
 

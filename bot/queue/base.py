@@ -9,6 +9,8 @@ from enum import StrEnum
 from functools import partial
 from typing import Protocol, TypeVar
 
+import anyio
+import anyio.abc
 import anyio.to_thread
 
 T = TypeVar("T")
@@ -120,6 +122,18 @@ class JobQueue(Protocol):
     async def counts(self) -> dict[JobStatus, int]:
         """How many jobs are in each status."""
         ...
+
+
+class Watch(Protocol):
+    """Calls `wake` whenever jobs were committed by any process, until cancelled; reports
+    started once it first tried to watch. A backend whose database can say so offers one."""
+
+    async def __call__(
+        self,
+        wake: Callable[[], None],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None: ...
 
 
 class ThreadedQueue(ABC):

@@ -18,7 +18,7 @@ from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
-from bot.queue.base import GiveUp, Job, JobQueue, JobStatus, LeaseLost, Watch
+from bot.queue.base import Deferred, GiveUp, Job, JobQueue, JobStatus, LeaseLost, Watch
 from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
@@ -261,6 +261,9 @@ class Worker:
         try:
             if lost:
                 log.warning("lease lost; another worker may be handling the job")
+            elif errors and isinstance(errors[0], Deferred):
+                deferred = errors[0]
+                await self.queue.defer(job.id, worker_id, str(deferred), deferred.not_before)
             elif errors:
                 await self._failed(job, worker_id, delivery, errors[0])
             else:

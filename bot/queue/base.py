@@ -47,6 +47,15 @@ class GiveUp(RuntimeError):
     """The job must not be tried again: the worker marks it dead at once."""
 
 
+class Deferred(RuntimeError):
+    """The job cannot go on yet (its target is held by another run): it goes back to the
+    queue until `not_before`, and this attempt does not count against its attempts."""
+
+    def __init__(self, reason: str, not_before: float) -> None:
+        super().__init__(reason)
+        self.not_before = not_before
+
+
 @dataclass(frozen=True, slots=True)
 class QueueStats:
     """The queue at one moment, for monitoring: jobs by status, and how long the oldest job
@@ -94,6 +103,12 @@ class JobQueue(Protocol):
 
     async def complete(self, job_id: int, worker_id: str) -> None:
         """Mark the job done; raises LeaseLost when `worker_id` no longer holds it."""
+        ...
+
+    async def defer(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
+        """Put the job back in the queue until `not_before`, uncounted: its attempts are
+        what they were before this claim. Raises LeaseLost when `worker_id` no longer holds
+        it."""
         ...
 
     async def fail(
@@ -161,6 +176,9 @@ class ThreadedQueue(ABC):
     async def complete(self, job_id: int, worker_id: str) -> None:
         await self._call(self.complete_sync, job_id, worker_id)
 
+    async def defer(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
+        return await self._call(self.defer_sync, job_id, worker_id, reason, not_before)
+
     async def fail(
         self,
         job_id: int,
@@ -194,6 +212,9 @@ class ThreadedQueue(ABC):
 
     @abstractmethod
     def complete_sync(self, job_id: int, worker_id: str) -> None: ...
+
+    @abstractmethod
+    def defer_sync(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job: ...
 
     @abstractmethod
     def fail_sync(

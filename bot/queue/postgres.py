@@ -348,6 +348,36 @@ class PostgresJobQueue(ThreadedQueue):
                 (job_id,),
             )
 
+    def defer_sync(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
+        with self.store.pool.connection() as conn:
+            _, aborting = self._held(conn, job_id, worker_id)
+            if aborting:  # cancelled while it waited: it ends as `fail` would end it
+                self._procrastinate(
+                    conn, "finish_job", job_id=job_id, status="failed", delete_job=False
+                )
+                return self._get(conn, job_id)
+            self._procrastinate(
+                conn,
+                "retry_job",
+                job_id=job_id,
+                retry_at=_at(max(self.clock(), not_before)),
+                new_priority=None,
+                new_queue_name=None,
+                new_lock=None,
+            )
+            # procrastinate counts a retry as an attempt; a deferral is not one.
+            conn.execute(
+                "UPDATE procrastinate_jobs SET attempts = attempts - 1"
+                " WHERE id = %s AND status = 'todo'",
+                (job_id,),
+            )
+            conn.execute(
+                "UPDATE bot_jobs SET lease_owner = NULL, lease_until = NULL, last_error = %s"
+                " WHERE job_id = %s",
+                (reason[:2000], job_id),
+            )
+            return self._get(conn, job_id)
+
     def fail_sync(
         self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
     ) -> Job:

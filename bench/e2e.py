@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -27,16 +26,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._common import Run, print_runs  # noqa: E402
 from tests.fakes.github import Call, FakeGitHub  # noqa: E402
 from tests.scripted import bot_with_fakes, delivery_headers, issues_opened  # noqa: E402
-
-
-def describe(call: Call) -> str:
-    path = "/".join("{n}" if part.isdigit() else part for part in call.path.split("/"))
-    service = call.query.get("service")
-    if service:
-        path += f"?service={service}"
-    return f"{call.method} {path} -> {call.status}"
 
 
 def final_write(fake: FakeGitHub, since: int) -> Call | None:
@@ -54,7 +46,7 @@ def final_write(fake: FakeGitHub, since: int) -> Call | None:
     return None
 
 
-def one_triage(fake: FakeGitHub, url: str, n: int) -> tuple[float, float, list[Call]]:
+def one_triage(fake: FakeGitHub, url: str, n: int) -> Run:
     issue = fake.add_issue("octo", "hello", title=f"Crash {n}", body="It crashes.", user="someone")
     body = json.dumps(issues_opened(issue, "octo/hello", 42)).encode()
     headers = delivery_headers("issues", f"bench-{n}", fake.webhook_secret, body)
@@ -83,22 +75,7 @@ def main() -> int:
     print(
         f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}"
     )
-    cold_s, cold_at, cold_calls = results[0]
-    print(f"cold triage: {cold_s * 1000:.0f} ms from 202 to the final comment")
-    print(f"    {len(cold_calls)} requests (offsets from the 202):")
-    for call in cold_calls:
-        print(f"    +{(call.at - cold_at) * 1000:5.0f} ms  {describe(call)}")
-    warm = results[1:]
-    if warm:
-        times = [t for t, _, _ in warm]
-        print(
-            f"warm triage ({len(warm)} runs): median {statistics.median(times) * 1000:.0f} ms, "
-            f"max {max(times) * 1000:.0f} ms from 202 to the final comment"
-        )
-        _, last_at, last_calls = warm[-1]
-        print(f"    {len(last_calls)} requests in the last run (offsets from the 202):")
-        for call in last_calls:
-            print(f"    +{(call.at - last_at) * 1000:5.0f} ms  {describe(call)}")
+    print_runs(results, "triage", "the final comment")
     return 0
 
 

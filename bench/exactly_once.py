@@ -31,9 +31,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._common import workers  # noqa: E402
 from tests.conftest import with_search_path  # noqa: E402
-from tests.fakes.github import make_fake_github, serve_fake_github  # noqa: E402
-from tests.fakes.llm import FakeLLM, serve  # noqa: E402
+from tests.fakes.github import make_fake_github  # noqa: E402
 from tests.scripted import (  # noqa: E402
     REPO_FILES,
     ModelScript,
@@ -41,6 +41,7 @@ from tests.scripted import (  # noqa: E402
     comment_created,
     delivery_headers,
     running_bot,
+    serving_fakes,
 )
 
 
@@ -91,44 +92,20 @@ def run(dsn: str, count: int) -> int:
             (root / name).mkdir()
         fake = make_fake_github(root, files=REPO_FILES)
         issue = fake.add_issue("octo", "hello", title="Chatter", body="x", user="someone")
-        llm = FakeLLM()
-        llm.respond_with(ModelScript())
-        with serve_fake_github(fake) as gh_url, serve(llm) as llm_url:
-            options: dict[str, Any] = {
-                "github_url": gh_url,
-                "llm_url": llm_url,
-                "app_id": fake.app_id,
-                "private_key_pem": fake.private_key_pem,
-                "webhook_secret": fake.webhook_secret,
-                "extra_env": {"BOT_APP_SLUG": "repo-agent", "BOT_DATABASE_URL": dsn},
-            }
-            with (
-                running_bot(root / "r1", serve_args=["--no-worker"], **options) as one,
-                running_bot(root / "r2", serve_args=["--no-worker"], **options) as two,
-            ):
-                env = bot_env(root, **options)
-                workers = [
-                    subprocess.Popen(
-                        [sys.executable, "-m", "bot.cli", "worker", "--concurrency", "4"],
-                        cwd=root,
-                        env=env,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                    for _ in range(2)
-                ]
-                try:
-                    urls = [f"{one.url}/webhooks/github", f"{two.url}/webhooks/github"]
-                    started = time.monotonic()
-                    statuses = post_all(fake, issue, urls, count)
-                    posted = time.monotonic() - started
-                    summaries = wait_decided(env, count)
-                    decided = time.monotonic() - started
-                finally:
-                    for proc in workers:
-                        proc.terminate()
-                    for proc in workers:
-                        proc.wait(timeout=20)
+        extra = {"BOT_APP_SLUG": "repo-agent", "BOT_DATABASE_URL": dsn}
+        with (
+            serving_fakes(fake, ModelScript(), extra_env=extra) as (_, options),
+            running_bot(root / "r1", serve_args=["--no-worker"], **options) as one,
+            running_bot(root / "r2", serve_args=["--no-worker"], **options) as two,
+        ):
+            env = bot_env(root, **options)
+            with workers(root, env, 2, concurrency=4):
+                urls = [f"{one.url}/webhooks/github", f"{two.url}/webhooks/github"]
+                started = time.monotonic()
+                statuses = post_all(fake, issue, urls, count)
+                posted = time.monotonic() - started
+                summaries = wait_decided(env, count)
+                decided = time.monotonic() - started
     by_guid: dict[str, list[dict[str, Any]]] = {}
     for row in summaries:
         by_guid.setdefault(str(row["delivery_id"]), []).append(row)

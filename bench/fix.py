@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,10 +28,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._common import Run, print_runs  # noqa: E402
 from tests.fakes.fix_model import Edit, FixModel  # noqa: E402
-from tests.fakes.github import Call, FakeGitHub, serve_fake_github  # noqa: E402
-from tests.fakes.llm import FakeLLM, serve  # noqa: E402
-from tests.scripted import delivery_headers, running_bot  # noqa: E402
+from tests.fakes.github import FakeGitHub  # noqa: E402
+from tests.scripted import bot_on_fakes, delivery_headers  # noqa: E402
 
 
 def big_repo(path: Path, files: int, check: bool) -> None:
@@ -61,17 +60,7 @@ def big_repo(path: Path, files: int, check: bool) -> None:
     )
 
 
-def describe(call: Call) -> str:
-    path = "/".join("{n}" if part.isdigit() else part for part in call.path.split("/"))
-    service = call.query.get("service")
-    if service:
-        path += f"?service={service}"
-    size = call.headers.get("content-length")
-    extra = f" ({int(size):,} bytes sent)" if size and "git-receive-pack" in call.path else ""
-    return f"{call.method} {path} -> {call.status}{extra}"
-
-
-def one_fix(fake: FakeGitHub, url: str, n: int) -> tuple[float, float, list[Call]]:
+def one_fix(fake: FakeGitHub, url: str, n: int) -> Run:
     fr = fake.repos["octo/hello"]
     issue = fake.add_issue("octo", "hello", title=f"greet says helo {n}", body="x", user="alice")
     comment = fake.add_comment("octo", "hello", issue["number"], "@repo-agent fix", user="maint")
@@ -117,21 +106,8 @@ def main() -> int:
         fake.add_installation(42, "octo", ["octo/hello"])
         fake.set_permission("octo", "hello", "maint", "write")
         model = FixModel((Edit("", {"app/greet.py": 'def greet():\n    return "hello"\n'}),))
-        llm = FakeLLM()
-        llm.respond_with(model)
-        with (
-            serve_fake_github(fake) as gh_url,
-            serve(llm) as llm_url,
-            running_bot(
-                root,
-                github_url=gh_url,
-                llm_url=llm_url,
-                app_id=fake.app_id,
-                private_key_pem=fake.private_key_pem,
-                webhook_secret=fake.webhook_secret,
-                extra_env={"BOT_APP_SLUG": "repo-agent", "BOT_GITHUB_WRITE_INTERVAL": "0"},
-            ) as bot,
-        ):
+        env = {"BOT_APP_SLUG": "repo-agent", "BOT_GITHUB_WRITE_INTERVAL": "0"}
+        with bot_on_fakes(root, fake, model, extra_env=env) as (_, bot):
             results = [one_fix(fake, bot.url, n) for n in range(1, args.runs + 1)]
             pushed = [p.ref for p in fake.pushes]
     print(
@@ -140,22 +116,7 @@ def main() -> int:
         f"check command: {'`true`' if args.check else 'none'}"
     )
     print(f"pushed refs: {', '.join(pushed)}")
-    cold_s, cold_at, cold_calls = results[0]
-    print(f"cold fix: {cold_s * 1000:.0f} ms from 202 to the draft pull request")
-    print(f"    {len(cold_calls)} requests (offsets from the 202):")
-    for call in cold_calls:
-        print(f"    +{(call.at - cold_at) * 1000:5.0f} ms  {describe(call)}")
-    warm = results[1:]
-    if warm:
-        times = [t for t, _, _ in warm]
-        print(
-            f"warm fix ({len(warm)} runs): median {statistics.median(times) * 1000:.0f} ms, "
-            f"max {max(times) * 1000:.0f} ms from 202 to the draft pull request"
-        )
-        _, last_at, last_calls = warm[-1]
-        print(f"    {len(last_calls)} requests in the last run (offsets from the 202):")
-        for call in last_calls:
-            print(f"    +{(call.at - last_at) * 1000:5.0f} ms  {describe(call)}")
+    print_runs(results, "fix", "the draft pull request")
     return 0
 
 

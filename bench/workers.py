@@ -16,7 +16,6 @@ import dataclasses
 import json
 import platform
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,8 +27,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.github import make_fake_github, serve_fake_github  # noqa: E402
-from tests.fakes.llm import FakeLLM, Reply, serve  # noqa: E402
+from bench._common import workers as bench_workers  # noqa: E402
+from tests.fakes.github import make_fake_github  # noqa: E402
+from tests.fakes.llm import Reply  # noqa: E402
 from tests.scripted import (  # noqa: E402
     REPO_FILES,
     ModelScript,
@@ -37,6 +37,7 @@ from tests.scripted import (  # noqa: E402
     delivery_headers,
     issues_opened,
     running_bot,
+    serving_fakes,
 )
 
 FINAL = ("succeeded", "no_changes", "needs_info", "blocked", "failed", "skipped")
@@ -58,58 +59,33 @@ def measure(workers: int, runs: int, latency: float) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         fake = make_fake_github(root, files=REPO_FILES)
-        llm = FakeLLM()
-        llm.respond_with(Slow(latency))
-        with serve_fake_github(fake) as gh_url, serve(llm) as llm_url:
-            options: dict[str, Any] = {
-                "github_url": gh_url,
-                "llm_url": llm_url,
-                "app_id": fake.app_id,
-                "private_key_pem": fake.private_key_pem,
-                "webhook_secret": fake.webhook_secret,
-                "extra_env": {"BOT_APP_SLUG": "repo-agent", "BOT_GITHUB_WRITE_INTERVAL": "0"},
-            }
-            with running_bot(root, serve_args=["--no-worker"], **options) as bot:
-                env = bot_env(root, **options)
-                procs = [
-                    subprocess.Popen(
-                        [sys.executable, "-m", "bot.cli", "worker", "--concurrency", "1"],
-                        cwd=root,
-                        env=env,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                    for _ in range(workers)
-                ]
-                try:
-                    time.sleep(1.0)  # the workers open the store and start polling
-                    started = time.monotonic()
-                    for n in range(runs):
-                        issue = fake.add_issue(
-                            "octo", "hello", title=f"Crash {n}", body="It crashes.", user="u"
-                        )
-                        body = json.dumps(issues_opened(issue, "octo/hello", 42)).encode()
-                        headers = delivery_headers("issues", f"w-{n}", fake.webhook_secret, body)
-                        answer = httpx.post(
-                            f"{bot.url}/webhooks/github", content=body, headers=headers
-                        )
-                        assert answer.status_code == 202, answer.text
-                    deadline = started + 600
-                    while True:
-                        with sqlite3.connect(bot.db, timeout=10) as conn:
-                            done = conn.execute(
-                                f"SELECT count(*) FROM runs WHERE status IN {FINAL}"
-                            ).fetchone()[0]
-                        if done >= runs:
-                            return time.monotonic() - started
-                        if time.monotonic() > deadline:
-                            raise RuntimeError(f"only {done} of {runs} runs ended in 600 s")
-                        time.sleep(0.05)
-                finally:
-                    for proc in procs:
-                        proc.terminate()
-                    for proc in procs:
-                        proc.wait(timeout=20)
+        env = {"BOT_APP_SLUG": "repo-agent", "BOT_GITHUB_WRITE_INTERVAL": "0"}
+        with (
+            serving_fakes(fake, Slow(latency), extra_env=env) as (_, options),
+            running_bot(root, serve_args=["--no-worker"], **options) as bot,
+            bench_workers(root, bot_env(root, **options), workers, concurrency=1),
+        ):
+            time.sleep(1.0)  # the workers open the store and start polling
+            started = time.monotonic()
+            for n in range(runs):
+                issue = fake.add_issue(
+                    "octo", "hello", title=f"Crash {n}", body="It crashes.", user="u"
+                )
+                body = json.dumps(issues_opened(issue, "octo/hello", 42)).encode()
+                headers = delivery_headers("issues", f"w-{n}", fake.webhook_secret, body)
+                answer = httpx.post(f"{bot.url}/webhooks/github", content=body, headers=headers)
+                assert answer.status_code == 202, answer.text
+            deadline = started + 600
+            while True:
+                with sqlite3.connect(bot.db, timeout=10) as conn:
+                    done = conn.execute(
+                        f"SELECT count(*) FROM runs WHERE status IN {FINAL}"
+                    ).fetchone()[0]
+                if done >= runs:
+                    return time.monotonic() - started
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"only {done} of {runs} runs ended in 600 s")
+                time.sleep(0.05)
 
 
 def main() -> int:

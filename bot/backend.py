@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue
+from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue, QueueStats, Watch
 from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
 from bot.storage import Storage
@@ -25,6 +25,10 @@ class InspectableQueue(JobQueue, Protocol):
 
     def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
         """The delivery's jobs, oldest first."""
+        ...
+
+    def stats_sync(self) -> QueueStats:
+        """The queue's figures for monitoring, cheap enough for every metrics scrape."""
         ...
 
 
@@ -48,3 +52,14 @@ def job_queue(store: Storage) -> InspectableQueue:
     if isinstance(store, PostgresStore):
         return PostgresJobQueue(store)
     raise TypeError(f"no job queue for a {type(store).__name__}")
+
+
+def job_watch(queue: JobQueue) -> Watch | None:
+    """How the queue's database tells a worker pool of jobs committed by any process:
+    Postgres's notifications. None for SQLite, whose receivers wake the pool themselves
+    (`bot.wakeup`), and for any other queue."""
+    if isinstance(queue, SqliteJobQueue):
+        return None
+    from bot.queue.postgres import PostgresJobQueue
+
+    return queue.watch if isinstance(queue, PostgresJobQueue) else None

@@ -24,6 +24,7 @@ keeps that to one WAL fsync (and at most one segment sync) per batch, not per de
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import fcntl
@@ -105,7 +106,7 @@ class IntakeWriter(Protocol):
 
 
 Result = bool | BaseException
-_Item = tuple[IncomingDelivery, "asyncio.Future[bool]", asyncio.AbstractEventLoop]
+QueuedDelivery = tuple[IncomingDelivery, "asyncio.Future[bool]", asyncio.AbstractEventLoop]
 
 
 def _resolve(pending: list[tuple[asyncio.Future[bool], Result]]) -> None:
@@ -118,8 +119,126 @@ def _resolve(pending: list[tuple[asyncio.Future[bool], Result]]) -> None:
             future.set_result(result)
 
 
-class DeliveryWriter:
-    """The single writer of intake rows. `submit` is awaited from the event loop."""
+class GroupCommit(abc.ABC):
+    """The batching both intake backends share: requests queue their delivery and await a
+    future; one writer thread takes everything queued while its previous commit ran (up to
+    `max_batch`), stores it with `_store`, then wakes each request with its result and calls
+    `on_commit` with the number of new rows on each waiting loop.
+
+    A backend supplies `running`, `_store` and the thread that runs `_write_batches`; it may
+    hold a lock across each batch (`_turn`) and do work before each (`_before_batch`)."""
+
+    name = "the intake"  # in the StoreErrors of a writer that is not running
+    slow_commit: float | None = None  # seconds past which a commit is logged as slow
+
+    def __init__(self, *, max_batch: int, on_commit: Callable[[int], None] | None) -> None:
+        self.max_batch = max_batch
+        self.on_commit = on_commit
+        self._queue: queue.SimpleQueue[QueuedDelivery | None] = queue.SimpleQueue()
+        self.batches = 0
+        self.rows = 0
+
+    @property
+    @abc.abstractmethod
+    def running(self) -> bool: ...
+
+    def _accepting(self) -> bool:
+        """Whether `submit` queues a delivery (else it raises StoreError)."""
+        return self.running
+
+    async def submit(self, delivery: IncomingDelivery) -> bool:
+        """Commit the delivery and its job; True if new, False if its GUID was seen before."""
+        if not self._accepting():
+            raise StoreError(f"{self.name} is not running")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._queue.put((delivery, future, loop))
+        return await future
+
+    def _answer_leftovers(self) -> None:
+        """After the writer thread has stopped: anything submitted after the stop was queued
+        is answered, not left hanging."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self._answer([item], [StoreError(f"{self.name} has stopped")])
+
+    # -- the writer thread ---------------------------------------------------------------
+
+    def _write_batches(self) -> None:
+        """Commit batches until `None` is taken from the queue."""
+        stopping = False
+        while not stopping:
+            item = self._queue.get()
+            if item is None:
+                break
+            with self._turn():
+                # Drained only once it is this writer's turn: what arrived meanwhile joins.
+                batch = [item]
+                while len(batch) < self.max_batch:
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        stopping = True
+                        break
+                    batch.append(more)
+                self._before_batch()
+                started = time.monotonic()
+                results = self._store(batch)
+            self._commit_done(batch, results, time.monotonic() - started)
+
+    def _turn(self) -> contextlib.AbstractContextManager[None]:
+        """Held from draining the queue until the batch is stored."""
+        return contextlib.nullcontext()
+
+    def _before_batch(self) -> None:
+        """Runs before each batch is stored, in its turn."""
+        return None
+
+    @abc.abstractmethod
+    def _store(self, batch: list[QueuedDelivery]) -> list[Result]:
+        """Store the batch's deliveries and their jobs: True for each new one, False for one
+        stored before, the exception for one that could not be stored."""
+
+    def _commit_done(
+        self, batch: list[QueuedDelivery], results: list[Result], elapsed: float
+    ) -> None:
+        self.batches += 1
+        self.rows += len(batch)
+        if self.slow_commit is not None and elapsed > self.slow_commit:
+            log.warning(
+                "slow commit: the disk or another writer held it up",
+                extra={"seconds": round(elapsed, 3), "rows": len(batch)},
+            )
+        self._answer(batch, results)
+        if self.on_commit is not None and any(result is True for result in results):
+            new = sum(1 for result in results if result is True)
+            for loop in {item[2] for item in batch}:
+                # A closed loop raises RuntimeError: nobody is waiting there any more.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self.on_commit, new)
+
+    @staticmethod
+    def _answer(batch: list[QueuedDelivery], results: list[Result]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], Result]]] = {}
+        for (_, future, loop), result in zip(batch, results, strict=True):
+            by_loop.setdefault(loop, []).append((future, result))
+        for loop, pending in by_loop.items():
+            # A closed loop raises RuntimeError: nobody is waiting there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, pending)
+
+
+class DeliveryWriter(GroupCommit):
+    """The single writer of intake rows on SQLite. `submit` is awaited from the event loop."""
+
+    name = "the delivery writer"
+    slow_commit = 0.1
 
     def __init__(
         self,
@@ -136,25 +255,27 @@ class DeliveryWriter:
     ) -> None:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {', '.join(DURABILITY)}")
+        super().__init__(max_batch=max_batch, on_commit=on_commit)
         self.path = path
         self.fsync = durability == "fsync"
         self.busy_timeout = busy_timeout
         self.inline_max = inline_max
         self.segments = SegmentWriter(bodies_dir(path), segment_size=segment_size)
-        self.max_batch = max_batch
         self.checkpoint_interval = checkpoint_interval
-        self.on_commit = on_commit
-        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._stop = threading.Event()
         self.max_wal_frames = max_wal_frames
         self.wal_frames = 0
         self._threads: list[threading.Thread] = []
-        self.batches = 0
-        self.rows = 0
+        # The writer thread's connection and lock file, while it runs.
+        self._conn: sqlite3.Connection | None = None
+        self._lock_fd = -1
 
     @property
     def running(self) -> bool:
         return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
+    def _accepting(self) -> bool:
+        return bool(self._threads)
 
     def start(self) -> None:
         if self._threads:
@@ -184,14 +305,7 @@ class DeliveryWriter:
         for thread in self._threads:
             thread.join()
         self._threads = []
-        # Anything submitted after the stop was queued is answered, not left hanging.
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                self._answer([item], [StoreError("the delivery writer has stopped")])
+        self._answer_leftovers()
         try:
             self.segments.sync()
             # Other receivers may still be writing: wait for them briefly, not for long.
@@ -201,47 +315,30 @@ class DeliveryWriter:
         except (sqlite3.Error, OSError) as exc:
             log.warning("final checkpoint failed", extra={"error": str(exc)})
 
-    async def submit(self, delivery: IncomingDelivery) -> bool:
-        """Commit the delivery and its job; True if new, False if its GUID was seen before."""
-        if not self._threads:
-            raise StoreError("the delivery writer is not running")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        self._queue.put((delivery, future, loop))
-        return await future
-
     # -- the writer thread ---------------------------------------------------------------
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
-        lock_fd = os.open(lock_path(self.path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        stopping = False
+        self._conn = conn
+        self._lock_fd = os.open(lock_path(self.path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            while not stopping:
-                item = self._queue.get()
-                if item is None:
-                    break
-                with _turn(lock_fd):
-                    # Drained only once it is this writer's turn: what arrived meanwhile joins.
-                    batch = [item]
-                    while len(batch) < self.max_batch:
-                        try:
-                            more = self._queue.get_nowait()
-                        except queue.Empty:
-                            break
-                        if more is None:
-                            stopping = True
-                            break
-                        batch.append(more)
-                    self._restart_wal_if_long(conn)
-                    started = time.monotonic()
-                    results = self._store(conn, batch)
-                self._commit_done(batch, results, time.monotonic() - started)
+            self._write_batches()
         finally:
-            os.close(lock_fd)
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            self._conn = None
             conn.close()
             self.segments.close()
 
-    def _store(self, conn: sqlite3.Connection, batch: list[_Item]) -> list[Result]:
+    def _turn(self) -> contextlib.AbstractContextManager[None]:
+        return _turn(self._lock_fd)
+
+    def _before_batch(self) -> None:
+        assert self._conn is not None
+        self._restart_wal_if_long(self._conn)
+
+    def _store(self, batch: list[QueuedDelivery]) -> list[Result]:
+        conn = self._conn
+        assert conn is not None
         rows = [item[0] for item in batch]
         try:
             return list(self._write_retrying(conn, rows))
@@ -279,31 +376,6 @@ class DeliveryWriter:
                 if not _busy(exc) or time.monotonic() >= deadline:
                     raise
             time.sleep(0.001)
-
-    def _commit_done(self, batch: list[_Item], results: list[Result], elapsed: float) -> None:
-        self.batches += 1
-        self.rows += len(batch)
-        if elapsed > 0.1:
-            log.warning(
-                "slow commit: the disk or another writer held it up",
-                extra={"seconds": round(elapsed, 3), "rows": len(batch)},
-            )
-        self._answer(batch, results)
-        if self.on_commit is not None and any(result is True for result in results):
-            new = sum(1 for result in results if result is True)
-            for loop in {item[2] for item in batch}:
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(self.on_commit, new)
-
-    @staticmethod
-    def _answer(batch: list[_Item], results: list[Result]) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], Result]]] = {}
-        for (_, future, loop), result in zip(batch, results, strict=True):
-            by_loop.setdefault(loop, []).append((future, result))
-        for loop, pending in by_loop.items():
-            # A closed loop raises RuntimeError: nobody is waiting there any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_resolve, pending)
 
     def _write(self, conn: sqlite3.Connection, rows: list[IncomingDelivery]) -> list[bool]:
         """Insert the new rows of a batch and their jobs; True for each row that was new.

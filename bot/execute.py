@@ -52,7 +52,7 @@ from bot.github.render import Progress
 from bot.leftovers import clear_interrupted
 from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
-from bot.queue.base import GiveUp
+from bot.queue.base import Deferred, GiveUp
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
 from bot.review.flow import SUPERSEDED, run_review
@@ -85,6 +85,10 @@ PUBLISHING = "publishing"  # the outcome is recorded and being posted
 INTERRUPTIONS_BEFORE_GIVING_UP = 3
 TARGET_LEASE_S = 30.0  # a target held by a worker that died frees itself after this
 TARGET_POLL_S = 1.0  # how often a run renews its target and looks for a stop request
+# A run whose target another run holds waits this long in its worker slot (a superseded
+# review ends within it), then gives the slot back and is tried again this much later.
+TARGET_WAIT_IN_SLOT_S = 10.0
+TARGET_RETRY_S = 15.0
 
 
 def describe_error(exc: BaseException) -> str:
@@ -140,15 +144,6 @@ class RunExecutor:
                 return
             owner, repo = trigger.repo_full_name.split("/", 1)
             client = self.github.installation(trigger.installation_id, owner, repo)
-            attempts = await anyio.to_thread.run_sync(self.store.start_attempt, run.id)
-            if run.status == "running":  # the last attempt never ended: its worker died
-                if attempts > INTERRUPTIONS_BEFORE_GIVING_UP:
-                    await self._give_up(client, trigger, run, attempts - 1)
-                log.warning(
-                    "resuming a run whose last attempt was interrupted",
-                    extra={"attempt": attempts},
-                )
-                self._resuming.add(run.id)
             started = time.monotonic()
             try:
                 await self._execute_held(client, trigger, run)
@@ -173,12 +168,15 @@ class RunExecutor:
         """`_execute` while holding the run's target (one run per repository, issue or pull
         request, and workflow, across every worker), and acting on stops asked of it."""
         if trigger.workflow in MODEL_FREE:  # a reply, at once: `stop` must never wait
+            await self._begin_attempt(client, trigger, run)
             await self._execute(client, trigger, run)
             return
         await self._acquire_target(trigger, run)
         stopped: list[str] = []
         failed: list[Exception] = []  # raised as it is, not in a group: the worker reads it
         try:
+            # Counted once it holds its target: a wait for another run is not an attempt.
+            await self._begin_attempt(client, trigger, run)
             async with anyio.create_task_group() as tasks:
 
                 async def body() -> None:
@@ -206,10 +204,27 @@ class RunExecutor:
             )
             await self._publish(self._publisher(client, trigger, run, payload), run.id, outcome)
 
+    async def _begin_attempt(
+        self, client: InstallationClient, trigger: Trigger, run: RunRecord
+    ) -> None:
+        """Count this attempt; one that finds its run still `running` resumes an attempt
+        whose worker died, or gives the run up after too many such deaths (`GiveUp`)."""
+        attempts = await anyio.to_thread.run_sync(self.store.start_attempt, run.id)
+        if run.status == "running":  # the last attempt never ended: its worker died
+            if attempts > INTERRUPTIONS_BEFORE_GIVING_UP:
+                await self._give_up(client, trigger, run, attempts - 1)
+            log.warning(
+                "resuming a run whose last attempt was interrupted", extra={"attempt": attempts}
+            )
+            self._resuming.add(run.id)
+
     async def _acquire_target(self, trigger: Trigger, run: RunRecord) -> None:
         """Wait until this run holds its target. A command or triage queues behind the run
-        that holds it; a review of a new push asks the older review to stop (superseded)."""
+        that holds it; a review of a new push asks the older review to stop (superseded).
+        Past TARGET_WAIT_IN_SLOT_S the job goes back to the queue (`Deferred`), so a long
+        run does not keep the runs queued behind it in worker slots."""
         waiting_for = None
+        give_back_at = time.monotonic() + TARGET_WAIT_IN_SLOT_S
         while True:
             acquire = functools.partial(
                 self.store.acquire_target,
@@ -225,6 +240,9 @@ class RunExecutor:
                 log.info("waiting for the run that holds this target", extra={"holder": holder})
                 if trigger.workflow == "review" and trigger.command is None:
                     await anyio.to_thread.run_sync(self.store.request_stop, holder, SUPERSEDED)
+            if time.monotonic() >= give_back_at:
+                log.info("back to the queue until the target is free", extra={"holder": holder})
+                raise Deferred(f"waiting for run {holder}", self.store.clock() + TARGET_RETRY_S)
             await anyio.sleep(TARGET_POLL_S)
 
     async def _watch(self, run_id: str, scope: anyio.CancelScope, stopped: list[str]) -> None:
@@ -264,6 +282,24 @@ class RunExecutor:
         raise GiveUp(reason)
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def failed_by(
+        self,
+        exc: BaseException,
+        run_id: str,
+        workflow: str,
+        details: RunDetails | None,
+        started: float,
+    ) -> Outcome:
+        """The failed outcome of a run that `exc` ended: what failed (redacted), and what the
+        run had used by then."""
+        facts = RunFacts(
+            run_id=run_id,
+            workflow=workflow,
+            status="failed",
+            usage=usage_of(details, self.clock() - started),
+        )
+        return failed_outcome(facts, self.redactor(describe_error(exc)))
 
     async def _record(self, run_id: str, status: str, outcome: Outcome | None) -> None:
         data = outcome_to_json(outcome) if outcome is not None else None
@@ -436,13 +472,7 @@ class RunExecutor:
             raise
         except Exception as exc:
             log.exception("the run failed")
-            failed = RunFacts(
-                run_id=run.id,
-                workflow=trigger.workflow,
-                status="failed",
-                usage=usage_of(details, self.clock() - started),
-            )
-            outcome = failed_outcome(failed, self.redactor(describe_error(exc)))
+            outcome = self.failed_by(exc, run.id, trigger.workflow, details, started)
         await self._publish(publisher, run.id, outcome)
         log.info(
             "run published",

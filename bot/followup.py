@@ -40,7 +40,7 @@ from bot.github.errors import RateLimited
 from bot.github.publish import FOLLOW_UP_KIND, Publisher, find_run_comment
 from bot.github.render import Progress, answered_note, follow_up_note, render_reply
 from bot.log import get_logger
-from bot.progress import Tracker, clean_model_text, usage_of
+from bot.progress import Tracker, clean_model_text
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.decide import (
     Chosen,
@@ -54,7 +54,7 @@ from policies.decide import (
     not_resumable,
     parse_answer,
 )
-from policies.outcome import Blocked, Outcome, RunFacts, failed_outcome, outcome_from_run
+from policies.outcome import Blocked, Outcome, outcome_from_run
 from policies.outcome_json import outcome_from_json
 
 if TYPE_CHECKING:
@@ -368,16 +368,8 @@ async def _follow(
         log.warning("rate limited beyond the cap; the job goes back to the queue")
         raise
     except Exception as exc:
-        from bot.execute import describe_error  # the executor imports this module
-
         log.exception("the follow-up failed")
-        facts = RunFacts(
-            run_id=run.id,
-            workflow=workflow,
-            status="failed",
-            usage=usage_of(details, ex.clock() - started),
-        )
-        outcome = failed_outcome(facts, ex.redactor(describe_error(exc)))
+        outcome = ex.failed_by(exc, run.id, workflow, details, started)
     asked_in = find_run_comment(comments, bot_login=ex.bot_login, run_id=blocked.id)
     note = follow_up_note(
         by=trigger.actor,

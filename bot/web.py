@@ -21,10 +21,10 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from bot import metrics
+from bot.backend import job_queue
 from bot.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.intake_budget import IntakeBudget, Reservation
 from bot.log import get_logger
-from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
 from bot.storage import Storage, StoreError
 from bot.store import Store
@@ -396,8 +396,7 @@ def create_app(
     if on_commit is None and worker is not None:
         on_commit = worker.wake
     writer = _writer(store, on_commit, checkpoint_interval, settings.durability)
-    # Queue gauges for SQLite; a Postgres deployment's /metrics leaves them out for now.
-    read_queue = SqliteJobQueue(store).stats_sync if isinstance(store, Store) else None
+    read_queue = job_queue(store).stats_sync
     receiver = WebhookReceiver(
         secrets=settings.webhook_secrets,
         insecure_no_signature=settings.insecure_no_signature,

@@ -18,7 +18,7 @@ from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
-from bot.queue.base import GiveUp, Job, JobQueue, JobStatus, LeaseLost
+from bot.queue.base import Deferred, GiveUp, Job, JobQueue, JobStatus, LeaseLost, Watch
 from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
@@ -35,6 +35,12 @@ from policies.triggers import (
 log = get_logger(__name__)
 
 DEFAULT_APP_SLUG = "repo-agent"
+POLL_INTERVAL = 1.0
+"""Seconds between claims of an idle pool that only its own process wakes (SQLite: the
+receivers beside it do, `bot.wakeup`); the fallback for a lost wake-up."""
+WATCHED_POLL_INTERVAL = 5.0
+"""The same for a pool whose queue's database wakes it whoever commits (`watch`: Postgres's
+notifications): the poll only catches a notification lost on a dropped connection."""
 
 
 class ConfigLoader(Protocol):
@@ -112,9 +118,13 @@ class Worker:
         app_slug: str,
         concurrency: int = 2,
         lease_seconds: float = 60.0,
-        poll_interval: float = 1.0,
+        poll_interval: float | None = None,
+        watch: Watch | None = None,
         worker_id: str | None = None,
     ) -> None:
+        """`watch`, when given, runs beside the pool and wakes it at each job committed
+        anywhere; `poll_interval` defaults to POLL_INTERVAL, or WATCHED_POLL_INTERVAL with
+        a `watch`."""
         if concurrency < 1:
             raise ValueError("a worker needs at least one task")
         if lease_seconds <= 0:
@@ -125,7 +135,10 @@ class Worker:
         self.app_slug = hooks.app_slug or app_slug
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
+        if poll_interval is None:
+            poll_interval = POLL_INTERVAL if watch is None else WATCHED_POLL_INTERVAL
         self.poll_interval = poll_interval
+        self.watch = watch
         self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{secrets.token_hex(3)}"
         self._wakeup: anyio.Event | None = None
         self._inflight: dict[str, InFlight] = {}  # by delivery id: the jobs handled here
@@ -145,6 +158,9 @@ class Worker:
             extra={"worker_id": self.worker_id, "tasks": self.concurrency},
         )
         async with anyio.create_task_group() as tasks:
+            if self.watch is not None:
+                # Listening before the first claim: a job committed after it wakes the pool.
+                await tasks.start(self.watch, self.wake)
             for n in range(self.concurrency):
                 tasks.start_soon(self._loop, f"{self.worker_id}/{n}")
             for job in self.hooks.background:
@@ -245,6 +261,9 @@ class Worker:
         try:
             if lost:
                 log.warning("lease lost; another worker may be handling the job")
+            elif errors and isinstance(errors[0], Deferred):
+                deferred = errors[0]
+                await self.queue.defer(job.id, worker_id, str(deferred), deferred.not_before)
             elif errors:
                 await self._failed(job, worker_id, delivery, errors[0])
             else:

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,6 +311,48 @@ REPO_FILES = {
 
 
 @contextmanager
+def serving_fakes(
+    fake: FakeGitHub,
+    responder: Callable[[dict[str, Any]], Reply],
+    *,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[tuple[FakeLLM, dict[str, Any]]]:
+    """`fake` and a fake model answering with `responder`, each on 127.0.0.1; yields the model
+    and the keyword arguments `running_bot` and `bot_env` take to use both (with `extra_env`)."""
+    llm = FakeLLM()
+    llm.respond_with(responder)
+    with serve_fake_github(fake) as gh_url, serve(llm) as llm_url:
+        yield (
+            llm,
+            {
+                "github_url": gh_url,
+                "llm_url": llm_url,
+                "app_id": fake.app_id,
+                "private_key_pem": fake.private_key_pem,
+                "webhook_secret": fake.webhook_secret,
+                "extra_env": extra_env,
+            },
+        )
+
+
+@contextmanager
+def bot_on_fakes(
+    root: Path,
+    fake: FakeGitHub,
+    responder: Callable[[dict[str, Any]], Reply],
+    *,
+    extra_env: dict[str, str] | None = None,
+    serve_args: Sequence[str] = (),
+) -> Iterator[tuple[FakeLLM, RunningBot]]:
+    """`serving_fakes`, and `bot serve [serve_args]` as a subprocess configured to use both."""
+    with (
+        serving_fakes(fake, responder, extra_env=extra_env) as (llm, options),
+        running_bot(root, serve_args=serve_args, **options) as running,
+    ):
+        yield llm, running
+
+
+@contextmanager
 def bot_with_fakes(
     root: Path,
     *,
@@ -322,20 +364,6 @@ def bot_with_fakes(
     model, each on 127.0.0.1, and `bot serve [serve_args]` as a subprocess configured to use
     both."""
     fake = make_fake_github(root, files={**REPO_FILES, **(files or {})})
-    llm = FakeLLM()
-    llm.respond_with(ModelScript())
-    with (
-        serve_fake_github(fake) as gh_url,
-        serve(llm) as llm_url,
-        running_bot(
-            root,
-            github_url=gh_url,
-            llm_url=llm_url,
-            app_id=fake.app_id,
-            private_key_pem=fake.private_key_pem,
-            webhook_secret=fake.webhook_secret,
-            extra_env=extra_env,
-            serve_args=serve_args,
-        ) as running,
-    ):
-        yield fake, llm, running
+    script = ModelScript()
+    with bot_on_fakes(root, fake, script, extra_env=extra_env, serve_args=serve_args) as served:
+        yield fake, *served

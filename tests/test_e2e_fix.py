@@ -11,21 +11,18 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
-import httpx
 import pytest
 
+from tests import e2e_world
 from tests.fakes.fix_model import Edit, FixModel
-from tests.fakes.github import FakeGitHub, serve_fake_github
+from tests.fakes.github import FakeGitHub
 from tests.fakes.gitrepo import commit_files, init_bare_repo
-from tests.fakes.llm import FakeLLM, serve
-from tests.scripted import delivery_headers, running_bot
 
 pytestmark = pytest.mark.slow
 
@@ -62,67 +59,18 @@ EDITS = (
 )
 
 
-@dataclass
-class World:
-    url: str
-    fake: FakeGitHub
+@dataclass(kw_only=True)
+class World(e2e_world.World):
     model: FixModel
     git_dir: Path
-    db: Path
-    log: Path
-    root: Path
-    counter: int = 0
 
-    def post(self, event: str, payload: dict[str, Any]) -> str:
-        self.counter += 1
-        guid = f"fix-{self.counter:04d}"
-        body = json.dumps(payload).encode()
-        headers = delivery_headers(event, guid, self.fake.webhook_secret, body)
-        answer = httpx.post(
-            f"{self.url}/webhooks/github", content=body, headers=headers, timeout=10
-        )
-        assert answer.status_code == 202, answer.text
-        return guid
-
-    def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
-        import sqlite3
-
-        with sqlite3.connect(self.db, timeout=10) as conn:
-            return conn.execute(sql, args).fetchall()
-
-    def wait(self, what: str, done: Callable[[], bool], timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                tail = self.log.read_text(errors="replace")[-6000:]
-                raise AssertionError(f"timed out waiting for {what}; server log:\n{tail}")
-            time.sleep(0.05)
-
-    def finished(self, guid: str) -> tuple[str, str]:
-        def done() -> bool:
-            rows = self.query("SELECT status FROM runs WHERE delivery_id = ?", guid)
-            return bool(rows) and rows[0][0] in FINAL
-
-        self.wait(f"the run of {guid}", done)
-        rid, status = self.query("SELECT id, status FROM runs WHERE delivery_id = ?", guid)[0]
-        return str(rid), str(status)
+    guid_prefix: ClassVar[str] = "fix"
+    final: ClassVar[tuple[str, ...]] = FINAL
+    patience: ClassVar[float] = 90.0
 
     def outcome(self, run_id: str) -> dict[str, Any]:
         (raw,) = self.query("SELECT outcome FROM runs WHERE id = ?", run_id)[0]
         return dict(json.loads(raw))
-
-    def command(self, body: str, number: int = 1, user: str = "maint") -> str:
-        fr = self.fake.repos["octo/hello"]
-        comment = self.fake.add_comment("octo", "hello", number, body, user=user)
-        payload = {
-            "action": "created",
-            "issue": fr.issues[number],
-            "comment": comment,
-            "repository": self.fake._repo_stub(fr.full_name, fr),
-            "installation": {"id": 42},
-            "sender": comment["user"],
-        }
-        return self.post("issue_comment", payload)
 
     def branches(self) -> dict[str, str]:
         out = subprocess.run(
@@ -147,13 +95,6 @@ class World:
     def pulls(self) -> dict[int, dict[str, Any]]:
         return dict(self.fake.repos["octo/hello"].pulls)
 
-    def own_comments(self, number: int = 1) -> list[dict[str, Any]]:
-        return [
-            c
-            for c in self.fake.comments_on("octo", "hello", number)
-            if c["user"]["login"] == self.fake.bot_login
-        ]
-
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
@@ -169,22 +110,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "octo", "hello", title="greet says helo", body="It should say hello.", user="alice"
     )
     model = FixModel(EDITS)
-    llm = FakeLLM()
-    llm.respond_with(model)
-    with (
-        serve_fake_github(fake) as gh_url,
-        serve(llm) as llm_url,
-        running_bot(
-            root,
-            github_url=gh_url,
-            llm_url=llm_url,
-            app_id=fake.app_id,
-            private_key_pem=fake.private_key_pem,
-            webhook_secret=fake.webhook_secret,
-            extra_env={"BOT_APP_SLUG": fake.slug, "BOT_GITHUB_WRITE_INTERVAL": "0"},
-        ) as running,
-    ):
-        yield World(running.url, fake, model, bare, running.db, running.log, root)
+    with World.serving(root, fake, model, model=model, git_dir=bare) as w:
+        yield w
 
 
 def test_fix_on_an_issue_pushes_a_branch_and_opens_a_draft_pull_request(world: World) -> None:

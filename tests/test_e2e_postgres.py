@@ -16,7 +16,7 @@ import pytest
 
 from bot.postgres.store import PostgresStore
 from policies.outcome import OUTCOME_STATUSES
-from tests.scripted import REPO, bot_with_fakes, delivery_headers, issues_opened
+from tests.scripted import REPO, bot_with_fakes, delivery_headers, issues_opened, metric_sample
 
 pytestmark = pytest.mark.slow
 
@@ -98,7 +98,15 @@ def test_serve_on_postgres_triages_an_issue_once(postgres_dsn: str, tmp_path: Pa
             "max_attempts": 5,
             "last_error": None,
         }
+        # The queue's gauges, read from Postgres when scraped: nothing waits, nothing runs.
+        page = httpx.get(f"{running.url}/metrics", timeout=10).text
+        assert metric_sample(page, "bot_jobs", status="queued") == 0
+        assert metric_sample(page, "bot_jobs", status="running") == 0
+        assert metric_sample(page, "bot_queue_depth") == 0
+        assert metric_sample(page, "bot_queue_oldest_seconds") == 0
         log = running.log.read_text()
     # Everything lived in Postgres: no SQLite file was made.
     assert not (tmp_path / "data" / "bot.sqlite3").exists()
     assert '"database": "postgresql://bot@/' in log
+    # The pool listened for jobs committed anywhere (bot/postgres/listen.py), under uvloop.
+    assert '"msg": "listening for new jobs"' in log

@@ -11,133 +11,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
-import httpx
 import pytest
 
-from policies.outcome import OUTCOME_STATUSES
-from tests.fakes.github import FakeGitHub, commit_files, serve_fake_github
-from tests.fakes.llm import FakeLLM, serve
+from tests.e2e_world import ReviewWorld, head_files
+from tests.fakes.github import FakeGitHub, commit_files
 from tests.fakes.review_model import CALC_RULES, ReviewModel
-from tests.review._calc import CalcRepo, build_calc, snapshot
-from tests.scripted import delivery_headers, running_bot
+from tests.review._calc import build_calc, snapshot
 
 pytestmark = pytest.mark.slow
 
-FINAL = OUTCOME_STATUSES
-
-
-@dataclass
-class World:
-    url: str
-    fake: FakeGitHub
-    llm: FakeLLM
-    model: ReviewModel
-    calc: CalcRepo
-    db: Path
-    log: Path
-    data: Path
-    counter: int = 0
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    def post(self, event: str, payload: dict[str, Any]) -> str:
-        self.counter += 1
-        guid = f"review-{self.counter:04d}"
-        body = json.dumps(payload).encode()
-        headers = delivery_headers(event, guid, self.fake.webhook_secret, body)
-        answer = httpx.post(
-            f"{self.url}/webhooks/github", content=body, headers=headers, timeout=10
-        )
-        assert answer.status_code == 202, answer.text
-        return guid
-
-    def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
-        import sqlite3
-
-        with sqlite3.connect(self.db, timeout=10) as conn:
-            return conn.execute(sql, args).fetchall()
-
-    def wait(self, what: str, done: Callable[[], bool], timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                tail = self.log.read_text(errors="replace")[-6000:]
-                raise AssertionError(f"timed out waiting for {what}; server log:\n{tail}")
-            time.sleep(0.05)
-
-    def finished(self, guid: str) -> tuple[str, str]:
-        def done() -> bool:
-            rows = self.query("SELECT status FROM runs WHERE delivery_id = ?", guid)
-            return bool(rows) and rows[0][0] in FINAL
-
-        self.wait(f"the run of {guid}", done)
-        rid, status = self.query("SELECT id, status FROM runs WHERE delivery_id = ?", guid)[0]
-        return str(rid), str(status)
-
-    def pull(self, number: int = 1) -> dict[str, Any]:
-        return self.fake.repos["octo/hello"].pulls[number]
-
-    def reviews(self, number: int = 1) -> list[dict[str, Any]]:
-        return list(self.fake.repos["octo/hello"].reviews.get(number, []))
-
-    def review_comments(self, number: int = 1) -> list[dict[str, Any]]:
-        return list(self.fake.repos["octo/hello"].review_comments.get(number, []))
-
-    def own_comments(self, number: int = 1) -> list[dict[str, Any]]:
-        return [
-            c
-            for c in self.fake.comments_on("octo", "hello", number)
-            if c["user"]["login"] == self.fake.bot_login
-        ]
-
-    def pull_payload(self, action: str, number: int = 1, **extra: Any) -> dict[str, Any]:
-        pull = self.pull(number)
-        fr = self.fake.repos["octo/hello"]
-        return {
-            "action": action,
-            "number": number,
-            "pull_request": pull,
-            "repository": self.fake._repo_stub(fr.full_name, fr),
-            "installation": {"id": 42},
-            "sender": pull["user"],
-            **extra,
-        }
-
-    def command(self, body: str, number: int = 1, user: str = "maint") -> str:
-        fr = self.fake.repos["octo/hello"]
-        comment = self.fake.add_comment("octo", "hello", number, body, user=user)
-        payload = {
-            "action": "created",
-            "issue": fr.issues[number],
-            "comment": comment,
-            "repository": self.fake._repo_stub(fr.full_name, fr),
-            "installation": {"id": 42},
-            "sender": comment["user"],
-        }
-        return self.post("issue_comment", payload)
-
-    def push(self, sha: str, number: int = 1) -> str:
-        payload = anyio.run(self.fake.push_pull, "octo", "hello", number, sha)
-        return self.post("pull_request", payload)
-
-    def mirror(self) -> Path:
-        return self.data / "repos" / "octo" / "hello.git"
-
-
-def file_at(bare: Path, ref: Callable[[], str]) -> Callable[[str], str | None]:
-    def read(path: str) -> str | None:
-        done = subprocess.run(
-            ["git", f"--git-dir={bare}", "show", f"{ref()}:{path}"], capture_output=True
-        )
-        return done.stdout.decode() if done.returncode == 0 else None
-
-    return read
+World = ReviewWorld
 
 
 @pytest.fixture(scope="module")
@@ -150,28 +37,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     fake.set_permission("octo", "hello", "octo", "admin")
     fake.set_permission("octo", "hello", "maint", "write")
     anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
-    holder: dict[str, World] = {}
-    model = ReviewModel(
-        CALC_RULES,
-        files=file_at(calc.git_dir, lambda: holder["w"].pull()["head"]["sha"]),
-    )
-    llm = FakeLLM()
-    llm.respond_with(model)
-    with (
-        serve_fake_github(fake) as gh_url,
-        serve(llm) as llm_url,
-        running_bot(
-            root,
-            github_url=gh_url,
-            llm_url=llm_url,
-            app_id=fake.app_id,
-            private_key_pem=fake.private_key_pem,
-            webhook_secret=fake.webhook_secret,
-            extra_env={"BOT_APP_SLUG": fake.slug, "BOT_GITHUB_WRITE_INTERVAL": "0"},
-        ) as running,
-    ):
-        w = World(running.url, fake, llm, model, calc, running.db, running.log, root / "data")
-        holder["w"] = w
+    model = ReviewModel(CALC_RULES, files=head_files(calc.git_dir, fake))
+    with World.serving(root, fake, model, model=model, calc=calc) as w:
         yield w
 
 

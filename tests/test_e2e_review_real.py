@@ -12,13 +12,12 @@ import anyio
 import pytest
 
 from tests.conftest import SHARED
-from tests.fakes.github import FakeGitHub, serve_fake_github
-from tests.fakes.llm import FakeLLM, serve
+from tests.e2e_world import ReviewWorld, head_files
+from tests.fakes.github import FakeGitHub
 from tests.fakes.review_model import ReviewModel
 from tests.review._calc import CalcRepo
-from tests.scripted import running_bot
-from tests.test_e2e_review import World, file_at
 
+World = ReviewWorld
 REAL = SHARED / "real-repos"
 pytestmark = [
     pytest.mark.slow,
@@ -45,30 +44,9 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, dict
             "octo", "hello", head=pr["commits"][-2], base=pr["base"], user="aviramha"
         )
     )
-    holder: dict[str, World] = {}
-    model = ReviewModel(
-        generic=True,
-        outside=True,
-        files=file_at(bare, lambda: holder["w"].pull()["head"]["sha"]),
-    )
-    llm = FakeLLM()
-    llm.respond_with(model)
-    with (
-        serve_fake_github(fake) as gh_url,
-        serve(llm) as llm_url,
-        running_bot(
-            root,
-            github_url=gh_url,
-            llm_url=llm_url,
-            app_id=fake.app_id,
-            private_key_pem=fake.private_key_pem,
-            webhook_secret=fake.webhook_secret,
-            extra_env={"BOT_APP_SLUG": fake.slug, "BOT_GITHUB_WRITE_INTERVAL": "0"},
-        ) as running,
-    ):
-        calc = CalcRepo(bare, pr["base"], pr["commits"][-2], pr["commits"][-1])
-        w = World(running.url, fake, llm, model, calc, running.db, running.log, root / "data")
-        holder["w"] = w
+    model = ReviewModel(generic=True, outside=True, files=head_files(bare, fake))
+    calc = CalcRepo(bare, pr["base"], pr["commits"][-2], pr["commits"][-1])
+    with World.serving(root, fake, model, model=model, calc=calc) as w:
         yield w, pr
 
 

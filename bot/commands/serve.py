@@ -21,7 +21,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from bot import metrics, wakeup
-from bot.backend import job_queue, open_store
+from bot.backend import job_queue, job_watch, open_store
 from bot.github.setup import missing_credentials
 from bot.log import configure, get_logger
 from bot.receivers import Receivers, default_receivers, die_with_parent, listen, supervise
@@ -113,13 +113,15 @@ def build_worker(
     except ValueError as exc:  # settings that cannot work: a bad key, an invalid agent type
         log.error(str(exc))
         return None
+    queue = job_queue(store)
     return Worker(
         store,
-        job_queue(store),
+        queue,
         hooks,
         app_slug=settings.app_slug or DEFAULT_APP_SLUG,
         concurrency=concurrency or settings.workers,
         lease_seconds=settings.job_lease_seconds,
+        watch=job_watch(queue),
     )
 
 

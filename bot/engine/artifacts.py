@@ -185,9 +185,22 @@ class RunStore:
         self.write_json(details.run_id, DETAILS, details.to_json())
 
     def read_details(self, run_id: str) -> RunDetails:
+        """The run's details from its folder, else from the mirror (a run of another
+        machine's). The mirror's copy is not written here: this machine does not own it."""
         path = self.run_dir(run_id) / DETAILS
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return RunDetails.from_json(data)
+            if path.is_file() or self.mirror is None:
+                text = path.read_text(encoding="utf-8")
+            else:
+                try:
+                    found = self.mirror.get_artifact(run_id, DETAILS)
+                except Exception as exc:  # any database error
+                    raise RunNotFound(
+                        f"run {run_id} cannot be read from the database ({type(exc).__name__})"
+                    ) from exc
+                if found is None:
+                    raise RunNotFound(f"no run {run_id} here or in the database")
+                text = found
+            return RunDetails.from_json(json.loads(text))
         except (OSError, ValueError, TypeError, AttributeError) as exc:  # not our shape
             raise RunNotFound(f"run {run_id} has no readable workflow.json ({exc})") from exc

@@ -333,6 +333,8 @@ class Engine:
                         continue
             return sorted(known.values(), key=lambda d: d.started_at)
         candidates = sorted(set(self.store.run_ids()) | set(self._recent))
+        if self.store.mirror is not None and RUN_ID.match(run_id) and run_id not in candidates:
+            return self.store.read_details(run_id)  # a run of another machine's, if mirrored
         rid = self.store.resolve(run_id, candidates)
         if rid in self._recent:
             return self._recent[rid]
@@ -353,6 +355,8 @@ class Engine:
     async def wait(self, run_id: str) -> RunDetails:
         """Wait for a run (exact id or unique suffix) to finish; its final details."""
         candidates = sorted(set(self.store.run_ids()) | set(self._recent))
+        if self.store.mirror is not None and RUN_ID.match(run_id) and run_id not in candidates:
+            return self.store.read_details(run_id)  # a run of another machine's, if mirrored
         rid = self.store.resolve(run_id, candidates)
         preparing = self._preparing.get(rid)
         if preparing is not None:  # still resolving its repository

@@ -30,7 +30,7 @@ from bot.github.errors import GitHubError, RateLimited
 from bot.github.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
 from bot.github.render import Progress
 from bot.log import get_logger
-from bot.progress import Tracker, clean_model_text, usage_of
+from bot.progress import Tracker, clean_model_text
 from bot.review.runner import reclaim_run
 from bot.review.suggest import check_commit
 from bot.workflows import fix as fix_workflow
@@ -47,7 +47,7 @@ from policies.fix import (
     with_trailer,
 )
 from policies.fix_target import FixTarget, PullFacts, for_issue, for_pull
-from policies.outcome import Outcome, RunFacts, UsageSummary, failed_outcome, outcome_from_run
+from policies.outcome import Outcome, RunFacts, UsageSummary, outcome_from_run
 
 if TYPE_CHECKING:
     from bot.engine.details import RunDetails
@@ -272,10 +272,7 @@ async def fix_outcome(
         raise
     except Exception as exc:
         log.exception("the fix failed")
-        from bot.execute import describe_error  # the executor imports this module
-
-        failed = dataclasses.replace(facts, usage=usage_of(details, ex.clock() - started))
-        outcome = failed_outcome(failed, ex.redactor(describe_error(exc)))
+        outcome = ex.failed_by(exc, run.id, "fix", details, started)
     finally:
         if git_dir is not None:
             await reclaim_run(git_dir, details)

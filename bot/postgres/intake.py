@@ -15,9 +15,6 @@ delivery at a time, so one bad row fails only its own request (503, GitHub may r
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,7 +22,7 @@ from typing import Any
 import psycopg
 from procrastinate.exceptions import ConnectorException
 
-from bot.delivery_writer import IncomingDelivery
+from bot.delivery_writer import GroupCommit, IncomingDelivery, QueuedDelivery, Result
 from bot.log import get_logger
 from bot.postgres.store import PostgresStore
 from bot.queue.postgres import insert_jobs, job_manager
@@ -33,22 +30,10 @@ from bot.storage import StoreError
 
 log = get_logger(__name__)
 
-_Item = tuple[IncomingDelivery, "asyncio.Future[bool]", asyncio.AbstractEventLoop]
-_Result = bool | BaseException
 _FAILURES = (psycopg.Error, ConnectorException)
 
 
-def _resolve(pending: list[tuple[asyncio.Future[bool], _Result]]) -> None:
-    for future, result in pending:
-        if future.done():  # the request was cancelled; its row is stored all the same
-            continue
-        if isinstance(result, BaseException):
-            future.set_exception(result)
-        else:
-            future.set_result(result)
-
-
-class PostgresIntake:
+class PostgresIntake(GroupCommit):
     """The webhook route's `IntakeWriter` on Postgres. `submit` is awaited from the loop."""
 
     def __init__(
@@ -58,14 +43,10 @@ class PostgresIntake:
         on_commit: Callable[[int], None] | None = None,
         max_batch: int = 512,
     ) -> None:
+        super().__init__(max_batch=max_batch, on_commit=on_commit)
         self.store = store
         self.manager = job_manager(store)
-        self.on_commit = on_commit
-        self.max_batch = max_batch
-        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self.batches = 0
-        self.rows = 0
 
     @property
     def running(self) -> bool:
@@ -74,7 +55,7 @@ class PostgresIntake:
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._write_loop, name="pg-intake", daemon=True)
+        self._thread = threading.Thread(target=self._write_batches, name="pg-intake", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -84,75 +65,26 @@ class PostgresIntake:
         self._queue.put(None)
         self._thread.join()
         self._thread = None
-        while True:  # anything submitted after the stop is answered, not left hanging
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                self._answer([item], [StoreError("the intake has stopped")])
-
-    async def submit(self, delivery: IncomingDelivery) -> bool:
-        """Commit the delivery and its job; True if new, False if its GUID was seen before."""
-        if not self.running:
-            raise StoreError("the intake is not running")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        self._queue.put((delivery, future, loop))
-        return await future
+        self._answer_leftovers()
 
     # -- the writer thread ---------------------------------------------------------------
 
-    def _write_loop(self) -> None:
-        stopping = False
-        while not stopping:
-            item = self._queue.get()
-            if item is None:
-                break
-            batch = [item]
-            while len(batch) < self.max_batch:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                batch.append(more)
-            self._commit(batch)
-
-    def _commit(self, batch: list[_Item]) -> None:
-        results: list[_Result]
+    def _store(self, batch: list[QueuedDelivery]) -> list[Result]:
         try:
-            results = list(self.write([item[0] for item in batch]))
+            return list(self.write([item[0] for item in batch]))
         except _FAILURES:
-            results = []
-            for item in batch:
-                try:
-                    results.extend(self.write([item[0]]))
-                except _FAILURES as exc:
-                    log.error(
-                        "delivery not stored",
-                        extra={"delivery_id": item[0].guid, "error": str(exc)},
-                    )
-                    results.append(StoreError(f"delivery not stored: {type(exc).__name__}: {exc}"))
-        self.batches += 1
-        self.rows += len(batch)
-        self._answer(batch, results)
-        new = sum(1 for result in results if result is True)
-        if self.on_commit is not None and new:
-            for loop in {item[2] for item in batch}:
-                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
-                    loop.call_soon_threadsafe(self.on_commit, new)
-
-    @staticmethod
-    def _answer(batch: list[_Item], results: list[_Result]) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], _Result]]] = {}
-        for (_, future, loop), result in zip(batch, results, strict=True):
-            by_loop.setdefault(loop, []).append((future, result))
-        for loop, pending in by_loop.items():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_resolve, pending)
+            pass
+        results: list[Result] = []
+        for item in batch:
+            try:
+                results.extend(self.write([item[0]]))
+            except _FAILURES as exc:
+                log.error(
+                    "delivery not stored",
+                    extra={"delivery_id": item[0].guid, "error": str(exc)},
+                )
+                results.append(StoreError(f"delivery not stored: {type(exc).__name__}: {exc}"))
+        return results
 
     def write(self, deliveries: Sequence[IncomingDelivery]) -> list[bool]:
         """Insert the deliveries not stored yet and their jobs, in one transaction; True for

@@ -116,10 +116,18 @@ ALTER TABLE runs ADD COLUMN cost double precision;
 ALTER TABLE runs ADD COLUMN finished_at double precision;
 """
 
+# The dead jobs, for the metrics read at each scrape (`PostgresJobQueue.stats_sync`): the
+# other states it counts have procrastinate's partial indexes, and without one of its own
+# this count would read every job ever finished.
+DEAD_JOBS_INDEX = """
+CREATE INDEX bot_jobs_dead ON procrastinate_jobs (queue_name) WHERE status = 'failed';
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
     RUN_ARTIFACTS,
+    DEAD_JOBS_INDEX,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -9,6 +9,8 @@ from enum import StrEnum
 from functools import partial
 from typing import Protocol, TypeVar
 
+import anyio
+import anyio.abc
 import anyio.to_thread
 
 T = TypeVar("T")
@@ -43,6 +45,15 @@ class Job:
 
 class GiveUp(RuntimeError):
     """The job must not be tried again: the worker marks it dead at once."""
+
+
+class Deferred(RuntimeError):
+    """The job cannot go on yet (its target is held by another run): it goes back to the
+    queue until `not_before`, and this attempt does not count against its attempts."""
+
+    def __init__(self, reason: str, not_before: float) -> None:
+        super().__init__(reason)
+        self.not_before = not_before
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,12 @@ class JobQueue(Protocol):
         """Mark the job done; raises LeaseLost when `worker_id` no longer holds it."""
         ...
 
+    async def defer(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
+        """Put the job back in the queue until `not_before`, uncounted: its attempts are
+        what they were before this claim. Raises LeaseLost when `worker_id` no longer holds
+        it."""
+        ...
+
     async def fail(
         self,
         job_id: int,
@@ -122,6 +139,18 @@ class JobQueue(Protocol):
         ...
 
 
+class Watch(Protocol):
+    """Calls `wake` whenever jobs were committed by any process, until cancelled; reports
+    started once it first tried to watch. A backend whose database can say so offers one."""
+
+    async def __call__(
+        self,
+        wake: Callable[[], None],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None: ...
+
+
 class ThreadedQueue(ABC):
     """The async half of the JobQueue contract for a backend whose work is blocking: each
     call runs its `*_sync` counterpart on anyio's thread pool. A backend implements those."""
@@ -146,6 +175,9 @@ class ThreadedQueue(ABC):
 
     async def complete(self, job_id: int, worker_id: str) -> None:
         await self._call(self.complete_sync, job_id, worker_id)
+
+    async def defer(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
+        return await self._call(self.defer_sync, job_id, worker_id, reason, not_before)
 
     async def fail(
         self,
@@ -180,6 +212,9 @@ class ThreadedQueue(ABC):
 
     @abstractmethod
     def complete_sync(self, job_id: int, worker_id: str) -> None: ...
+
+    @abstractmethod
+    def defer_sync(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job: ...
 
     @abstractmethod
     def fail_sync(

@@ -32,6 +32,9 @@ procrastinate like this:
   `fail` then, or the lease running out, ends the job (failed, after that one attempt): the
   abort reaches the retry strategy as `JobAborted`, which it does not retry.
 
+- wake-ups: procrastinate's insert trigger notifies `procrastinate_queue_v1#bot` when a job
+  is committed; `watch` listens there and wakes the pool (`bot.postgres.listen`).
+
 procrastinate's own worker does not run: `bot.worker` claims through this contract. So
 `procrastinate_workers` stays empty and a running job's `worker_id` stays NULL, which
 procrastinate's own stalled-job query would read as stalled: do not point `procrastinate
@@ -45,6 +48,8 @@ import datetime
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+import anyio
+import anyio.abc
 import psycopg
 from procrastinate import RetryStrategy, SyncPsycopgConnector
 from procrastinate import jobs as pjobs
@@ -52,6 +57,7 @@ from procrastinate import sql as psql
 from procrastinate.exceptions import JobAborted
 from procrastinate.manager import JobManager
 
+from bot.postgres.listen import channel, listen
 from bot.postgres.store import PostgresStore
 from bot.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
@@ -59,6 +65,7 @@ from bot.queue.base import (
     Job,
     JobStatus,
     LeaseLost,
+    QueueStats,
     ThreadedQueue,
     backoff_seconds,
 )
@@ -109,6 +116,21 @@ WITH candidate AS (
 UPDATE procrastinate_jobs SET status = 'doing'
   FROM candidate WHERE procrastinate_jobs.id = candidate.id
 RETURNING procrastinate_jobs.id
+"""
+
+# The queue's figures for the metrics: each count on a partial index (todo and doing:
+# procrastinate's; failed: bot_jobs_dead), never a scan of the finished jobs.
+_STATS = """
+SELECT (SELECT count(*) FROM procrastinate_jobs
+         WHERE status = 'todo' AND queue_name = %(queue)s),
+       (SELECT count(*) FROM procrastinate_jobs
+         WHERE status = 'doing' AND queue_name = %(queue)s),
+       (SELECT count(*) FROM procrastinate_jobs
+         WHERE status = 'failed' AND queue_name = %(queue)s),
+       ready.count, extract(epoch from ready.oldest)::float8
+  FROM (SELECT count(*) AS count, min(scheduled_at) AS oldest FROM procrastinate_jobs
+         WHERE status = 'todo' AND queue_name = %(queue)s
+           AND (scheduled_at IS NULL OR scheduled_at <= to_timestamp(%(now)s))) AS ready
 """
 
 
@@ -214,6 +236,17 @@ class PostgresJobQueue(ThreadedQueue):
         self.clock = clock or store.clock
         self.manager = job_manager(store)
 
+    async def watch(
+        self,
+        wake: Callable[[], None],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Call `wake` when a job is committed from any machine (`bot.postgres.listen`)."""
+        conninfo = self.store.pool.conninfo  # the pool's own DSN (a callable makes one)
+        dsn = conninfo() if callable(conninfo) else conninfo
+        await listen(dsn, channel(QUEUE), wake, task_status=task_status)
+
     # -- blocking implementations ----------------------------------------------------------
 
     def _procrastinate(self, conn: psycopg.Connection[Any], query: str, **args: object) -> None:
@@ -314,6 +347,36 @@ class PostgresJobQueue(ThreadedQueue):
                 "UPDATE bot_jobs SET lease_owner = NULL, lease_until = NULL WHERE job_id = %s",
                 (job_id,),
             )
+
+    def defer_sync(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
+        with self.store.pool.connection() as conn:
+            _, aborting = self._held(conn, job_id, worker_id)
+            if aborting:  # cancelled while it waited: it ends as `fail` would end it
+                self._procrastinate(
+                    conn, "finish_job", job_id=job_id, status="failed", delete_job=False
+                )
+                return self._get(conn, job_id)
+            self._procrastinate(
+                conn,
+                "retry_job",
+                job_id=job_id,
+                retry_at=_at(max(self.clock(), not_before)),
+                new_priority=None,
+                new_queue_name=None,
+                new_lock=None,
+            )
+            # procrastinate counts a retry as an attempt; a deferral is not one.
+            conn.execute(
+                "UPDATE procrastinate_jobs SET attempts = attempts - 1"
+                " WHERE id = %s AND status = 'todo'",
+                (job_id,),
+            )
+            conn.execute(
+                "UPDATE bot_jobs SET lease_owner = NULL, lease_until = NULL, last_error = %s"
+                " WHERE job_id = %s",
+                (reason[:2000], job_id),
+            )
+            return self._get(conn, job_id)
 
     def fail_sync(
         self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
@@ -421,3 +484,19 @@ class PostgresJobQueue(ThreadedQueue):
         for status, count in rows:
             counts[_STATUS[str(status)]] += int(count)
         return counts
+
+    def stats_sync(self) -> QueueStats:
+        """Counts by status (done jobs aside) and the oldest ready job's wait, in one
+        statement over partial indexes: cheap enough to read at every metrics scrape."""
+        now = self.clock()
+        with self.store.pool.connection() as conn:
+            row = conn.execute(_STATS, {"queue": QUEUE, "now": now}).fetchone()
+        assert row is not None  # an aggregate always has its row
+        queued, running, dead, ready, oldest = row
+        return QueueStats(
+            queued=int(queued),
+            ready=int(ready),
+            running=int(running),
+            dead=int(dead),
+            oldest_ready_age=0.0 if oldest is None else max(0.0, now - float(oldest)),
+        )

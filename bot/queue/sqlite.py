@@ -147,6 +147,19 @@ class SqliteJobQueue(ThreadedQueue):
                 (self.clock(), job_id),
             )
 
+    def defer_sync(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
+        conn = self.store.conn()
+        now = self.clock()
+        with transaction(conn):
+            self._held(conn, job_id, worker_id)
+            row = conn.execute(
+                f"UPDATE jobs SET status = 'queued', run_after = ?, attempts = attempts - 1,"
+                f" lease_owner = NULL, lease_until = NULL, last_error = ?, updated_at = ?"
+                f" WHERE id = ? RETURNING {_COLUMNS}",
+                (max(now, not_before), reason[:2000], now, job_id),
+            ).fetchone()
+        return _job(row)
+
     def fail_sync(
         self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
     ) -> Job:

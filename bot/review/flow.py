@@ -25,11 +25,11 @@ from bot.github.context import fetch_context
 from bot.github.errors import RateLimited
 from bot.github.render import Progress
 from bot.log import get_logger
-from bot.progress import Tracker, clean_model_text, usage_of
+from bot.progress import Tracker, clean_model_text
 from bot.review import diffs, runner
 from bot.workflows import review as review_workflow
 from policies.config import RepoConfig
-from policies.outcome import Outcome, RunFacts, failed_outcome, outcome_from_run
+from policies.outcome import Outcome, RunFacts, outcome_from_run
 from policies.review_state import encode_marker
 
 if TYPE_CHECKING:
@@ -243,9 +243,4 @@ async def run_review(
         log.exception("the review failed")
         if git_dir is not None:
             await runner.reclaim_run(git_dir, details)
-        failed = dataclasses.replace(facts, usage=usage_of(details, ex.clock() - started))
-        from bot.execute import describe_error  # the executor imports this module
-
-        await ex._publish(
-            publisher, run.id, failed_outcome(failed, ex.redactor(describe_error(exc)))
-        )
+        await ex._publish(publisher, run.id, ex.failed_by(exc, run.id, "review", details, started))

@@ -1,4 +1,5 @@
-"""`GET /metrics` of one process: deliveries by event and outcome, the queue read at scrape time.
+"""`GET /metrics` of one process: deliveries by event and outcome, the queue read at scrape time
+(on both backends).
 
 Several processes adding up their values is tested on real processes in test_receivers.py.
 Values are this process's, shared by every test in it, so the tests compare before and after.
@@ -8,15 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from bot.queue.sqlite import SqliteJobQueue
+from bot.backend import job_queue
+from bot.postgres.store import PostgresStore
 from bot.settings import Settings
+from bot.storage import Storage
 from bot.store import Store
 from bot.web import create_app
 from tests.scripted import metric_sample
@@ -27,8 +31,14 @@ SECRET = "metrics-secret"
 
 
 @asynccontextmanager
-async def client(data_dir: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Store]]:
-    store = Store.open(data_dir / "bot.sqlite3")
+async def client(
+    data_dir: Path, postgres_dsn: str | None = None, *, clock: Callable[[], float] = time.time
+) -> AsyncIterator[tuple[httpx.AsyncClient, Storage]]:
+    store: Storage = (
+        Store.open(data_dir / "bot.sqlite3", clock=clock)
+        if postgres_dsn is None
+        else PostgresStore.open(postgres_dsn, clock=clock)
+    )
     app = create_app(Settings(webhook_secret=SECRET), store)
     try:
         async with (
@@ -87,19 +97,35 @@ async def test_deliveries_are_counted_by_event_and_outcome(data_dir: Path) -> No
     assert "private-repo" not in after and "m-1" not in after
 
 
-async def test_queue_gauges_are_read_from_the_store_when_scraped(data_dir: Path) -> None:
-    async with client(data_dir) as (http, store):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_queue_gauges_are_read_from_the_store_when_scraped(
+    backend: str, data_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    dsn = request.getfixturevalue("postgres_dsn") if backend == "postgres" else None
+    now = [1000.0]  # the store's clock: the scrape reads the queue at this time
+    async with client(data_dir, dsn, clock=lambda: now[0]) as (http, store):
         empty = await page(http)
         assert metric_sample(empty, "bot_queue_depth") == 0
         assert metric_sample(empty, "bot_queue_oldest_seconds") == 0
-        queue = SqliteJobQueue(store, clock=lambda: 1000.0)
+        queue = job_queue(store)
         queue.enqueue_sync("d-1")
         queue.enqueue_sync("d-2")
-        SqliteJobQueue(store, clock=lambda: 1001.0).claim_sync("w", 60)
+        now[0] = 1001.0
+        claimed = await queue.claim("w", 60)
+        assert claimed is not None
+        failed = await queue.claim("w", 60)
+        assert failed is not None
+        await queue.fail(failed.id, "w", "no", retry=False)
+        queue.enqueue_sync("d-3")  # waiting since 1001
+        queue.enqueue_sync("d-4")
+        now[0] = 1031.0
+        later = job_queue(store)
+        late = await later.claim("w", 60)  # d-3, so the oldest ready is d-4
+        assert late is not None and late.delivery_id == "d-3"
+        await later.fail(late.id, "w", "again")  # queued, not ready before its backoff
         full = await page(http)
-    assert metric_sample(full, "bot_jobs", status="queued") == 1
+    assert metric_sample(full, "bot_jobs", status="queued") == 2
     assert metric_sample(full, "bot_jobs", status="running") == 1
-    assert metric_sample(full, "bot_jobs", status="dead") == 0
+    assert metric_sample(full, "bot_jobs", status="dead") == 1
     assert metric_sample(full, "bot_queue_depth") == 1
-    oldest = metric_sample(full, "bot_queue_oldest_seconds")
-    assert oldest is not None and oldest > 1_000_000  # enqueued at t=1000, read at today's time
+    assert metric_sample(full, "bot_queue_oldest_seconds") == pytest.approx(30.0)

@@ -207,6 +207,29 @@ async def test_job_dies_after_max_attempts(backend: Backend) -> None:
     assert (await q.counts())[JobStatus.DEAD] == 1
 
 
+async def test_a_deferred_job_waits_and_its_attempt_does_not_count(backend: Backend) -> None:
+    q = backend.queue
+    await q.enqueue("d-1", max_attempts=2)
+    # Deferred many more times than it may fail: a job waiting its turn never dies of it.
+    for _ in range(5):
+        job = await q.claim("w1", 30)
+        assert job is not None and job.attempts == 1
+        later = backend.clock.now + 10
+        after = await q.defer(job.id, "w1", "waiting for wf_0000000000aa", later)
+        assert after.status is JobStatus.QUEUED and after.attempts == 0
+        assert after.run_after == later and after.lease_owner is None
+        assert after.last_error == "waiting for wf_0000000000aa"
+        assert await q.claim("w1", 30) is None  # not before its time
+        backend.clock.advance(10)
+    job = await q.claim("w2", 30)
+    assert job is not None and job.attempts == 1
+    with pytest.raises(LeaseLost):
+        await q.defer(job.id, "w1", "not mine", backend.clock.now)
+    await q.complete(job.id, "w2")
+    done = await q.get(job.id)
+    assert done is not None and done.status is JobStatus.DONE and done.attempts == 1
+
+
 async def test_fail_without_retry_is_dead_at_once(backend: Backend) -> None:
     q = backend.queue
     await q.enqueue("d-1")

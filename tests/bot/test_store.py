@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from bot.backend import job_queue
+from bot.postgres.schema import MIGRATIONS as PG_MIGRATIONS
 from bot.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from bot.postgres.store import PostgresStore
 from bot.queue.sqlite import SqliteJobQueue
@@ -529,6 +530,36 @@ def test_postgres_stores_opening_at_once_migrate_once(postgres_dsn: str) -> None
     assert [store.count_deliveries() for store in stores] == [1, 1, 1, 1]
     for store in stores:
         store.close()
+
+
+def test_postgres_schema_of_version_2_gains_artifacts_usage_and_the_dead_jobs_index(
+    postgres_dsn: str,
+) -> None:
+    with psycopg.connect(postgres_dsn) as conn:
+        for step in PG_MIGRATIONS[:2]:
+            conn.execute(step.encode())
+        conn.execute(
+            "CREATE TABLE bot_schema (version integer NOT NULL, procrastinate text NOT NULL)"
+        )
+        conn.execute("INSERT INTO bot_schema VALUES (2, %s)", (procrastinate.__version__,))
+        conn.execute(
+            "INSERT INTO runs (id, delivery_id, repo, target_kind, number, workflow, mode,"
+            " status, created_at, updated_at) VALUES ('wf_0000000000aa', 'g', 'o/r', 'issue',"
+            " 1, 'ask', 'webhook', 'succeeded', 1, 2)"
+        )
+    store = PostgresStore.open(postgres_dsn)
+    old = store.get_run("wf_0000000000aa")
+    assert old is not None and old.status == "succeeded" and old.input_tokens is None
+    store.put_artifact(old.id, "report.md", "kept")
+    assert store.get_artifact(old.id, "report.md") == "kept"
+    with store.pool.connection() as conn:
+        version = conn.execute("SELECT version FROM bot_schema").fetchall()
+        index = conn.execute(
+            "SELECT 1 FROM pg_indexes WHERE indexname = 'bot_jobs_dead'"
+            " AND schemaname = current_schema()"
+        ).fetchall()
+    store.close()
+    assert version == [(PG_SCHEMA_VERSION,)] and index == [(1,)]
 
 
 def test_postgres_a_newer_schema_is_refused_with_advice(postgres_dsn: str) -> None:

@@ -187,3 +187,44 @@ async def test_a_second_command_on_the_same_target_waits_for_the_first(pools: Po
     explores = [t for t, p in asked if p.startswith("Someone with write access")]
     # The second run's agents started only after the first run's answer came back.
     assert len(explores) == 2 and explores[1] >= answered
+
+
+async def test_a_command_behind_a_long_run_gives_its_slot_back_until_its_turn(
+    pools: Pools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.execute.TARGET_WAIT_IN_SLOT_S", 0.3)
+    monkeypatch.setattr("bot.execute.TARGET_RETRY_S", 0.5)
+    asked: list[tuple[float, str]] = []
+    pools.llm.respond_with(slow_answers(3.0, asked))
+    first, second = pools.workers
+    one = pools.command(1, f"@{pools.fake.slug} ask where is the config read?")
+    seen_waiting: list[int] = []
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(first.run_until_idle, "machine-0")
+        await until(
+            "the first run", lambda: (r := pools.run_of(one)) is not None and r.status == "running"
+        )
+        two = pools.command(1, f"@{pools.fake.slug} ask and where is it written?")
+
+        def done() -> bool:
+            run = pools.run_of(two)
+            return run is not None and run.status == "succeeded"
+
+        # The second machine takes the command, finds the target held and puts the job back:
+        # between its tries the job is queued, its attempt not counted, and the slot free.
+        while not done():
+            handled = await second.run_until_idle("machine-1")
+            (job,) = pools.queue.jobs_for_delivery(two)
+            if job.status.value == "queued":
+                seen_waiting.append(job.attempts)
+                assert (job.last_error or "").startswith("waiting for run wf_")
+            if not handled:
+                await anyio.sleep(0.1)
+    assert seen_waiting and set(seen_waiting) == {0}
+    (job,) = pools.queue.jobs_for_delivery(two)
+    assert job.status.value == "done" and job.attempts == 1
+    runs = [pools.run_of(one), pools.run_of(two)]
+    assert all(r is not None and r.status == "succeeded" for r in runs)
+    answered = min(t for t, p in asked if p.startswith("Answer")) + 3.0
+    explores = [t for t, p in asked if p.startswith("Someone with write access")]
+    assert len(explores) == 2 and explores[1] >= answered

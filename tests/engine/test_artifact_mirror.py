@@ -14,10 +14,23 @@ from pathlib import Path
 
 import pytest
 
-from bot.engine import Engine
+from bot.engine import Engine, RunDetails, RunNotFound
 from bot.store import Store
 from tests.engine.scripted import POLICY, make_repo
 from tests.engine.test_resume import META, counting_runner, go, interrupted
+
+
+async def attempt(engine: Engine, repo: Path, run_id: str, *, crash: bool) -> RunDetails:
+    """An attempt at `interrupted` under `run_id`: the first crashes, the next resumes it."""
+    return await engine.run(
+        META,
+        interrupted,
+        {"crash": crash},
+        interaction=POLICY,
+        repo=repo,
+        run_id=run_id,
+        resume_from=None if crash else run_id,
+    )
 
 
 @pytest.fixture
@@ -55,21 +68,15 @@ async def test_an_interrupted_run_resumes_on_a_machine_without_its_folder(
     runner = counting_runner()
     first_machine, second_machine = tmp_path / "one", tmp_path / "two"
     run_id = "wf_00000000c0de"
-    crashed = await Engine(runner, data_dir=first_machine, mirror=store).run(
-        META, interrupted, {"crash": True}, interaction=POLICY, repo=repo, run_id=run_id
+    crashed = await attempt(
+        Engine(runner, data_dir=first_machine, mirror=store), repo, run_id, crash=True
     )
     assert crashed.status == "failed"
     shutil.rmtree(first_machine)  # that machine is gone
 
     calls = len(runner.calls)
-    done = await Engine(runner, data_dir=second_machine, mirror=store).run(
-        META,
-        interrupted,
-        {"crash": False},
-        interaction=POLICY,
-        repo=repo,
-        run_id=run_id,
-        resume_from=run_id,
+    done = await attempt(
+        Engine(runner, data_dir=second_machine, mirror=store), repo, run_id, crash=False
     )
     assert done.status == "completed" and done.result == ["one#1", "two#2", "three#3"]
     assert [a.replayed for a in done.agents] == [True, True, False]
@@ -85,6 +92,11 @@ async def test_a_run_resumes_from_another_run_that_only_the_database_holds(
     first = await go(Engine(runner, data_dir=tmp_path / "one", mirror=store), repo)
     shutil.rmtree(tmp_path / "one")
     engine = Engine(runner, data_dir=tmp_path / "two", mirror=store)
+    # Its details too (a `decide` reads the commit the blocked run read from them).
+    seen = engine.status(first.run_id)
+    assert (seen.status, seen.base) == ("completed", first.base)
+    with pytest.raises(RunNotFound):
+        Engine(runner, data_dir=tmp_path / "two").status(first.run_id)
     second = await go(engine, repo, resume_from=first.run_id)
     assert second.resumed_from == first.run_id
     assert [a.replayed for a in second.agents] == [True, True, True, False, False, False]
@@ -97,18 +109,10 @@ async def test_without_the_database_copy_the_other_machine_runs_everything(
     repo = make_repo(tmp_path, bare=True)
     runner = counting_runner()
     run_id = "wf_00000000beef"
-    await Engine(runner, data_dir=tmp_path / "one").run(
-        META, interrupted, {"crash": True}, interaction=POLICY, repo=repo, run_id=run_id
-    )
+    await attempt(Engine(runner, data_dir=tmp_path / "one"), repo, run_id, crash=True)
     shutil.rmtree(tmp_path / "one")
-    done = await Engine(runner, data_dir=tmp_path / "two", mirror=store).run(
-        META,
-        interrupted,
-        {"crash": False},
-        interaction=POLICY,
-        repo=repo,
-        run_id=run_id,
-        resume_from=run_id,
+    done = await attempt(
+        Engine(runner, data_dir=tmp_path / "two", mirror=store), repo, run_id, crash=False
     )
     assert done.status == "completed" and not any(a.replayed for a in done.agents)
     assert done.resume_note is not None

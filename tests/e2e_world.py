@@ -1,0 +1,176 @@
+"""The world of the end-to-end tests that tell one repository's story: `bot serve` on the fake
+GitHub (repository `octo/hello`, installation 42) and a fake model, and the ways a test talks
+to it: signed deliveries in, the runs' rows and the fake's state out.
+
+`World` is what every such test uses; `ReviewWorld` adds a pull request's reviews
+(test_e2e_review.py, test_e2e_review_real.py); test_e2e_fix.py adds its own branches.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import anyio
+import httpx
+
+from policies.outcome import OUTCOME_STATUSES
+from tests.fakes.github import FakeGitHub
+from tests.fakes.llm import FakeLLM, Reply
+from tests.fakes.review_model import ReviewModel
+from tests.review._calc import CalcRepo
+from tests.scripted import bot_on_fakes, delivery_headers
+
+
+@dataclass(kw_only=True)
+class World:
+    url: str
+    fake: FakeGitHub
+    llm: FakeLLM
+    db: Path
+    log: Path
+    root: Path
+    counter: int = 0
+
+    guid_prefix: ClassVar[str] = "e2e"
+    final: ClassVar[tuple[str, ...]] = OUTCOME_STATUSES  # the statuses a run ends in
+    patience: ClassVar[float] = 60.0  # seconds `wait` waits by default
+
+    @classmethod
+    @contextmanager
+    def serving(
+        cls,
+        root: Path,
+        fake: FakeGitHub,
+        responder: Callable[[dict[str, Any]], Reply],
+        **fields: Any,
+    ) -> Iterator[Self]:
+        """`bot serve` in `root` on `fake` and a fake model answering with `responder`; yields
+        the world of it, built with `fields` too."""
+        env = {"BOT_APP_SLUG": fake.slug, "BOT_GITHUB_WRITE_INTERVAL": "0"}
+        with bot_on_fakes(root, fake, responder, extra_env=env) as (llm, running):
+            yield cls(
+                url=running.url,
+                fake=fake,
+                llm=llm,
+                db=running.db,
+                log=running.log,
+                root=root,
+                **fields,
+            )
+
+    def post(self, event: str, payload: dict[str, Any]) -> str:
+        self.counter += 1
+        guid = f"{self.guid_prefix}-{self.counter:04d}"
+        body = json.dumps(payload).encode()
+        headers = delivery_headers(event, guid, self.fake.webhook_secret, body)
+        answer = httpx.post(
+            f"{self.url}/webhooks/github", content=body, headers=headers, timeout=10
+        )
+        assert answer.status_code == 202, answer.text
+        return guid
+
+    def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.db, timeout=10) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def wait(self, what: str, done: Callable[[], bool], timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (self.patience if timeout is None else timeout)
+        while not done():
+            if time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-6000:]
+                raise AssertionError(f"timed out waiting for {what}; server log:\n{tail}")
+            time.sleep(0.05)
+
+    def finished(self, guid: str) -> tuple[str, str]:
+        def done() -> bool:
+            rows = self.query("SELECT status FROM runs WHERE delivery_id = ?", guid)
+            return bool(rows) and rows[0][0] in self.final
+
+        self.wait(f"the run of {guid}", done)
+        rid, status = self.query("SELECT id, status FROM runs WHERE delivery_id = ?", guid)[0]
+        return str(rid), str(status)
+
+    def command(self, body: str, number: int = 1, user: str = "maint") -> str:
+        fr = self.fake.repos["octo/hello"]
+        comment = self.fake.add_comment("octo", "hello", number, body, user=user)
+        payload = {
+            "action": "created",
+            "issue": fr.issues[number],
+            "comment": comment,
+            "repository": self.fake._repo_stub(fr.full_name, fr),
+            "installation": {"id": 42},
+            "sender": comment["user"],
+        }
+        return self.post("issue_comment", payload)
+
+    def own_comments(self, number: int = 1) -> list[dict[str, Any]]:
+        return [
+            c
+            for c in self.fake.comments_on("octo", "hello", number)
+            if c["user"]["login"] == self.fake.bot_login
+        ]
+
+    def mirror(self) -> Path:
+        return self.root / "data" / "repos" / "octo" / "hello.git"
+
+
+@dataclass(kw_only=True)
+class ReviewWorld(World):
+    """A pull request's reviews: `calc` names its base and the heads it is pushed to."""
+
+    model: ReviewModel
+    calc: CalcRepo
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    guid_prefix: ClassVar[str] = "review"
+
+    def pull(self, number: int = 1) -> dict[str, Any]:
+        return self.fake.repos["octo/hello"].pulls[number]
+
+    def reviews(self, number: int = 1) -> list[dict[str, Any]]:
+        return list(self.fake.repos["octo/hello"].reviews.get(number, []))
+
+    def review_comments(self, number: int = 1) -> list[dict[str, Any]]:
+        return list(self.fake.repos["octo/hello"].review_comments.get(number, []))
+
+    def pull_payload(self, action: str, number: int = 1, **extra: Any) -> dict[str, Any]:
+        pull = self.pull(number)
+        fr = self.fake.repos["octo/hello"]
+        return {
+            "action": action,
+            "number": number,
+            "pull_request": pull,
+            "repository": self.fake._repo_stub(fr.full_name, fr),
+            "installation": {"id": 42},
+            "sender": pull["user"],
+            **extra,
+        }
+
+    def push(self, sha: str, number: int = 1) -> str:
+        payload = anyio.run(self.fake.push_pull, "octo", "hello", number, sha)
+        return self.post("pull_request", payload)
+
+
+def file_at(bare: Path, ref: Callable[[], str]) -> Callable[[str], str | None]:
+    """Reads a file of `bare` at the commit `ref()` names when called (None if absent)."""
+
+    def read(path: str) -> str | None:
+        done = subprocess.run(
+            ["git", f"--git-dir={bare}", "show", f"{ref()}:{path}"], capture_output=True
+        )
+        return done.stdout.decode() if done.returncode == 0 else None
+
+    return read
+
+
+def head_files(bare: Path, fake: FakeGitHub, number: int = 1) -> Callable[[str], str | None]:
+    """Reads a file of `bare` at the head of pull request `number` as it is when called."""
+    return file_at(bare, lambda: fake.repos["octo/hello"].pulls[number]["head"]["sha"])

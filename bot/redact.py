@@ -18,8 +18,9 @@ Disguises. The configured values, PEM blocks, GitHub tokens of their documented 
 characters after a `gh?_` prefix, 76 after `ghr_`, 22 + 59 after `github_pat_`) and AWS key ids
 are also found when the text hides them: split by line breaks or spaces (down to one character
 at a time), with invisible characters in between (zero-width, bidi controls, soft hyphens, other
-format and control characters), inside JSON strings (escaped `\\n`, `\\t`, `\\uXXXX`), or
-URL-encoded (`%0A`, `%2B`...). Matching runs on a view of the text without those; the span of
+format and control characters), inside JSON strings (escaped `\\n`, `\\t`, `\\uXXXX`), with
+Markdown's backslash escapes (`ghp\\_...`, which GitHub shows as `ghp_...`), or URL-encoded
+(`%0A`, `%2B`...). Matching runs on a view of the text without those; the span of
 the original text that the match came from is replaced whole, and the invisible characters
 elsewhere stay as they were (a zero-width space that defuses a mention is one of them). What is
 out of scope: a secret encoded as a whole (base64 of a token, hex, rot13), reversed, reordered
@@ -107,7 +108,7 @@ _INVISIBLE_RUN = re.compile(f"[{_INVISIBLE}]+")
 # What the view leaves out or decodes, after URL decoding: whitespace, invisible characters and
 # JSON escapes.
 _PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
-_VIEW_UNIT = re.compile(rf"[\s{_INVISIBLE}]+|\\[nrt]|\\[\\/\"]|\\u[0-9A-Fa-f]{{4}}")
+_VIEW_UNIT = re.compile(rf"[\s{_INVISIBLE}]+|\\[nrt]|\\[\\/\"_-]|\\u[0-9A-Fa-f]{{4}}")
 
 MIN_SECRET_LENGTH = 6
 MIN_KEY_LINE = 8
@@ -132,7 +133,7 @@ def _expand(secrets: Iterable[str]) -> set[str]:
 
 def _unescaped(unit: str) -> str:
     """What a whitespace, invisible or JSON-escape unit leaves in the view."""
-    if unit[:1] == "\\" and unit[1:] in ("/", "\\", '"'):
+    if unit[:1] == "\\" and unit[1:] in ("/", "\\", '"', "_", "-"):
         return unit[1:]
     if unit.startswith("\\u"):
         char = chr(int(unit[2:], 16))

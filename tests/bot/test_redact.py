@@ -214,3 +214,29 @@ def test_every_format_character_counts_as_invisible() -> None:
         and _INVISIBLE_CHAR.match(chr(code)) is None
     ]
     assert missing == []
+
+
+def test_a_token_behind_markdown_backslash_escapes_is_redacted() -> None:
+    # GitHub shows `ghp\_...` as `ghp_...`: the escape hides nothing from a reader.
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    escaped = token.replace("_", "\\_")
+    out = redact(f"key {escaped} and more")
+    assert "A1b2C3d4" not in out and out == "key [redacted github token] and more"
+    pat = "github_pat_" + "A" * 22 + "_" + "b" * 59
+    assert "AAAA" not in redact("x " + pat.replace("_", "\\_") + " y")
+
+
+def test_a_model_summary_with_raw_html_cannot_smuggle_a_token_through_the_comment() -> None:
+    from bot.github.render import render_outcome
+    from policies.outcome_json import outcome_from_json
+
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    outcome = outcome_from_json(
+        {
+            "run_id": "wf_000000000001",
+            "workflow": "triage",
+            "status": "succeeded",
+            "summary": f"<script>alert(1)</script> key {token}",
+        }
+    )
+    assert "A1b2C3d4" not in redact(render_outcome(outcome))

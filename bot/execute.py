@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -113,8 +114,12 @@ class RunExecutor:
         progress_interval: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
         config_reader: Callable[[InstallationClient], Awaitable[RepoConfig]] | None = None,
+        review_key: bytes | None = None,
     ) -> None:
         self.github = github
+        # Signs the review memory mirrored in sticky summaries (`bot.review.memory`); without
+        # one from the settings, a key of this process (the store stays the memory).
+        self.review_key = review_key if review_key is not None else secrets.token_bytes(32)
         self.config_reader = config_reader
         self.engine = engine
         self.mirrors = mirrors

@@ -119,6 +119,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.github.errors import GitHubError, RetryableError
     from bot.leftovers import sweep_forever
     from bot.redeliver import redeliver_forever
+    from bot.review.memory import review_state_key
 
     slug = _learn_slug(settings)
     github = GitHubApp.from_settings(settings, app_slug=slug)
@@ -187,6 +188,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         app_slug=slug,
         redactor=redactor,
         config_reader=read_config,
+        review_key=review_state_key(settings),
     )
 
     async def permission_lookup(event: Event) -> str | None:

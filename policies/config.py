@@ -90,6 +90,13 @@ class ReviewConfig(_Section):
     max_suggestions: int = Field(
         default=5, ge=0, le=20, description="Fixes to try and prove per review."
     )
+    max_findings: int = Field(
+        default=50,
+        ge=1,
+        le=500,
+        description="Candidate findings per reviewed unit and per review; the most severe "
+        "are kept.",
+    )
     check_command: str | None = Field(
         default=None,
         max_length=500,

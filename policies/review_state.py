@@ -3,9 +3,12 @@
 The state (`ReviewState`) holds the heads reviewed, each file's patch signature at the last
 review, and every finding with a stable fingerprint and its status: `open`, `fixed` (the
 code changed and a verifier found the problem gone) or `dismissed` (a person resolved its
-thread, answered that it will not be fixed, or reacted 👎). It lives in the store and is
-mirrored in a hidden marker of the PR's sticky summary (`encode_marker` / `decode_marker`),
-so a new database recovers it from GitHub.
+thread, answered that it will not be fixed, or reacted 👎, and that person may write to the
+repository). It lives in the store and is mirrored as the last line of the PR's sticky summary
+(`encode_marker` / `decode_marker`), so a new database recovers it from GitHub. That line
+carries an HMAC over the state, the repository and the pull request's number, keyed by a
+secret only the app holds: a marker anyone else wrote (in a file name, a question, their own
+comment) or one copied from another pull request does not verify and is never read.
 
 A finding's fingerprint is its path, the normalized code of the lines it anchors to, its
 category and its normalized title: it survives line moves, and changes when the code does.
@@ -19,19 +22,25 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policies.triggers import WRITE_PERMISSIONS
+
 FindingStatus = Literal["open", "fixed", "dismissed"]
 MARKER_PREFIX = "<!-- bot:review-state "
 MARKER_SUFFIX = " -->"
 MARKER_MAX_CHARS = 40_000
+_MARKER_LINE = re.compile(r"<!-- bot:review-state ([0-9a-f]{64}) ([A-Za-z0-9+/]+=*) -->")
+_MAC_LABEL = b"bot:review-state:v2"
 MAX_HEADS = 50
+FIT_PASSES = 6
 NEAR_LINES = 3
 TITLE_OVERLAP = 0.6
 
@@ -219,14 +228,47 @@ def _is_bot(login: str | None, bot_login: str) -> bool:
     return name.endswith("[bot]") or name == bot_login.lower().removesuffix("[bot]")
 
 
-def dismissal_reason(thread: ThreadFacts, bot_login: str) -> str | None:
-    """Why a person dismissed our finding, or None while they have not."""
-    if thread.resolved and thread.resolved_by and not _is_bot(thread.resolved_by, bot_login):
+def dismissers(thread: ThreadFacts, bot_login: str) -> list[str]:
+    """Everyone whose act on this thread would dismiss the finding if they may write to the
+    repository: who resolved it, who answered "won't fix", who reacted 👎 (no bots, each once).
+    The caller reads their permissions; `dismissal_reason` then counts only the writers."""
+    seen: dict[str, str] = {}
+    acts: list[str | None] = [thread.resolved_by if thread.resolved else None]
+    acts += [author for author, body in thread.replies if _WONT_FIX.search(body)]
+    acts += list(thread.thumbs_down_by)
+    for login in acts:
+        if login and not _is_bot(login, bot_login):
+            seen.setdefault(login.lower(), login)
+    return list(seen.values())
+
+
+def writers_of(permissions: Mapping[str, str | None]) -> frozenset[str]:
+    """The lower-case logins whose permission (as GitHub answered it) is write, maintain or
+    admin; an unreadable permission (None) counts as none."""
+    return frozenset(
+        login.lower() for login, perm in permissions.items() if perm in WRITE_PERMISSIONS
+    )
+
+
+def dismissal_reason(thread: ThreadFacts, bot_login: str, writers: Collection[str]) -> str | None:
+    """Why a person dismissed our finding, or None while nobody who may do so has.
+
+    Only people with write, maintain or admin permission (`writers`, lower-case logins)
+    dismiss: a pull request's author without it cannot clear the findings that fail the
+    review check by resolving, declining or 👎-ing them. What others wrote stays in the
+    thread, which reaches the model only as untrusted data."""
+
+    def writer(login: str | None) -> bool:
+        if not login or _is_bot(login, bot_login):
+            return False
+        return login.lower() in writers
+
+    if thread.resolved and writer(thread.resolved_by):
         return f"thread resolved by @{thread.resolved_by}"
     for author, body in thread.replies:
-        if not _is_bot(author, bot_login) and _WONT_FIX.search(body):
+        if writer(author) and _WONT_FIX.search(body):
             return f"@{author} answered that it will not be fixed"
-    people = [login for login in thread.thumbs_down_by if not _is_bot(login, bot_login)]
+    people = [login for login in thread.thumbs_down_by if writer(login)]
     if people:
         return f"@{people[0]} reacted 👎"
     return None
@@ -252,33 +294,88 @@ def counts(state: ReviewState, new: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def encode_marker(state: ReviewState) -> str:
-    """The hidden marker that mirrors the state in the sticky summary, within a size cap:
-    the oldest closed findings, then the oldest open ones, are dropped until it fits."""
-    current = state
-    while True:
-        raw = current.model_dump_json(exclude_defaults=True).encode("utf-8")
-        text = base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
-        if len(text) <= MARKER_MAX_CHARS or not current.findings:
-            return f"{MARKER_PREFIX}{text}{MARKER_SUFFIX}"
-        findings = list(current.findings)
-        closed = [i for i, f in enumerate(findings) if f.status != "open"]
-        del findings[closed[0] if closed else 0]
-        current = current.model_copy(update={"findings": findings})
+def state_key(material: bytes) -> bytes:
+    """The key that signs the mirrored state, derived from (never equal to) a secret of the
+    app's own, so the marker reveals nothing of it and no other use of it can forge one."""
+    return hmac.new(material, b"bot review-state key v2", hashlib.sha256).digest()
 
 
-def decode_marker(body: str | None) -> ReviewState | None:
-    """The state in a sticky summary's marker; None when there is none or it is unreadable."""
+def _mac(key: bytes, repo: str, number: int, text: str) -> str:
+    message = b"\0".join([_MAC_LABEL, repo.lower().encode(), str(number).encode(), text.encode()])
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def _pack(state: ReviewState) -> str:
+    raw = state.model_dump_json(exclude_defaults=True).encode("utf-8")
+    return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+
+
+def _fitting(state: ReviewState, limit: int, size: int) -> str:
+    """The packed state with the oldest closed findings, then the oldest open ones, dropped
+    until it is at most `limit` characters (`size`: the packed size of all of it), in time
+    linear in the state's size.
+
+    The packed size grows about in proportion to the findings kept, so each pass guesses the
+    count that fills the limit from the last pass's size and packs that once; a handful of
+    passes (`FIT_PASSES`) land within a few percent of the limit. Dropping one finding at a
+    time and packing again would be quadratic: a big pull request's memory stalled the
+    worker for many seconds."""
+    findings = state.findings
+    drop_order = [i for i, f in enumerate(findings) if f.status != "open"]
+    drop_order += [i for i, f in enumerate(findings) if f.status == "open"]
+    keep_order = drop_order[::-1]
+
+    def packed(count: int) -> str:
+        kept = sorted(keep_order[:count])
+        return _pack(state.model_copy(update={"findings": [findings[i] for i in kept]}))
+
+    low, high = 0, len(findings)  # `low` findings fit, `high` do not
+    best: str | None = None
+    count = high
+    for _ in range(FIT_PASSES):
+        if high - low <= 1:
+            break
+        guess = min(max(int(count * limit / size * 0.97), low + 1), high - 1)
+        text = packed(guess)
+        if len(text) <= limit:
+            low, best = guess, text
+            if len(text) >= limit * 0.97:
+                break
+        else:
+            high = guess
+        count, size = guess, len(text)
+    return best if best is not None else packed(low)
+
+
+def encode_marker(state: ReviewState, *, key: bytes, repo: str, number: int) -> str:
+    """The hidden line that mirrors the state at the end of the sticky summary, signed for
+    this repository and pull request, within a size cap (see `_fitting`). Linear in the
+    state's size; still, a big state takes a while, so callers run it off the event loop."""
+    text = _pack(state)
+    if len(text) > MARKER_MAX_CHARS and state.findings:
+        text = _fitting(state, MARKER_MAX_CHARS, len(text))
+    return f"{MARKER_PREFIX}{_mac(key, repo, number, text)} {text}{MARKER_SUFFIX}"
+
+
+def mentions_marker(text: str | None) -> bool:
+    """Whether `text` holds anything that looks like a review-state marker."""
+    return text is not None and "bot:review-state" in text
+
+
+def decode_marker(body: str | None, *, key: bytes, repo: str, number: int) -> ReviewState | None:
+    """The state on the last line of a sticky summary, when it is a marker the app signed for
+    this repository and pull request; None otherwise (no marker there, a marker anywhere
+    else in the body, a bad signature, an unreadable state)."""
     if not body:
         return None
-    start = body.find(MARKER_PREFIX)
-    if start < 0:
+    last = body.rstrip().rsplit("\n", 1)[-1].strip()
+    match = _MARKER_LINE.fullmatch(last)
+    if match is None:
         return None
-    end = body.find(MARKER_SUFFIX, start + len(MARKER_PREFIX))
-    if end < 0:
-        return None
-    text = body[start + len(MARKER_PREFIX) : end].strip()
+    mac, text = match.group(1), match.group(2)
     if len(text) > MARKER_MAX_CHARS * 2:
+        return None
+    if not hmac.compare_digest(mac, _mac(key, repo, number, text)):
         return None
     try:
         raw = zlib.decompressobj().decompress(base64.b64decode(text, validate=True), 4_000_000)

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,12 +50,16 @@ class World:
         root: Path,
         fake: FakeGitHub,
         responder: Callable[[dict[str, Any]], Reply],
+        serve_args: Sequence[str] = (),
         **fields: Any,
     ) -> Iterator[Self]:
-        """`bot serve` in `root` on `fake` and a fake model answering with `responder`; yields
-        the world of it, built with `fields` too."""
+        """`bot serve [serve_args]` in `root` on `fake` and a fake model answering with
+        `responder`; yields the world of it, built with `fields` too."""
         env = {"BOT_APP_SLUG": fake.slug, "BOT_GITHUB_WRITE_INTERVAL": "0"}
-        with bot_on_fakes(root, fake, responder, extra_env=env) as (llm, running):
+        with bot_on_fakes(root, fake, responder, extra_env=env, serve_args=serve_args) as (
+            llm,
+            running,
+        ):
             yield cls(
                 url=running.url,
                 fake=fake,

@@ -403,8 +403,12 @@ class AgentRuntime:
             jsonschema.validate(value, call.schema)
         except jsonschema.ValidationError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+            # jsonschema quotes the whole offending value (a list of thousands of items, say):
+            # its start and its end tell the model enough.
+            text = exc.message
+            detail = text if len(text) <= 300 else f"{text[:120]} … {text[-120:]}"
             return (
-                f"error: the result does not match the schema at {where}: {exc.message}; call structured_output again with a corrected result",
+                f"error: the result does not match the schema at {where}: {detail}; call structured_output again with a corrected result",
                 False,
             )
         state.structured = value

@@ -27,10 +27,10 @@ from bot.github.render import Progress
 from bot.log import get_logger
 from bot.progress import Tracker, clean_model_text
 from bot.review import diffs, runner
+from bot.review.memory import mirror_line
 from bot.workflows import review as review_workflow
 from policies.config import RepoConfig
 from policies.outcome import Outcome, RunFacts, outcome_from_run
-from policies.review_state import encode_marker
 
 if TYPE_CHECKING:
     from bot.execute import RunExecutor
@@ -111,7 +111,12 @@ async def run_review(
         # memory that is loaded next.
         await _supersede(ex, trigger, run)
         state, dismissed = await runner.load(
-            ex.store, client, trigger.number, comments=context.comments, bot_login=ex.bot_login
+            ex.store,
+            client,
+            trigger.number,
+            comments=context.comments,
+            bot_login=ex.bot_login,
+            key=ex.review_key,
         )
         if state.paused and trigger.command is None:
             log.info("automatic reviews are paused on this pull request")
@@ -160,6 +165,7 @@ async def run_review(
                         for f in state.findings
                     ],
                     "suggest": config.max_suggestions,
+                    "max_findings": config.max_findings,
                     "follow_up": prep.previous is not None and not prep.full,
                     "cached": state.units,
                     "done": finished_units,
@@ -234,9 +240,10 @@ async def run_review(
         conclusion = runner.check_conclusion(
             state, fail_on=config.fail_on, blocked=outcome.status == "blocked"
         )
-        await ex._publish(
-            publisher, run.id, outcome, hidden=encode_marker(state), conclusion=conclusion
+        hidden = await mirror_line(
+            state, key=ex.review_key, repo=trigger.repo_full_name, number=trigger.number
         )
+        await ex._publish(publisher, run.id, outcome, hidden=hidden, conclusion=conclusion)
     except RateLimited:
         raise
     except Exception as exc:

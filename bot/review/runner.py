@@ -5,7 +5,7 @@
 2. The head (and the base) are fetched into the mirror (`refs/pull/N/head`: forks work,
    read-only); the changes are computed locally (`bot.review.diffs`).
 3. The review memory is loaded (`bot.review.memory`) and the app's threads are read: what
-   people resolved, declined or 👎'd is dismissed.
+   people with write permission resolved, declined or 👎'd is dismissed.
 4. On a follow-up, files whose pull request patch is the same as at the last review are not
    reviewed again; for the others the reviewer is shown what the push changed (when the last
    reviewed head is an ancestor) or the whole patch (after a force push or rebase). Open
@@ -32,7 +32,7 @@ from bot.github.context import sanitize
 from bot.log import get_logger
 from bot.progress import clean_model_text
 from bot.review import diffs
-from bot.review.memory import apply_threads, load_state, save_state
+from bot.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.review.suggest import prove_suggestion, reclaim
@@ -279,7 +279,9 @@ async def conclude(
     review = result.get("review") if isinstance(result, dict) else None
     review = review if isinstance(review, dict) else {}
     listed = review.get("findings")
-    raw_findings: list[Any] = listed if isinstance(listed, list) else []
+    # At most `max_findings`, whatever the workflow returned (it caps them too).
+    raw_findings = [r for r in (listed if isinstance(listed, list) else []) if isinstance(r, dict)]
+    raw_findings = raw_findings[: config.max_findings]
     by_path = prep.changes.by_path()
     state = prep.state
     seen: set[str] = set()
@@ -521,16 +523,18 @@ async def load(
     *,
     comments: Sequence[IssueComment],
     bot_login: str,
+    key: bytes,
     read_threads: bool = True,
 ) -> tuple[ReviewState, list[str]]:
-    """The memory with people's dismissals applied (step 3)."""
+    """The memory with the dismissals of people who may write here applied (step 3)."""
     state = await load_state(
-        store, client.full_name, number, comments=comments, bot_login=bot_login
+        store, client.full_name, number, comments=comments, bot_login=bot_login, key=key
     )
     if not read_threads or not any(f.comment_id for f in state.findings):
         return state, []
     threads = await client.review_threads(number)
-    return apply_threads(state, threads, bot_login=bot_login)
+    writers = await writers_among(client, state, threads, bot_login=bot_login)
+    return apply_threads(state, threads, bot_login=bot_login, writers=writers)
 
 
 async def remember(store: Storage, repo: str, number: int, state: ReviewState) -> None:

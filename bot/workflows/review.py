@@ -9,7 +9,9 @@ and what the pull request's review memory becomes is the runner's job.
 Phase "Review": a pipeline over the units, without a barrier: a reviewer reports candidate
 findings with evidence, then a verifier rules on each against the code and the known findings,
 with an acceptance contract (evidence confirmed, about this change, not a repeat). A unit whose
-verifier does not accept keeps none of its candidates: nothing unverified is posted.
+verifier does not accept keeps none of its candidates: nothing unverified is posted. A
+reviewer reports at most `max_findings` candidates (its schema says so, and the workflow cuts
+any excess), and the run keeps at most as many in all, the most severe first.
 Phase "Re-check": one verifier rules whether each earlier open finding whose lines changed is
 still present.
 Phase "Suggest": for the verified findings that carry a small replacement (most severe first,
@@ -32,6 +34,7 @@ from bot.workflows.schemas import (
     ReviewSummary,
     UnitReview,
     VerifierReport,
+    unit_review_schema,
 )
 
 meta = WorkflowMeta(
@@ -120,6 +123,15 @@ Verified findings (JSON):
 {findings}"""
 
 
+DEFAULT_MAX_FINDINGS = 50
+
+
+def most_severe(findings: list[ReviewFinding], cap: int) -> list[ReviewFinding]:
+    """At most `cap` findings, the most severe first (ties keep the reviewer's order)."""
+    ranked = sorted(enumerate(findings), key=lambda p: (SEVERITY_ORDER.get(p[1].severity, 9), p[0]))
+    return [f for _, f in ranked[:cap]]
+
+
 class UnitFailed(RuntimeError):
     """A unit's reviewer or verifier failed: the unit is dropped (and named as unverified),
     and nothing of it is remembered for reuse."""
@@ -143,6 +155,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     known = review.get("known") or []
     unverified: list[str] = []
     candidates_total = 0
+    cap = int(review.get("max_findings") or DEFAULT_MAX_FINDINGS)
 
     def with_unit(task: str, unit: dict[str, Any]) -> str:
         return context_prompt(task, fence, context + "\n\n" + str(unit["block"]))
@@ -162,7 +175,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         reused = cached.get(str(unit.get("key")))
         if isinstance(reused, list):
             wf.log(f"reused the finished review of {', '.join(unit['paths'])}")
-            return [ReviewFinding.model_validate(f) for f in reused]
+            return most_severe([ReviewFinding.model_validate(f) for f in reused], cap)
         task = REVIEW_TASK.format(
             pr=pr, paths=_paths(unit), focus=FOCUS if unit.get("focus") else ""
         )
@@ -171,14 +184,15 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
             agent_type="reviewer",
             label=f"review {unit['id']}",
             phase="Review",
-            schema=UnitReview,
+            schema=unit_review_schema(cap),
         )
         if not result.ok:
             wf.log(f"review of {', '.join(unit['paths'])} failed: {result.error}")
             unverified.extend(unit["paths"])
             raise UnitFailed(str(result.error))
         found = UnitReview.model_validate(result.structured).findings
-        in_unit = [f for f in found if f.path in unit["paths"]]
+        # The schema's cap again, in code: a replayed or lenient result obeys it too.
+        in_unit = most_severe([f for f in found if f.path in unit["paths"]], cap)
         candidates_total += len(in_unit)
         return in_unit
 
@@ -221,7 +235,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
 
     wf.phase("Review")
     per_unit = await wf.pipeline(units, reviewer, verifier)
-    verified: list[ReviewFinding] = [f for found in per_unit if found for f in found]
+    verified = most_severe([f for found in per_unit if found for f in found], cap)
 
     rechecks: list[dict[str, Any]] = []
     to_recheck = review.get("recheck") or []

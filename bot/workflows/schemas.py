@@ -7,9 +7,10 @@ without a person's decision fills it instead of guessing.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 
 class _Result(BaseModel):
@@ -148,13 +149,38 @@ class ReviewFinding(_Result):
     )
 
 
+MAX_FINDINGS = 500
+"""The most candidate findings one reviewer may report (`review.max_findings` allows no more)."""
+_FINDINGS_HELP = "Real problems only, the most severe first; an empty list when none."
+
+
 class UnitReview(_Result):
     """What a reviewer found in one unit of the pull request."""
 
     findings: list[ReviewFinding] = Field(
-        default_factory=list, description="Real problems only; an empty list when none."
+        default_factory=list, max_length=MAX_FINDINGS, description=_FINDINGS_HELP
     )
     notes: str = Field(default="", description="Anything the summary should know, briefly.")
+
+
+@functools.cache
+def unit_review_schema(max_findings: int) -> type[UnitReview]:
+    """`UnitReview` with room for at most `max_findings` findings: a model that reports more
+    is told its result does not match the schema and asked again."""
+    cap = max(1, min(max_findings, MAX_FINDINGS))
+    return create_model(
+        "UnitReview",
+        __base__=UnitReview,
+        __doc__=UnitReview.__doc__,
+        findings=(
+            list[ReviewFinding],
+            Field(
+                default_factory=list,
+                max_length=cap,
+                description=f"{_FINDINGS_HELP} At most {cap}.",
+            ),
+        ),
+    )
 
 
 class Verdict(_Result):
@@ -168,7 +194,7 @@ class Verdict(_Result):
 class VerifierReport(_Result):
     """The verifier's rulings, one per candidate."""
 
-    verdicts: list[Verdict] = Field(default_factory=list)
+    verdicts: list[Verdict] = Field(default_factory=list, max_length=MAX_FINDINGS)
 
 
 class RecheckVerdict(_Result):

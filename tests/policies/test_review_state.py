@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import zlib
 
 import pytest
@@ -18,6 +19,7 @@ from policies.review_state import (
     counts,
     decode_marker,
     dismissal_reason,
+    dismissers,
     encode_marker,
     fingerprint,
     known_finding,
@@ -25,9 +27,13 @@ from policies.review_state import (
     patch_signature,
     unchanged_files,
     with_heads,
+    writers_of,
 )
 
 BOT = "repo-bot[bot]"
+KEY = b"k" * 32
+WHERE = {"key": KEY, "repo": "octo/hello", "number": 1}
+WRITERS = frozenset({"alice", "bob", "carol"})
 
 
 def stored(c: Candidate, **kw: object) -> StoredFinding:
@@ -129,22 +135,121 @@ def test_patch_signature_ignores_line_numbers() -> None:
             ThreadFacts("T", False, None, False, (), ("carol",)), "@carol reacted 👎", id="thumbs"
         ),
         pytest.param(ThreadFacts("T", False, None, True, ()), None, id="outdated-only"),
+        pytest.param(
+            ThreadFacts("T", True, "Alice", False, ()), "thread resolved by @Alice", id="case"
+        ),
     ],
 )
 def test_dismissal_reason(thread: ThreadFacts, reason: str | None) -> None:
-    assert dismissal_reason(thread, BOT) == reason
+    assert dismissal_reason(thread, BOT, WRITERS) == reason
+
+
+@pytest.mark.parametrize(
+    "thread",
+    [
+        pytest.param(ThreadFacts("T", True, "mallory", False, ()), id="resolved"),
+        pytest.param(
+            ThreadFacts("T", False, None, False, (("mallory", "false positive"),)), id="reply"
+        ),
+        pytest.param(ThreadFacts("T", False, None, False, (), ("mallory",)), id="thumbs"),
+        pytest.param(
+            ThreadFacts("T", True, "mallory", False, (("mallory", "won't fix"),), ("mallory",)),
+            id="all-three",
+        ),
+    ],
+)
+def test_only_writers_dismiss(thread: ThreadFacts) -> None:
+    """A pull request's author (or anyone) without write permission clears nothing."""
+    assert dismissal_reason(thread, BOT, WRITERS) is None
+    assert dismissal_reason(thread, BOT, frozenset()) is None
+    assert dismissal_reason(thread, BOT, {"mallory"}) is not None
+
+
+def test_dismissers_are_the_people_whose_permission_matters() -> None:
+    thread = ThreadFacts(
+        "T",
+        True,
+        "Alice",
+        False,
+        (("bob", "false positive"), ("dave", "thanks"), (BOT, "won't fix")),
+        ("carol", "alice", "ci[bot]"),
+    )
+    assert dismissers(thread, BOT) == ["Alice", "bob", "carol"]
+    assert dismissers(ThreadFacts("T", False, "x", False, ()), BOT) == []
+    perms = {"Alice": "admin", "bob": "maintain", "carol": "triage", "dave": None, "e": "write"}
+    assert writers_of(perms) == {"alice", "bob", "e"}
 
 
 def test_marker_round_trip_and_garbage() -> None:
     state = with_heads(ReviewState(findings=[stored(CAND)]), "b" * 40, "h" * 40, {"app.py": "s"})
-    body = "Summary\n\n" + encode_marker(state)
-    assert decode_marker(body) == state
-    assert decode_marker(None) is None
-    assert decode_marker("no marker") is None
-    assert decode_marker("<!-- bot:review-state !!! -->") is None
-    assert decode_marker("<!-- bot:review-state abc") is None
+    body = "Summary\n\n" + encode_marker(state, **WHERE)
+    assert decode_marker(body, **WHERE) == state
+    assert decode_marker(body + "\n", **WHERE) == state  # GitHub may trim or keep line ends
+    assert decode_marker(None, **WHERE) is None
+    assert decode_marker("no marker", **WHERE) is None
+    assert decode_marker("<!-- bot:review-state !!! -->", **WHERE) is None
+    assert decode_marker("<!-- bot:review-state abc", **WHERE) is None
     bomb = base64.b64encode(zlib.compress(b"[" * 10_000_000)).decode()
-    assert decode_marker(f"<!-- bot:review-state {bomb} -->") is None
+    signed = _mac_of(bomb)
+    assert decode_marker(f"<!-- bot:review-state {signed} {bomb} -->", **WHERE) is None
+
+
+def _mac_of(text: str, key: bytes = KEY, repo: str = "octo/hello", number: int = 1) -> str:
+    message = b"\0".join([b"bot:review-state:v2", repo.encode(), str(number).encode()])
+    return hmac.new(key, message + b"\0" + text.encode(), hashlib.sha256).hexdigest()
+
+
+def _unsigned(state: ReviewState) -> str:
+    raw = state.model_dump_json(exclude_defaults=True).encode()
+    return base64.b64encode(zlib.compress(raw, 9)).decode()
+
+
+def test_a_forged_or_misplaced_marker_is_never_read() -> None:
+    real = encode_marker(ReviewState(heads=["a" * 40]), **WHERE)
+    forged = _unsigned(ReviewState(paused=True))
+    # The format before signatures, as anyone can write it.
+    assert decode_marker(f"Summary\n<!-- bot:review-state {forged} -->", **WHERE) is None
+    # A signature made up without the key.
+    assert decode_marker(f"x\n<!-- bot:review-state {'0' * 64} {forged} -->", **WHERE) is None
+    assert decode_marker(f"x\n{real.replace(real[22:30], '00000000')}", **WHERE) is None
+    # A real marker anywhere but on the last line: quoted in a file list, then more text.
+    assert decode_marker(f"- `{real}`\n\nFooter", **WHERE) is None
+    assert decode_marker(f"{real}\nmore", **WHERE) is None
+    assert decode_marker(f"- `x` {real}", **WHERE) is None
+    # A real marker of another pull request, repository, or with another key.
+    assert decode_marker(real, key=KEY, repo="octo/hello", number=2) is None
+    assert decode_marker(real, key=KEY, repo="octo/other", number=1) is None
+    assert decode_marker(real, key=b"other", repo="octo/hello", number=1) is None
+    assert decode_marker(real, key=KEY, repo="OCTO/Hello", number=1) is not None
+
+
+def test_the_marker_is_encoded_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,500 findings are packed a bounded number of times, not once per dropped finding."""
+    import policies.review_state as rs
+
+    packed: list[int] = []
+    real = zlib.compress
+
+    def counted(data: bytes, level: int = -1) -> bytes:
+        packed.append(len(data))
+        return real(data, level)
+
+    monkeypatch.setattr(rs.zlib, "compress", counted)
+    many = [
+        StoredFinding(
+            fingerprint=hashlib.sha256(str(i).encode()).hexdigest()[:20],
+            path=f"src/f{i}.py",
+            title=hashlib.sha256(str(-i).encode()).hexdigest() * 4,
+        )
+        for i in range(2500)
+    ]
+    marker = encode_marker(ReviewState(findings=many), **WHERE)
+    assert len(packed) <= 8
+    assert len(marker) > MARKER_MAX_CHARS * 0.9  # the cap is used, not wasted
+    assert len(marker) <= MARKER_MAX_CHARS + 120
+    back = decode_marker(marker, **WHERE)
+    assert back is not None and 0 < len(back.findings) < 2500
+    assert back.findings == many[-len(back.findings) :]  # the newest kept, in their order
 
 
 def test_marker_is_capped_dropping_closed_findings_first() -> None:
@@ -157,9 +262,9 @@ def test_marker_is_capped_dropping_closed_findings_first() -> None:
         for i in range(2000)
     ]
     many[0] = many[0].model_copy(update={"status": "fixed"})
-    marker = encode_marker(ReviewState(findings=many))
-    assert len(marker) <= MARKER_MAX_CHARS + 40
-    back = decode_marker(marker)
+    marker = encode_marker(ReviewState(findings=many), **WHERE)
+    assert len(marker) <= MARKER_MAX_CHARS + 120
+    back = decode_marker(marker, **WHERE)
     assert back is not None and 0 < len(back.findings) < 2000
     assert all(f.status == "open" for f in back.findings)
 

@@ -199,4 +199,3 @@ def test_an_approved_risk_and_nothing_more_is_pushed(world: World) -> None:
     (pull,) = [p for p in world.pulls().values() if p["head"]["ref"] == branch]
     assert pull["draft"] is True
     assert world.outcome(follow_id)["branches"] == [branch]
-

@@ -95,7 +95,9 @@ class FixModel:
             else tuple((p, "modify") for p in (edit.files if edit else {}))
         )
         result: dict[str, Any] = {
-            "summary": "Change " + ", ".join(p for p, _ in planned) if planned else "Nothing to do.",
+            "summary": "Change " + ", ".join(p for p, _ in planned)
+            if planned
+            else "Nothing to do.",
             "files": [{"path": p, "action": a, "why": "the request"} for p, a in planned],
             "tests": "",
             "assumptions": ["The request means the greeting text."],

@@ -74,7 +74,7 @@ class UsageSummary:
     """Agent calls answered from a journal (a resumed run) instead of the model."""
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class AskedRisk:
     """One risk an app-written BLOCKED report asked about: its kind and what would be done.
 

@@ -6,6 +6,11 @@ reads the words after the command; `choose` checks them against the BLOCKED ques
 there one, was it answered already, is the number one of its options) and says either what
 was chosen or the short reply that explains why nothing runs. `decision_args` is the record
 of the answer the follow-up run's workflow receives as `args["decision"]`.
+
+`approved_by` is what an answer approves: the risks the app recorded on its own report, and
+only when the answer picks, by number, one of the options the app recorded as approving
+them. Free text, and any option a model wrote, approves nothing: it steers the follow-up
+(narrows it, or refuses), and the follow-up's change is judged as if no one had approved it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from policies.outcome import (
     OTHER_OPTION,
     PROVIDE_OPTION,
+    AskedRisk,
     Blocked,
     answer_command,
     answer_own_command,
@@ -28,6 +34,7 @@ __all__ = [
     "Question",
     "Refused",
     "already_answered",
+    "approved_by",
     "choose",
     "decision_args",
     "no_answer",
@@ -140,6 +147,19 @@ def decision_args(chosen: Chosen, question: Question, *, by: str) -> dict[str, s
         "question": question.blocked.decision,
         "blocked_run": question.run_id,
     }
+
+
+def approved_by(blocked: Blocked, option: object) -> frozenset[AskedRisk]:
+    """The risks an answer that chose `option` (a number, None for free text) of `blocked`
+    approves: those the app recorded on it when that option is one it recorded as approving
+    them, else none. `blocked` is the stored record of the question, never the answer's text."""
+    if not isinstance(option, int) or isinstance(option, bool):
+        return frozenset()
+    if not 1 <= option <= len(blocked.options):
+        return frozenset()
+    if blocked.options[option - 1] not in blocked.approving:
+        return frozenset()
+    return frozenset(blocked.risks)
 
 
 def already_answered(run_id: str, follow_up: str) -> Refused:

@@ -9,6 +9,12 @@ applies the same rules to the paths a request names, so such a request stops bef
 agent runs. Either report becomes a BLOCKED decision through `blocked_for`; the report never
 quotes a secret it found, only where it is.
 
+What a report asks about is recorded with it (`asked_for`: each risk as its kind and action,
+and the options that approve them: "go ahead" and "attach a patch"). A `decide` that picks one
+of those options of that report approves exactly those risks and nothing else; `outstanding`
+is what a change does beyond them, which needs a new report. The comparison is on the kind
+and the action's words alone, so a new kind of risk needs nothing here.
+
 The branch name, the pull request text and the commit trailer are built in `_fix_text` and
 exported from here.
 """
@@ -16,7 +22,7 @@ exported from here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +36,7 @@ from policies._fix_text import (
     with_trailer,
 )
 from policies.config import FixConfig
+from policies.outcome import Asked, AskedRisk
 from policies.review_plan import LOCK_FILES, glob_match
 
 __all__ = [
@@ -44,12 +51,14 @@ __all__ = [
     "RiskKind",
     "RiskReason",
     "RiskReport",
+    "asked_for",
     "blocked_for",
     "branch_name",
     "choice_of",
     "classify_change",
     "co_author_trailer",
     "is_fix_branch",
+    "outstanding",
     "pull_request_text",
     "request_risk",
     "with_trailer",
@@ -60,7 +69,9 @@ Change = tuple[str, str, str | None, int | None, int | None]
 RiskKind = Literal[
     "workflow", "protected", "credentials", "deleted_file", "deleted_lines", "dependencies"
 ]
-FixChoice = Literal["proceed", "patch", "narrow", "stop"]
+FixChoice = Literal["proceed", "patch", "narrow", "stop", "answer"]
+"""What a decision tells the follow-up to do; "answer" is free text (or an option a model
+wrote), which the implementer acts on. None of them approves a risk: see `asked_for`."""
 
 OPTION_PROCEED = (
     "Go ahead as described: push the change to a new `bot/fix-*` branch and open a draft "
@@ -69,6 +80,8 @@ OPTION_PROCEED = (
 OPTION_PATCH = "Make the change but push nothing: attach it as a patch to apply by hand"
 OPTION_NARROW = "Make the fix without the changes listed above"
 OPTION_STOP = "Do nothing"
+_APPROVING = (OPTION_PROCEED, OPTION_PATCH)
+"""The options of the app's own report that approve the risks it names."""
 FIX_OPTIONS: Mapping[str, FixChoice] = {
     OPTION_PROCEED: "proceed",
     OPTION_PATCH: "patch",
@@ -288,21 +301,59 @@ def _listed(actions: Sequence[str], limit: int = _LISTED) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
 
 
-def blocked_for(report: RiskReport) -> dict[str, object]:
-    """The BLOCKED section (`policies.outcome.BlockedResult`'s shape) for a risk report."""
-    actions = [action for reason in report.reasons for action in reason.actions]
-    subject = "The request asks to" if report.source == "request" else "This fix would"
-    why = [
-        f"- {_listed(reason.actions, _LISTED_WHY)}: {_WHY[reason.kind]}."
-        for reason in report.reasons
-    ]
+def _options(report: RiskReport) -> list[str]:
     options = [OPTION_PATCH, OPTION_NARROW, OPTION_STOP]
     if report.pushable:
         options.insert(0, OPTION_PROCEED)
-    else:
+    return options
+
+
+def _risks(report: RiskReport) -> tuple[AskedRisk, ...]:
+    return tuple(
+        AskedRisk(reason.kind, action) for reason in report.reasons for action in reason.actions
+    )
+
+
+def asked_for(report: RiskReport) -> Asked:
+    """What the BLOCKED report `blocked_for(report)` asks to approve, and the options that do:
+    going ahead, where the change can be pushed, and attaching it as a patch."""
+    return Asked(_risks(report), tuple(o for o in _options(report) if o in _APPROVING))
+
+
+def outstanding(report: RiskReport, approved: Collection[AskedRisk]) -> RiskReport | None:
+    """The part of `report` that `approved` does not cover, or None when it covers it all."""
+    reasons = []
+    for reason in report.reasons:
+        left = tuple(a for a in reason.actions if AskedRisk(reason.kind, a) not in approved)
+        if left:
+            reasons.append(RiskReason(reason.kind, left))
+    return RiskReport(tuple(reasons), report.source) if reasons else None
+
+
+def blocked_for(
+    report: RiskReport, approved: Collection[AskedRisk] = frozenset()
+) -> dict[str, object]:
+    """The BLOCKED section (`policies.outcome.BlockedResult`'s shape) for a risk report.
+
+    `approved` is what the answer that started this run approved: those actions are still
+    listed (going ahead approves the whole report again) and said to be approved already.
+    """
+    actions = [action for reason in report.reasons for action in reason.actions]
+    subject = "The request asks to" if report.source == "request" else "This fix would"
+    why = []
+    for reason in report.reasons:
+        new = [a for a in reason.actions if AskedRisk(reason.kind, a) not in approved]
+        old = [a for a in reason.actions if AskedRisk(reason.kind, a) in approved]
+        if new:
+            why.append(f"- {_listed(new, _LISTED_WHY)}: {_WHY[reason.kind]}.")
+        if old:
+            why.append(f"- {_listed(old, _LISTED_WHY)} (already approved): {_WHY[reason.kind]}.")
+    options = _options(report)
+    if not report.pushable:
         why.append("- So the app cannot push this change; it can attach it as a patch.")
+    beyond = ", more than the answer to the last question approved" if approved else ""
     return {
-        "decision": f"{subject} {_listed(actions)}. Should it go ahead?",
+        "decision": f"{subject} {_listed(actions)}{beyond}. Should it go ahead?",
         "why": "\n".join(why),
         "options": options,
         "default": OPTION_STOP,

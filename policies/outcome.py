@@ -15,6 +15,12 @@ a value that does not fit the shape is `failed` with a message saying what was w
 `@<app> decide <n>` for option n (the default's number shown), or `@<app> decide "<text>"`,
 which resumes the run (see `policies.decide`). The default is always one of the options,
 so that it has a number.
+
+A report the app wrote itself about what a change would do (`fix`'s risk report) also records
+what it asked about, as `Asked`: the risks, by kind and action, and the options that approve
+them. The caller passes it to `outcome_from_run` beside the workflow's value, never inside
+it, so a model's BLOCKED section, whatever keys it carries, records no risk and no option
+that approves one.
 """
 
 from __future__ import annotations
@@ -69,11 +75,58 @@ class UsageSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class AskedRisk:
+    """One risk an app-written BLOCKED report asked about: its kind and what would be done.
+
+    Both are the app's own words (`policies.fix.RiskReason`), compared exactly: an answer that
+    approves "change `package.json`" as a dependency change approves nothing else.
+    """
+
+    kind: str
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What an app-written BLOCKED report asks to approve, and which of its options do."""
+
+    risks: tuple[AskedRisk, ...]
+    approving: tuple[str, ...]
+    """The options (their exact text) that approve `risks`; any other answer approves none."""
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON, for a workflow's result (the app's own part of it)."""
+        return {
+            "risks": [{"kind": r.kind, "action": r.action} for r in self.risks],
+            "approving": list(self.approving),
+        }
+
+    @classmethod
+    def from_json(cls, value: object) -> Asked | None:
+        """Read back `to_json`; None for anything else (nothing is approved then)."""
+        if not isinstance(value, Mapping):
+            return None
+        raw_risks, raw_options = value.get("risks"), value.get("approving")
+        if not isinstance(raw_risks, list) or not isinstance(raw_options, list):
+            return None
+        risks = tuple(
+            AskedRisk(r["kind"], r["action"])
+            for r in raw_risks
+            if isinstance(r, Mapping)
+            and isinstance(r.get("kind"), str)
+            and isinstance(r.get("action"), str)
+        )
+        options = tuple(o for o in raw_options if isinstance(o, str))
+        return cls(risks, options) if risks and options else None
+
+
+@dataclass(frozen=True, slots=True)
 class Blocked:
     """A decision only a person can make, and the exact replies that make it.
 
     `answer` chooses the default option by its number; `answer_own` gives one's own answer
-    (empty in outcomes recorded before `decide` existed).
+    (empty in outcomes recorded before `decide` existed). `risks` and `approving` are empty
+    unless the app wrote the report about a change's risks (see `Asked`).
     """
 
     decision: str
@@ -83,6 +136,8 @@ class Blocked:
     risk: str
     answer: str
     answer_own: str = ""
+    risks: tuple[AskedRisk, ...] = ()
+    approving: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +291,13 @@ def _with_default(options: tuple[str, ...], default: str) -> tuple[tuple[str, ..
     return (*kept, default), default
 
 
-def _blocked(raw: BlockedResult, clean: Callable[[str], str], *, app_slug: str) -> Blocked:
+def _blocked(
+    raw: BlockedResult, clean: Callable[[str], str], *, app_slug: str, asked: Asked | None
+) -> Blocked:
     options = _options(raw.options, clean)
     default = _one_line(clean(raw.default)) if raw.default and raw.default.strip() else options[0]
     options, default = _with_default(options, default)
+    approving = tuple(o for o in asked.approving if o in options) if asked else ()
     return Blocked(
         decision=_one_line(clean(raw.decision), _LONG),
         why=clean(raw.why).strip()[:_LONG],
@@ -248,6 +306,8 @@ def _blocked(raw: BlockedResult, clean: Callable[[str], str], *, app_slug: str) 
         risk=clean(raw.risk).strip()[:_LONG],
         answer=answer_command(app_slug, options.index(default) + 1),
         answer_own=answer_own_command(app_slug),
+        risks=tuple(dict.fromkeys(asked.risks)) if asked and approving else (),
+        approving=approving if asked and asked.risks else (),
     )
 
 
@@ -323,12 +383,14 @@ def outcome_from_run(
     clean: Callable[[str], str] = _identity,
     reporter: str | None = None,
     rerun_on_reply: bool = False,
+    asked: Asked | None = None,
 ) -> Outcome:
     """Map a workflow's return value and the run's facts to an Outcome.
 
     `clean` is applied to every model-authored string (the engine's terminal-control stripper).
     `reporter` (the issue author's login, from GitHub) and `rerun_on_reply` come from the
-    caller, never from the workflow: a `needs_info` outcome addresses that person.
+    caller, never from the workflow: a `needs_info` outcome addresses that person. So does
+    `asked`, what the app's own BLOCKED report asks to approve (recorded on the Blocked).
     """
     if facts.status != "completed":
         reason = facts.error or f"the run ended {facts.status}"
@@ -352,7 +414,9 @@ def outcome_from_run(
         )
 
     blocked = (
-        _blocked(parsed.blocked, clean, app_slug=app_slug) if parsed.blocked is not None else None
+        _blocked(parsed.blocked, clean, app_slug=app_slug, asked=asked)
+        if parsed.blocked is not None
+        else None
     )
     questions = _questions(parsed.questions, clean)
     status: OutcomeStatus

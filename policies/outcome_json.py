@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policies.outcome import (
+    AskedRisk,
     Blocked,
     Finding,
     NeedsInfo,
@@ -53,7 +54,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
     }
     if outcome.blocked is not None:
         b = outcome.blocked
-        data["blocked"] = {
+        blocked: dict[str, object] = {
             "decision": b.decision,
             "why": b.why,
             "options": list(b.options),
@@ -62,6 +63,10 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
             "answer": b.answer,
             "answer_own": b.answer_own,
         }
+        if b.risks:
+            blocked["risks"] = [{"kind": r.kind, "action": r.action} for r in b.risks]
+            blocked["approving"] = list(b.approving)
+        data["blocked"] = blocked
     if outcome.needs_info is not None:
         n = outcome.needs_info
         data["needs_info"] = {
@@ -87,6 +92,11 @@ class _StoredUsage(BaseModel):
     agents_replayed: int = 0
 
 
+class _StoredRisk(BaseModel):
+    kind: str
+    action: str
+
+
 class _StoredBlocked(BaseModel):
     decision: str
     why: str = ""
@@ -95,6 +105,8 @@ class _StoredBlocked(BaseModel):
     risk: str = ""
     answer: str = ""
     answer_own: str = ""
+    risks: list[_StoredRisk] = Field(default_factory=list)
+    approving: list[str] = Field(default_factory=list)
 
 
 class _StoredNeedsInfo(BaseModel):
@@ -159,7 +171,15 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
         blocked=None
         if b is None
         else Blocked(
-            b.decision, b.why, tuple(b.options), b.default, b.risk, b.answer, b.answer_own
+            b.decision,
+            b.why,
+            tuple(b.options),
+            b.default,
+            b.risk,
+            b.answer,
+            b.answer_own,
+            risks=tuple(AskedRisk(r.kind, r.action) for r in b.risks),
+            approving=tuple(b.approving),
         ),
         findings=tuple(
             Finding(f.path, f.line, f.severity, f.title, f.body, f.fingerprint)

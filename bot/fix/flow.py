@@ -6,7 +6,10 @@
 2. The workflow (`bot.workflows.fix`) plans, implements in a worktree and reviews. It stops
    with BLOCKED before anything is written when the request or the plan needs a decision.
 3. The app, never the agent, reads the real change from the mirror and classifies it again
-   (an agent may change more than it planned), makes one commit of it with the requester's
+   (an agent may change more than it planned) against the risks a maintainer's answer
+   approved (`policies.decide.approved_by`, from the blocked run's stored report: nothing
+   for free text or a model's option); anything beyond them stops with a new BLOCKED report
+   and nothing is pushed. It makes one commit of the change with the requester's
    `Co-authored-by` trailer, runs `fix.check_command` on it in the sandbox, pushes it with
    the installation token as an HTTP header (never forced, never to the default branch or a
    fork) and opens a draft pull request, asking the requester to review it.
@@ -35,19 +38,21 @@ from bot.review.runner import reclaim_run
 from bot.review.suggest import check_commit
 from bot.workflows import fix as fix_workflow
 from policies.config import FixConfig, RepoConfig
-from policies.decide import Refused, no_arguments
+from policies.decide import Refused, approved_by, no_arguments
 from policies.fix import (
     CheckResult,
+    asked_for,
     blocked_for,
     branch_name,
     classify_change,
     co_author_trailer,
     is_fix_branch,
+    outstanding,
     pull_request_text,
     with_trailer,
 )
 from policies.fix_target import FixTarget, PullFacts, for_issue, for_pull
-from policies.outcome import Outcome, RunFacts, UsageSummary, outcome_from_run
+from policies.outcome import Asked, AskedRisk, Outcome, RunFacts, UsageSummary, outcome_from_run
 
 if TYPE_CHECKING:
     from bot.engine.details import RunDetails
@@ -78,11 +83,13 @@ class Place:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Resume:
-    """A maintainer's answer to a BLOCKED fix: the blocked run's arguments and the decision."""
+    """A maintainer's answer to a BLOCKED fix: the blocked run's arguments, the decision, and
+    the risks it approves (read from the blocked run's stored report, never from the answer)."""
 
     blocked_run: str
     args: Mapping[str, Any]
     decision: Mapping[str, Any]
+    approved: frozenset[AskedRisk] = frozenset()
 
 
 def _requester(payload: Mapping[str, Any] | None, login: str) -> dict[str, Any]:
@@ -195,7 +202,8 @@ async def resume_fix(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused:
 
     if fu.args is None:
         return no_arguments(fu.blocked.id)
-    resume = Resume(fu.blocked.id, fu.args, fu.decision)
+    approved = approved_by(fu.question, fu.decision.get("option"))
+    resume = Resume(fu.blocked.id, fu.args, fu.decision, approved)
     outcome, details = await fix_outcome(
         ex,
         fu.client,
@@ -267,7 +275,10 @@ async def fix_outcome(
         facts = ex.facts_of(finished, run.id, "fix", started)
         listed = branches if trigger.target_kind == "issue" else None
         place = Place(git_dir, start, target, default, listed)
-        outcome = await _conclude(ex, client, trigger, finished, facts, args, place, config)
+        approved = resume.approved if resume is not None else frozenset()
+        outcome = await _conclude(
+            ex, client, trigger, finished, facts, args, place, config, approved=approved
+        )
     except RateLimited:
         raise
     except Exception as exc:
@@ -327,15 +338,23 @@ async def _conclude(
     args: Mapping[str, Any],
     place: Place,
     config: FixConfig,
+    *,
+    approved: frozenset[AskedRisk] = frozenset(),
 ) -> Outcome:
-    """Turn the workflow's result into an outcome, pushing and opening the PR when it is done."""
+    """Turn the workflow's result into an outcome, pushing and opening the PR when it is done.
+
+    `approved` is what the answer this run follows up approved; the real change may carry no
+    risk beyond it."""
     result = finished.result if isinstance(finished.result, dict) else None
     git_dir, start, target = place.git_dir, place.start, place.target
 
-    def mapped(value: object, summary: str | None = None) -> Outcome:
+    def mapped(value: object, summary: str | None = None, asked: Asked | None = None) -> Outcome:
         """The outcome of `value`; `summary` (app-written around cleaned model text) replaces
-        its summary after the mapping, so the app's own collapsed sections survive."""
-        outcome = outcome_from_run(value, facts, app_slug=ex.app_slug, clean=clean_model_text)
+        its summary after the mapping, so the app's own collapsed sections survive. `asked`
+        is what the app's own BLOCKED report asks to approve."""
+        outcome = outcome_from_run(
+            value, facts, app_slug=ex.app_slug, clean=clean_model_text, asked=asked
+        )
         return dataclasses.replace(outcome, summary=summary) if summary else outcome
 
     if finished.status != "completed" or result is None:
@@ -343,7 +362,9 @@ async def _conclude(
     info = _mapping(result.get("fix"))
     commit = info.get("commit")
     if result.get("blocked") or result.get("status") in ("failed", "no_changes") or not commit:
-        return mapped({k: v for k, v in result.items() if k != "fix"})
+        # The workflow records `asked` only beside its own risk report, never a model's.
+        asked = Asked.from_json(info.get("asked")) if result.get("blocked") else None
+        return mapped({k: v for k, v in result.items() if k != "fix"}, asked=asked)
 
     change = await gitops.change_facts(git_dir, start, str(commit))
     base = {"assumptions": result.get("assumptions") or []}
@@ -353,9 +374,18 @@ async def _conclude(
         )
     choice = info.get("choice")
     risk = classify_change(change.changes, config, change.added)
-    if risk is not None and not (choice == "patch" or (choice == "proceed" and risk.pushable)):
+    if risk is not None and (
+        outstanding(risk, approved) is not None
+        or not (choice == "patch" or (choice == "proceed" and risk.pushable))
+    ):
         summary = "The change the agent made needs a maintainer's decision before it is pushed."
-        return mapped({**base, "summary": summary, "blocked": blocked_for(risk)})
+        if approved:
+            summary = (
+                "The change the agent made goes beyond what was approved, so nothing was "
+                "pushed: it needs a new decision."
+            )
+        blocked = blocked_for(risk, approved)
+        return mapped({**base, "summary": summary, "blocked": blocked}, asked=asked_for(risk))
 
     diff = await gitops.diff_text(git_dir, start, str(commit))
     review = _mapping(info.get("review"))

@@ -4,7 +4,8 @@ Phase "Plan": an explorer (read-only, so a follow-up run replays it) reads the r
 repository and lists the files it would change. A request or a plan that touches what a
 maintainer must decide (`policies.fix`: workflow files, protected paths, deletions,
 dependencies, credentials) stops here with BLOCKED, before anything is written, unless the
-run carries the maintainer's decision.
+run carries the maintainer's decision. The app's own report records what it asks about
+(`fix.asked`), so that an answer approves those risks and no others.
 Phase "Implement": an implementer in its own worktree, from the commit the run reads, makes
 the change and commits it.
 Phase "Review": a reviewer reads the diff against the request with acceptance criteria (the
@@ -31,6 +32,7 @@ from policies.fix import (
     OPTION_NARROW,
     Change,
     FixChoice,
+    asked_for,
     blocked_for,
     choice_of,
     classify_change,
@@ -143,9 +145,12 @@ def _request_text(question: str) -> str:
 
 
 def _choice(decision: Mapping[str, Any] | None) -> FixChoice | None:
+    """What a decision tells the follow-up to do. Words that are not one of the app's options
+    are an "answer" for the implementer to act on; no choice approves a risk (the runner
+    judges the change against the approved risks the blocked run's record names)."""
     if not decision:
         return None
-    return choice_of(str(decision.get("text") or "")) or "proceed"
+    return choice_of(str(decision.get("text") or "")) or "answer"
 
 
 def fenced_change(fence: str, diff: str) -> str:
@@ -184,6 +189,7 @@ async def workflow(
     if choice is None:
         if risk is not None:
             wf.log("the request needs a maintainer's decision before anything is written")
+            out["fix"]["asked"] = asked_for(risk).to_json()
             return {**out, "summary": plan.summary, "blocked": blocked_for(risk)}
         if plan.blocked:
             return {**out, "summary": plan.summary, "blocked": plan.blocked}

@@ -3,7 +3,8 @@
 `fake_llm.respond_with(FixModel(...))`. It reads what a real model would read:
 
 - planner ("Plan the change"): plans to change the files of the first `Edit` whose `when`
-  text is in the prompt (the request and the issue are there);
+  text is in the prompt (the request and the issue are there), and asks the edit's own
+  BLOCKED question when it has one (as a steered planner would);
 - implementer ("Make the change"): writes that edit's files with `write_file`, one per turn,
   then commits; an edit with no files commits nothing and says why; an edit with `attack`
   first tries what an attacker would (each a tool call the app must refuse), then goes on;
@@ -39,6 +40,8 @@ class Edit:
     """(path, action) the planner reports; by default every file in `files`, as modify."""
     attack: tuple[tuple[str, dict[str, Any]], ...] = ()
     accept: bool = True
+    blocked: dict[str, Any] | None = None
+    """The planner's own BLOCKED question ({decision, why, options, default, risk})."""
 
 
 def user_prompt(body: dict[str, Any]) -> str:
@@ -91,16 +94,17 @@ class FixModel:
             if edit and edit.plan
             else tuple((p, "modify") for p in (edit.files if edit else {}))
         )
-        return structured(
-            {
-                "summary": "Change " + ", ".join(p for p, _ in planned)
-                if planned
-                else "Nothing to do.",
-                "files": [{"path": p, "action": a, "why": "the request"} for p, a in planned],
-                "tests": "",
-                "assumptions": ["The request means the greeting text."],
-            }
-        )
+        result: dict[str, Any] = {
+            "summary": "Change " + ", ".join(p for p, _ in planned)
+            if planned
+            else "Nothing to do.",
+            "files": [{"path": p, "action": a, "why": "the request"} for p, a in planned],
+            "tests": "",
+            "assumptions": ["The request means the greeting text."],
+        }
+        if edit and edit.blocked:
+            result["blocked"] = edit.blocked
+        return structured(result)
 
     def implement(self, body: dict[str, Any], prompt: str) -> Reply:
         edit = self.edit_for(prompt)

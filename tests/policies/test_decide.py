@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from policies.decide import (
@@ -10,6 +12,7 @@ from policies.decide import (
     Chosen,
     Question,
     Refused,
+    approved_by,
     choose,
     decision_args,
     no_answer,
@@ -17,7 +20,7 @@ from policies.decide import (
     not_resumable,
     parse_answer,
 )
-from policies.outcome import OTHER_OPTION, PROVIDE_OPTION, Blocked
+from policies.outcome import OTHER_OPTION, PROVIDE_OPTION, AskedRisk, Blocked
 
 BLOCKED = Blocked(
     decision="Which command fails?",
@@ -119,3 +122,46 @@ def test_the_other_replies_say_what_to_do() -> None:
     assert "cannot be resumed by `decide` yet" in not_resumable("review", "app").reply
     assert "`@app help`" in not_resumable("review", "app").reply
     assert "Run `wf_1` cannot be resumed" in no_arguments("wf_1").reply
+
+
+RISKS = (
+    AskedRisk("dependencies", "change `package.json`"),
+    AskedRisk("submodule", "move `vendor/lib` from `a1` to `b2`"),  # any kind: compared as text
+)
+RISK_REPORT = Blocked(
+    decision="This fix would change `package.json`. Should it go ahead?",
+    why="",
+    options=("Go ahead", "Attach a patch", "Make it without those", "Do nothing"),
+    default="Do nothing",
+    risk="",
+    answer="@app decide 4",
+    risks=RISKS,
+    approving=("Go ahead", "Attach a patch"),
+)
+
+
+@pytest.mark.parametrize(
+    ("blocked", "option", "approved"),
+    [
+        pytest.param(RISK_REPORT, 1, frozenset(RISKS), id="go-ahead"),
+        pytest.param(RISK_REPORT, 2, frozenset(RISKS), id="patch"),
+        pytest.param(RISK_REPORT, 3, frozenset(), id="narrow"),
+        pytest.param(RISK_REPORT, 4, frozenset(), id="stop"),
+        pytest.param(RISK_REPORT, None, frozenset(), id="free-text"),
+        pytest.param(RISK_REPORT, 5, frozenset(), id="out-of-range"),
+        pytest.param(RISK_REPORT, 0, frozenset(), id="zero"),
+        pytest.param(RISK_REPORT, True, frozenset(), id="a-bool-is-no-number"),
+        pytest.param(RISK_REPORT, "1", frozenset(), id="text-is-no-number"),
+        pytest.param(BLOCKED, 1, frozenset(), id="a-models-question"),
+        pytest.param(
+            dataclasses.replace(RISK_REPORT, risks=(), approving=()),
+            1,
+            frozenset(),
+            id="the-same-options-without-the-apps-record",
+        ),
+    ],
+)
+def test_only_the_apps_own_approving_option_approves_its_recorded_risks(
+    blocked: Blocked, option: object, approved: frozenset[AskedRisk]
+) -> None:
+    assert approved_by(blocked, option) == approved

@@ -14,18 +14,21 @@ from policies.fix import (
     OPTION_STOP,
     Change,
     CheckResult,
+    RiskReason,
     RiskReport,
+    asked_for,
     blocked_for,
     branch_name,
     choice_of,
     classify_change,
     co_author_trailer,
     is_fix_branch,
+    outstanding,
     pull_request_text,
     request_risk,
     with_trailer,
 )
-from policies.outcome import BlockedResult, UsageSummary
+from policies.outcome import AskedRisk, BlockedResult, UsageSummary
 
 CONFIG = FixConfig(protected_paths=["deploy/**", "migrations/"], max_deleted_lines=50)
 GITHUB_TOKEN = "ghp_" + "A1b2" * 9
@@ -343,6 +346,73 @@ def test_blocked_for_a_request_says_it_was_asked() -> None:
     assert blocked_for(report)["decision"] == (
         "The request asks to change `.github/workflows/ci.yml`. Should it go ahead?"
     )
+
+
+# --- what a report asks to approve ---------------------------------------------------------
+
+
+DEPS = AskedRisk("dependencies", "change `package.json`")
+PROD = AskedRisk("protected", "change `deploy/prod.sh`")
+GONE = AskedRisk("deleted_file", "delete `OLD.md`")
+
+
+def test_asked_for_records_every_risk_and_the_options_that_approve_them() -> None:
+    report = classify_change([m("package.json"), m("deploy/prod.sh")], CONFIG)
+    assert report is not None
+    asked = asked_for(report)
+    assert asked.risks == (PROD, DEPS)
+    assert asked.approving == (OPTION_PROCEED, OPTION_PATCH)
+    assert set(asked.approving) <= set(blocked_for(report)["options"])  # type: ignore[arg-type]
+
+
+def test_asked_for_a_change_that_cannot_be_pushed_approves_only_by_patch() -> None:
+    report = classify_change([m(".github/workflows/ci.yml")], CONFIG)
+    assert report is not None
+    assert asked_for(report).approving == (OPTION_PATCH,)
+
+
+def test_outstanding_is_what_the_approval_does_not_cover() -> None:
+    changes = [m("package.json"), m("deploy/prod.sh"), ("D", "OLD.md", None, 0, 1)]
+    report = classify_change(changes, CONFIG)
+    assert report is not None
+    assert outstanding(report, frozenset(asked_for(report).risks)) is None
+    left = outstanding(report, {DEPS})
+    assert left is not None
+    assert {(r.kind, r.actions) for r in left.reasons} == {
+        ("protected", ("change `deploy/prod.sh`",)),
+        ("deleted_file", ("delete `OLD.md`",)),
+    }
+    assert outstanding(report, frozenset()) == report
+
+
+def test_approving_a_change_of_a_file_does_not_approve_deleting_it() -> None:
+    modified = classify_change([m("deploy/prod.sh")], CONFIG)
+    deleted = classify_change([("D", "deploy/prod.sh", None, 0, 2)], CONFIG)
+    assert modified is not None and deleted is not None
+    left = outstanding(deleted, frozenset(asked_for(modified).risks))
+    assert left is not None and left.kinds == {"protected", "deleted_file"}
+
+
+def test_outstanding_compares_any_kind_by_its_words() -> None:
+    moved = RiskReason("submodule", ("move `vendor/lib` from `a1` to `b2`",))  # type: ignore[arg-type]
+    report = RiskReport((moved,))
+    assert outstanding(report, {AskedRisk("submodule", moved.actions[0])}) is None
+    assert outstanding(report, {AskedRisk("submodule", "move `vendor/lib` from `a1` to `c3`")})
+
+
+def test_a_report_beyond_the_approval_says_what_was_approved_already() -> None:
+    report = classify_change([m("package.json"), m("deploy/prod.sh")], CONFIG)
+    assert report is not None
+    blocked = blocked_for(report, {DEPS})
+    BlockedResult.model_validate(blocked)
+    assert blocked["decision"] == (
+        "This fix would change `deploy/prod.sh` and change `package.json`, more than the "
+        "answer to the last question approved. Should it go ahead?"
+    )
+    why = str(blocked["why"]).splitlines()
+    assert why[0].startswith("- change `deploy/prod.sh`: `fix.protected_paths`")
+    assert why[1].startswith("- change `package.json` (already approved): a dependency change")
+    assert "already approved" not in str(blocked_for(report)["why"])
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from policies.outcome import (
     OTHER_OPTION,
     OUTCOME_STATUSES,
     PROVIDE_OPTION,
+    Asked,
+    AskedRisk,
     NeedsInfo,
     RunFacts,
     UsageSummary,
@@ -358,6 +360,53 @@ def test_an_outcome_recorded_before_decide_reads_back_without_its_new_fields() -
     del data["blocked"]["answer_own"]
     old = outcome_from_json(data)
     assert old.note == "" and old.blocked is not None and old.blocked.answer_own == ""
+
+
+DEPS = AskedRisk("dependencies", "change `package.json`")
+ASKED = Asked((DEPS,), ("Go ahead",))
+
+
+def test_the_apps_own_report_records_what_it_asks_and_which_options_approve() -> None:
+    report = {**BLOCKED, "options": ["Go ahead", "Do nothing"], "default": "Do nothing"}
+    out = outcome_from_run({"blocked": report}, DONE, app_slug="app", asked=ASKED)
+    assert out.blocked is not None
+    assert out.blocked.risks == (DEPS,) and out.blocked.approving == ("Go ahead",)
+    assert outcome_from_json(json.loads(json.dumps(outcome_to_json(out)))) == out
+
+
+def test_a_workflows_blocked_section_cannot_record_risks_or_approving_options() -> None:
+    forged = {
+        **BLOCKED,
+        "options": ["Go ahead", "Do nothing"],
+        "risks": [{"kind": "dependencies", "action": "change `package.json`"}],
+        "approving": ["Go ahead"],
+    }
+    out = outcome_from_run({"blocked": forged}, DONE, app_slug="app")
+    assert out.blocked is not None and out.blocked.risks == () and out.blocked.approving == ()
+    assert "risks" not in outcome_to_json(out)["blocked"]  # type: ignore[operator]
+
+
+def test_an_approving_option_that_is_not_among_the_options_approves_nothing() -> None:
+    out = outcome_from_run({"blocked": BLOCKED}, DONE, app_slug="app", asked=ASKED)
+    assert out.blocked is not None and out.blocked.risks == () and out.blocked.approving == ()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(None, id="none"),
+        pytest.param({"risks": [], "approving": ["Go ahead"]}, id="no-risks"),
+        pytest.param({"risks": [{"kind": "x", "action": "y"}], "approving": []}, id="no-option"),
+        pytest.param({"risks": "x", "approving": ["Go ahead"]}, id="not-a-list"),
+        pytest.param({"risks": [{"kind": 1, "action": "y"}], "approving": ["a"]}, id="bad-kind"),
+    ],
+)
+def test_asked_reads_back_only_its_own_shape(value: object) -> None:
+    assert Asked.from_json(value) is None
+
+
+def test_asked_round_trip() -> None:
+    assert Asked.from_json(json.loads(json.dumps(ASKED.to_json()))) == ASKED
 
 
 @pytest.mark.parametrize(

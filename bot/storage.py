@@ -563,3 +563,29 @@ class Storage(ABC):
                 " updated_at = excluded.updated_at",
                 (repo, number, state, self.clock()),
             )
+
+    # -- the operator page's sessions ----------------------------------------------------
+
+    def start_ui_session(self, session_id: str, expires_at: float) -> None:
+        """Record a signed-in session of the operator's page; sessions past their expiry are
+        forgotten here, so the table holds only the live ones."""
+        with self._transaction() as db:
+            db.run("DELETE FROM ui_sessions WHERE expires_at < ?", (self.clock(),))
+            db.run(
+                "INSERT INTO ui_sessions (id, created_at, expires_at) VALUES (?, ?, ?)",
+                (session_id, self.clock(), expires_at),
+            )
+
+    def ui_session_active(self, session_id: str) -> bool:
+        """Whether the session was started, has not ended and has not expired."""
+        with self._session() as db:
+            row = db.one(
+                "SELECT 1 FROM ui_sessions WHERE id = ? AND expires_at >= ?",
+                (session_id, self.clock()),
+            )
+        return row is not None
+
+    def end_ui_session(self, session_id: str) -> None:
+        """Sign the session out: its cookie, wherever a copy of it is, signs no one in."""
+        with self._session() as db:
+            db.run("DELETE FROM ui_sessions WHERE id = ?", (session_id,))

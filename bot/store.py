@@ -45,6 +45,17 @@ __all__ = [
 
 log = get_logger(__name__)
 
+# The operator page's signed-in sessions (bot/ui/auth.py): a cookie signs in only while its
+# session's row is here; signing out deletes it, and expired rows go at the next sign-in.
+UI_SESSIONS = """
+CREATE TABLE ui_sessions (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX ui_sessions_expiry ON ui_sessions (expires_at);
+"""
+
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -161,6 +172,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN cost REAL;
     ALTER TABLE runs ADD COLUMN finished_at REAL;
     """,
+    UI_SESSIONS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

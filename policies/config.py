@@ -117,7 +117,12 @@ class TriageConfig(_Section):
     enabled: bool = Field(default=True, description="Triage issues when they are opened.")
     apply_labels: bool = Field(
         default=False,
-        description="Apply the repository labels triage chose (otherwise only suggest them).",
+        description="Apply the labels triage chose that `labels` lists (otherwise only suggest).",
+    )
+    labels: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="The only labels triage may apply (any case); with none, it applies none.",
     )
 
 

@@ -3,9 +3,10 @@
 `label_names` lists the repository's labels (the client remembers them for a few minutes, so a
 re-triage does not list them again); a failure is logged and triage goes on without them.
 `apply_labels` runs after the outcome is known and before it is posted, only where
-`.github/bot.yml` says `triage.apply_labels: true`: it sends only names the repository has
-(`policies.labels`), never creating one, and turns GitHub's refusal (403, 404, 422, or any
-other error) into a note in the comment instead of failing the run. Adding a label an issue
+`.github/bot.yml` says `triage.apply_labels: true`: it sends only names the repository has and
+`triage.labels` lists (`policies.labels`), never creating one; the comment says which chosen
+labels were held back for want of a listing. GitHub's refusal (403, 404, 422, or any other
+error) becomes a note in the comment instead of failing the run. Adding a label an issue
 already has changes nothing, so a retried run may apply them again.
 """
 
@@ -71,17 +72,26 @@ async def apply_labels(
     if existing is None:
         note = "Labels were not applied: the repository's labels could not be listed."
         return dataclasses.replace(outcome, notes=(*outcome.notes, note))
-    names = labels_to_apply(outcome.labels, existing)
-    if not names:
+    plan = labels_to_apply(outcome.labels, existing, config.triage.labels)
+    notes: list[str] = []
+    if plan.apply:
+        notes.append(await _add(client, number, plan.apply))
+    if plan.held_back:
+        log.info("labels held back", extra={"labels": list(plan.held_back)})
+        notes.append(f"Not applied, as they are not in `triage.labels`: {_names(plan.held_back)}.")
+    if not notes:
         return outcome
+    return dataclasses.replace(outcome, notes=(*outcome.notes, *notes))
+
+
+async def _add(client: InstallationClient, number: int, names: Sequence[str]) -> str:
+    """Add `names` to the issue; the note saying how it went."""
     try:
         await client.add_labels(number, names)
     except GitHubError as exc:
         log.warning("applying labels failed", extra={"status": exc.status, "error": exc.message})
-        note = f"The labels {_names(names)} could not be applied: GitHub answered {exc.status}."
         if exc.status == 0:
-            note = f"The labels {_names(names)} could not be applied: GitHub did not answer."
-    else:
-        log.info("labels applied", extra={"labels": list(names)})
-        note = f"Labels applied: {_names(names)}."
-    return dataclasses.replace(outcome, notes=(*outcome.notes, note))
+            return f"The labels {_names(names)} could not be applied: GitHub did not answer."
+        return f"The labels {_names(names)} could not be applied: GitHub answered {exc.status}."
+    log.info("labels applied", extra={"labels": list(names)})
+    return f"Labels applied: {_names(names)}."

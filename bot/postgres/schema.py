@@ -123,11 +123,23 @@ DEAD_JOBS_INDEX = """
 CREATE INDEX bot_jobs_dead ON procrastinate_jobs (queue_name) WHERE status = 'failed';
 """
 
+# The operator page's signed-in sessions (bot/ui/auth.py): a cookie signs in only while its
+# session's row is here; signing out deletes it, and expired rows go at the next sign-in.
+UI_SESSIONS = """
+CREATE TABLE ui_sessions (
+    id text PRIMARY KEY,
+    created_at double precision NOT NULL,
+    expires_at double precision NOT NULL
+);
+CREATE INDEX ui_sessions_expiry ON ui_sessions (expires_at);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
     RUN_ARTIFACTS,
     DEAD_JOBS_INDEX,
+    UI_SESSIONS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

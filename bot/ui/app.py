@@ -2,7 +2,10 @@
 "stop this run".
 
 Every page but the sign-in needs the session cookie (`bot.ui.auth`); without it a page
-redirects to the sign-in and the live endpoint answers 401. Store reads run in worker threads.
+redirects to the sign-in and the live endpoint answers 401. A parameter the page could not
+have written (a number that is not ASCII digits, a control character in a filter or an id)
+is answered 400 before it reaches the store (`policies.ui_pages`). Store reads run in worker
+threads.
 Every string a template prints passes through the redactor before Jinja2 escapes it (the
 environment's `finalize`); HTML built here (Markdown, SVG, diffs) is redacted and escaped
 where it is built.
@@ -37,7 +40,7 @@ from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
 from policies.outcome import OUTCOME_STATUSES
 from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
-from policies.ui_pages import decode_cursor, page_size
+from policies.ui_pages import BadParameter, count, decode_cursor, page_size, plain_text
 
 log = get_logger(__name__)
 HERE = Path(__file__).parent
@@ -100,7 +103,7 @@ class OperatorPage:
         token = settings.ui_token.get_secret_value() if settings.ui_token is not None else ""
         self.settings = settings
         self.store = store
-        self.gate = gate or Gate(token)
+        self.gate = gate or Gate(token, store)
         self.redact: Redact = Redactor(settings.secret_values())
         self.env = environment(self.redact)
         self.github = settings.github_web_url.rstrip("/")
@@ -125,14 +128,24 @@ class OperatorPage:
 
     def signed_in(self, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
         async def guarded(request: Request) -> Response:
-            session = self.gate.session(request)
+            session = await self.gate.session(request)
             if session is None:
                 if request.url.path.endswith("/live"):
                     return JSONResponse({"error": "sign in first"}, status_code=401)
                 return RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
-            return await handler(request, session)
+            texts = [*request.path_params.values(), *request.query_params.values()]
+            try:
+                if not all(plain_text(str(text)) for text in texts):
+                    raise BadParameter("a parameter holds a control character")
+                return await handler(request, session)
+            except BadParameter as exc:
+                return self.bad_request(request, session, str(exc))
 
         return guarded
+
+    def bad_request(self, request: Request, session: Session, why: str) -> HTMLResponse:
+        body = self.render("error.html", request, session, title="Bad request", message=why)
+        return HTMLResponse(body, status_code=400)
 
     def not_found(self, request: Request, session: Session, what: str) -> HTMLResponse:
         body = self.render("error.html", request, session, title="Not found", message=what)
@@ -144,27 +157,31 @@ class OperatorPage:
         return await self.page("sign_in.html", request, None, error=None)
 
     async def sign_in(self, request: Request) -> Response:
+        """The right token always signs in; a wrong one is 401, or 429 from an address with
+        too many recent failures (`bot.ui.auth` says why the limit never refuses the token)."""
         client = client_address(request)
+        given = (await _form(request)).get("token")
+        if given is not None and self.gate.token_ok(given):
+            response = RedirectResponse(f"{PREFIX}/", status_code=303)
+            response.set_cookie(value=await self.gate.start(), **cookie_settings(request))  # type: ignore[arg-type]
+            log.info("operator page: signed in", extra={"client": client})
+            return response
         wait = self.gate.limiter.blocked_for(client)
+        self.gate.limiter.failed(client)
         if wait > 0:
             body = self.render(
                 "sign_in.html", request, None, error="Too many failed sign-ins; wait a minute."
             )
             return HTMLResponse(body, status_code=429, headers={"retry-after": str(int(wait) + 1)})
-        given = (await _form(request)).get("token")
-        if given is None or not self.gate.token_ok(given):
-            self.gate.limiter.failed(client)
-            log.warning("operator page: failed sign-in", extra={"client": client})
-            body = self.render("sign_in.html", request, None, error="That is not the token.")
-            return HTMLResponse(body, status_code=401)
-        self.gate.limiter.succeeded(client)
-        response = RedirectResponse(f"{PREFIX}/", status_code=303)
-        response.set_cookie(value=self.gate.new_cookie(), **cookie_settings(request))  # type: ignore[arg-type]
-        return response
+        log.warning("operator page: failed sign-in", extra={"client": client})
+        body = self.render("sign_in.html", request, None, error="That is not the token.")
+        return HTMLResponse(body, status_code=401)
 
     async def sign_out(self, request: Request, session: Session) -> Response:
         if not self.gate.csrf_ok(session, (await _form(request)).get("csrf")):
             return _forbidden()
+        await self.gate.end(session)
+        log.info("operator page: signed out")
         response = RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
         settings = cookie_settings(request)
         response.delete_cookie(
@@ -213,10 +230,10 @@ class OperatorPage:
             workflow=q.get("workflow", "")[:100],
             status=q.get("status", "")[:30],
         )
-        size = page_size(q.get("size"))
+        size, before = page_size(q.get("size")), decode_cursor(q.get("before"))
 
         def read() -> tuple[queries.Page[Any], tuple[list[str], list[str]]]:
-            page = queries.runs_page(self.store, wanted, decode_cursor(q.get("before")), size)
+            page = queries.runs_page(self.store, wanted, before, size)
             return page, queries.run_choices(self.store)
 
         page, (repos, workflows) = await anyio.to_thread.run_sync(read)
@@ -265,7 +282,7 @@ class OperatorPage:
 
     async def agent(self, request: Request, session: Session) -> Response:
         run_id = request.path_params["run_id"]
-        index = int(request.path_params["index"])
+        index = count(request.path_params["index"], name="index", default=0, low=0, high=10**9)
 
         def read() -> Any:
             run = self.store.get_run(run_id)
@@ -294,8 +311,7 @@ class OperatorPage:
     # -- costs ---------------------------------------------------------------------------
 
     async def costs(self, request: Request, session: Session) -> Response:
-        raw = request.query_params.get("days", "30")
-        days = max(1, min(366, int(raw))) if raw.isdigit() else 30
+        days = count(request.query_params.get("days"), name="days", default=30, low=1, high=366)
         now = time.time()
         first = day_of(now) - days + 1
         start, end = float(first * DAY), float((first + days) * DAY)
@@ -344,7 +360,7 @@ class OperatorPage:
             Route("/runs", s(self.runs), methods=["GET"]),
             Route("/runs/{run_id}", s(self.run), methods=["GET"]),
             Route("/runs/{run_id}/live", s(self.run_live), methods=["GET"]),
-            Route("/runs/{run_id}/agents/{index:int}", s(self.agent), methods=["GET"]),
+            Route("/runs/{run_id}/agents/{index}", s(self.agent), methods=["GET"]),
             Route("/runs/{run_id}/stop", s(self.stop), methods=["POST"]),
             Route("/costs", s(self.costs), methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),

@@ -1,11 +1,20 @@
 """Who may see the operator's page: the sign-in, its rate limit, the session and its CSRF token,
 and the security headers every answer under /ui/ carries.
 
-Signing in with BOT_UI_TOKEN sets a signed session cookie (`policies.ui_session`): HttpOnly,
-SameSite=Strict, path /ui/, Secure when the request came over https. A client address with
-`MAX_FAILURES` failed sign-ins in the last `WINDOW` seconds gets 429 until the oldest of them
-ages out, whatever it sends. The only form that changes anything ("stop this run", and
-signing out) must carry the session's CSRF token.
+Signing in with BOT_UI_TOKEN starts a session in the store and sets its signed cookie
+(`policies.ui_session`): HttpOnly, SameSite=Strict, path /ui/, Secure when the request came
+over https. A cookie signs in only while its session is in the store, so signing out ends it
+in every receiver process, and a copy of the cookie kept anywhere is worthless afterwards.
+
+A client address (the socket's peer: the app reads no proxy headers) with `MAX_FAILURES`
+failed sign-ins in the last `WINDOW` seconds gets 429 for every wrong token until the oldest
+of them ages out. The right token signs in all the same: behind a proxy every browser shares
+one address, and anyone's wrong guesses must not lock the operator out. What keeps guessing
+from succeeding is the token's length (`bot doctor` warns under 16 characters); the limit
+keeps a guesser from being served, and logged, like a mistyped sign-in.
+
+The only form that changes anything ("stop this run", and signing out) must carry the
+session's CSRF token.
 """
 
 from __future__ import annotations
@@ -16,9 +25,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.storage import Storage
 from policies.ui_session import (
     SESSION_SECONDS,
     csrf_matches,
@@ -50,7 +61,8 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 
 
 class SignInLimiter:
-    """Failed sign-ins per client address, over a sliding window."""
+    """Failed sign-ins per client address, over a sliding window: the last `max_failures` of
+    each address, so one that keeps failing stays limited and costs a bounded deque."""
 
     def __init__(
         self,
@@ -85,10 +97,8 @@ class SignInLimiter:
     def failed(self, client: str) -> None:
         if client not in self._failures and len(self._failures) >= _MAX_CLIENTS:
             self._failures.pop(next(iter(self._failures)))
-        self._failures.setdefault(client, deque()).append(self.clock())
-
-    def succeeded(self, client: str) -> None:
-        self._failures.pop(client, None)
+        times = self._failures.setdefault(client, deque(maxlen=self.max_failures))
+        times.append(self.clock())
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +108,13 @@ class Session:
 
 
 class Gate:
-    """The token, the key derived from it, and the sign-in limiter of one process."""
+    """The token, the key derived from it, the sessions in the store, and the sign-in limiter
+    of one process."""
 
     def __init__(
         self,
         token: str,
+        sessions: Storage,
         *,
         limiter: SignInLimiter | None = None,
         clock: Callable[[], float] = time.time,
@@ -111,18 +123,30 @@ class Gate:
             raise ValueError("the operator's page needs a non-empty BOT_UI_TOKEN")
         self._token = token
         self.key = session_key(token)
+        self.sessions = sessions
         self.limiter = limiter or SignInLimiter()
         self.clock = clock
 
     def token_ok(self, given: str) -> bool:
         return token_matches(self._token, given)
 
-    def new_cookie(self) -> str:
-        return make_cookie(self.key, secrets.token_hex(16), int(self.clock()))
+    async def start(self) -> str:
+        """A new session, recorded in the store; the value of its cookie."""
+        session_id, issued = secrets.token_hex(16), int(self.clock())
+        await anyio.to_thread.run_sync(
+            self.sessions.start_ui_session, session_id, float(issued + SESSION_SECONDS)
+        )
+        return make_cookie(self.key, session_id, issued)
 
-    def session(self, request: Request) -> Session | None:
+    async def session(self, request: Request) -> Session | None:
+        """The request's session: a cookie the app signed, whose session is still on."""
         sid = read_cookie(self.key, request.cookies.get(COOKIE), self.clock())
-        return None if sid is None else Session(id=sid, csrf=csrf_token(self.key, sid))
+        if sid is None or not await anyio.to_thread.run_sync(self.sessions.ui_session_active, sid):
+            return None
+        return Session(id=sid, csrf=csrf_token(self.key, sid))
+
+    async def end(self, session: Session) -> None:
+        await anyio.to_thread.run_sync(self.sessions.end_ui_session, session.id)
 
     def csrf_ok(self, session: Session, given: str | None) -> bool:
         return csrf_matches(self.key, session.id, given)

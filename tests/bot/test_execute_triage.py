@@ -19,7 +19,10 @@ QUESTION_1 = "1. Which command fails, and with what error message?"
 REPLY = "It is `app start`; it prints `FileNotFoundError: config.yml`. Version 2.1."
 
 
-def apply_labels(rig: Rig, setting: str = "triage: {apply_labels: true}") -> None:  # noqa: F811
+def apply_labels(
+    rig: Rig,  # noqa: F811
+    setting: str = "triage: {apply_labels: true, labels: [bug, docs]}",
+) -> None:
     async def read(client: InstallationClient) -> RepoConfig:
         return parse_repo_config(setting)
 
@@ -119,6 +122,29 @@ async def test_the_repositorys_labels_are_offered_and_the_chosen_ones_applied(
     assert statuses(rig) == ["succeeded"]
     # Applied before the comment is posted, so the comment can say how it went.
     assert [p.rsplit("/", 1)[-1] for _, p in rig.writes()] == ["labels", "comments"]
+
+
+async def test_only_the_labels_the_allow_list_names_are_applied(rig: Rig) -> None:  # noqa: F811
+    for name in ("bug", "deploy-approved"):
+        rig.fake.add_label("octo", "hello", name)
+    apply_labels(rig, "triage: {apply_labels: true}")  # no `labels`: none may be applied
+    rig.llm.respond_with(ModelScript(verdict={**VERDICT, "labels": ["deploy-approved", "bug"]}))
+    rig.open_issue("The app crashes at start-up.")
+    await rig.worker.run_until_idle()
+    assert rig.fake.calls_to("POST", "*/labels") == []
+    (body,) = rig.own(1)
+    assert "**Suggested labels:** `deploy-approved`, `bug`" in body
+    assert "Not applied, as they are not in `triage.labels`: `deploy-approved`, `bug`." in body
+
+    apply_labels(rig, "triage: {apply_labels: true, labels: [BUG]}")
+    rig.llm.respond_with(ModelScript(verdict={**VERDICT, "labels": ["deploy-approved", "bug"]}))
+    second = rig.open_issue("The app crashes again.")["number"]
+    await rig.worker.run_until_idle()
+    (added,) = rig.fake.calls_to("POST", f"/repos/octo/hello/issues/{second}/labels")
+    assert added.json == {"labels": ["bug"]}
+    (body,) = rig.own(second)
+    assert "Labels applied: `bug`." in body
+    assert "Not applied, as they are not in `triage.labels`: `deploy-approved`." in body
 
 
 async def test_labels_are_only_suggested_unless_the_repository_says_so(rig: Rig) -> None:  # noqa: F811

@@ -75,17 +75,21 @@ def test_fix_and_triage_settings() -> None:
     assert (RepoConfig().fix.check_command, RepoConfig().fix.check_timeout) == (None, 300)
     assert (RepoConfig().fix.protected_paths, RepoConfig().fix.max_deleted_lines) == ([], 200)
     assert RepoConfig().triage.apply_labels is False
+    assert RepoConfig().triage.labels == []  # an allow-list: empty applies nothing
     text = (
-        "triage: {apply_labels: true}\n"
+        "triage: {apply_labels: true, labels: [bug, docs]}\n"
         "fix:\n  check_command: make test\n  check_timeout: 60\n"
         '  protected_paths: ["deploy/**"]\n  max_deleted_lines: 0\n'
     )
     config = parse_repo_config(text)
     assert config.triage.apply_labels is True
+    assert config.triage.labels == ["bug", "docs"]
     assert (config.fix.check_command, config.fix.check_timeout) == ("make test", 60)
     assert (config.fix.protected_paths, config.fix.max_deleted_lines) == (["deploy/**"], 0)
     with pytest.raises(ConfigError, match=r"fix\.check_timeout"):
         parse_repo_config("fix: {check_timeout: 5}\n")
+    with pytest.raises(ConfigError, match=r"triage\.labels"):
+        parse_repo_config("triage: {labels: bug}\n")
 
 
 def test_full_file() -> None:
@@ -174,7 +178,7 @@ ERRORS = [
         fixture("typo.yml"),
         [
             "line 3: review.draft: unknown key; did you mean `drafts`? expected one of: enabled, auto, drafts, max_files, max_tokens, paths, ignore, ignore_paths, max_comments, max_suggestions, max_findings, check_command, check_timeout, fail_on",
-            "line 5: triage.enabeld: unknown key; did you mean `enabled`? expected one of: enabled, apply_labels",
+            "line 5: triage.enabeld: unknown key; did you mean `enabled`? expected one of: enabled, apply_labels, labels",
         ],
         id="typo",
     ),
@@ -185,7 +189,7 @@ ERRORS = [
     pytest.param(fixture("recursive.yml"), ["line 1: alias *loop refers to a value that contains it"], id="recursive-alias"),
     pytest.param("review: &r\n  drafts: true\n  again: *r\n", ["line 3: alias *r refers to a value that contains it"], id="recursive-mapping"),
     pytest.param("x: " + "[" * 40 + "]" * 40, ["line 1: values are nested too deeply (over 32 levels)"], id="nesting-over-limit"),
-    pytest.param("review: &r {drafts: true}\ntriage: *r\n", ["line 1: triage.drafts: unknown key; expected one of: enabled, apply_labels"], id="alias-reused"),
+    pytest.param("review: &r {drafts: true}\ntriage: *r\n", ["line 1: triage.drafts: unknown key; expected one of: enabled, apply_labels, labels"], id="alias-reused"),
     pytest.param("review: *nowhere\n", ["line 1, column 9: invalid YAML: found undefined alias 'nowhere'"], id="undefined-alias"),
     pytest.param(fixture("python-tag.yml"), ["line 1, column 10: invalid YAML: could not determine a constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.system'"], id="python-tag"),
     pytest.param("x: " + "[" * 5000 + "]" * 5000, ["line 1: values are nested too deeply (over 32 levels)"], id="deep-nesting"),

@@ -48,6 +48,11 @@ def test_a_cookie_reads_back_its_session_until_it_expires() -> None:
         pytest.param(lambda c: "f" + c[1:], id="session-id"),
         pytest.param(lambda c: c + ".x", id="extra-part"),
         pytest.param(lambda c: "", id="empty"),
+        pytest.param(lambda c: c[:-1] + "\u00e9", id="non-ascii-signature"),
+        pytest.param(lambda c: c.replace(".1000.", ".1\u00b200."), id="superscript-time"),
+        pytest.param(lambda c: c.replace(".1000.", f".{'9' * 5000}."), id="long-time"),
+        pytest.param(lambda c: c.upper(), id="upper-case"),
+        pytest.param(lambda c: c + "\n", id="trailing-newline"),
     ],
 )
 def test_a_changed_cookie_is_refused(mangle: object) -> None:
@@ -74,4 +79,7 @@ def test_csrf_token_is_per_session_and_per_key() -> None:
     assert not csrf_matches(session_key("other"), SID, token)
     assert not csrf_matches(KEY, SID, None)
     assert not csrf_matches(KEY, SID, "")
+    assert not csrf_matches(KEY, SID, token[:-1] + "\u00e9")
+    assert not csrf_matches(KEY, SID, "\u00b2")
+    assert not csrf_matches(KEY, SID, token.upper())
     assert "the-token" not in token

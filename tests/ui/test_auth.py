@@ -27,9 +27,15 @@ def test_five_failures_in_a_minute_block_that_address_only() -> None:
     assert limiter.blocked_for("10.0.0.1") == 0.0
 
 
-def test_a_success_clears_the_failures() -> None:
-    limiter = SignInLimiter(max_failures=2, window=60.0, clock=Clock())
-    limiter.failed("a")
-    limiter.succeeded("a")
-    limiter.failed("a")
+def test_an_address_that_keeps_failing_stays_limited_in_bounded_memory() -> None:
+    clock = Clock()
+    limiter = SignInLimiter(max_failures=3, window=60.0, clock=clock)
+    for second in range(100):
+        clock.now = float(second)
+        limiter.failed("a")
+    # The last three count: the limit lasts until the oldest of them (at 97 s) ages out.
+    assert limiter.blocked_for("a") == 60.0 - (99.0 - 97.0)
+    clock.now = 156.5
+    assert limiter.blocked_for("a") == 0.5
+    clock.now = 157.0
     assert limiter.blocked_for("a") == 0.0

@@ -14,7 +14,7 @@ from bot.store import Store
 from bot.ui import queries
 from bot.ui.runview import agent_view, run_view
 from policies.ui_pages import decode_cursor
-from tests.backends import BACKENDS
+from tests.backends import BACKENDS, query
 from tests.ui.conftest import NOW, seed
 from tests.ui.seed import PLANTED_TOKEN
 
@@ -68,3 +68,20 @@ def test_runs_their_views_and_costs(store: Storage) -> None:
     assert all(u.day == int(NOW // 86400) or abs(NOW % 86400) < 3600 for u in usage)
     top = queries.costliest_runs(store, NOW - 3600, NOW + 3600, 2)
     assert [r.run_id for r in top] == [seeded.writer, seeded.finished]
+
+
+def test_sessions_start_end_and_expire(store: Storage) -> None:
+    now = [1000.0]
+    store.clock = lambda: now[0]
+    store.start_ui_session("a" * 32, 2000.0)
+    store.start_ui_session("b" * 32, 1500.0)
+    assert store.ui_session_active("a" * 32) and store.ui_session_active("b" * 32)
+    assert not store.ui_session_active("c" * 32)
+    store.end_ui_session("a" * 32)
+    assert not store.ui_session_active("a" * 32)
+    assert store.ui_session_active("b" * 32)
+    now[0] = 1500.5
+    assert not store.ui_session_active("b" * 32)
+    # The next sign-in forgets the expired sessions.
+    store.start_ui_session("c" * 32, 3000.0)
+    assert query(store, "SELECT id FROM ui_sessions") == [("c" * 32,)]

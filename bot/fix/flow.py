@@ -352,7 +352,7 @@ async def _conclude(
             {**base, "status": "no_changes", "summary": "The agent's commit changes nothing."}
         )
     choice = info.get("choice")
-    risk = classify_change(change.changes, config, change.added)
+    risk = classify_change(change.changes, config, change.added, modes=change.modes)
     if risk is not None and not (choice == "patch" or (choice == "proceed" and risk.pushable)):
         summary = "The change the agent made needs a maintainer's decision before it is pushed."
         return mapped({**base, "summary": summary, "blocked": blocked_for(risk)})

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bot import hostgit
 from bot.agents.gitread import run_git
-from policies.fix import Change
+from policies.diff import parse_raw_diff
+from policies.fix import Change, ModeChange
 
 DIFF_CAP = 200_000
 PATCH_CAP = 60_000
@@ -36,6 +37,8 @@ class ChangeFacts:
     files: int
     insertions: int
     deletions: int
+    modes: tuple[ModeChange, ...] = ()
+    """The paths that are or were submodule pointers or symbolic links, with link targets."""
 
 
 async def _out(git_dir: Path, args: list[str]) -> bytes:
@@ -57,72 +60,80 @@ async def diff_text(git_dir: Path, base: str, commit: str, cap: int = DIFF_CAP) 
     return text
 
 
+_CHANGE_ARGS = [
+    "diff-tree",
+    "-r",
+    "-z",
+    "--raw",
+    "-p",
+    "--no-abbrev",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "-M",
+    "--unified=0",
+]
+"""One pass over the two trees: git's NUL-separated records name each path exactly, with
+its modes, and the patch after them holds the added lines. `diff-tree` sees submodule
+pointers (plain `git diff` is made to ignore them on the host)."""
+_TARGET_CAP = 4096
+_LINKS_READ = 200
+
+
 async def change_facts(git_dir: Path, base: str, commit: str) -> ChangeFacts:
-    """Name-status, numstat and added text of the change, for `policies.fix.classify_change`."""
-    status = await _out(
-        git_dir, ["diff", "--no-ext-diff", "--name-status", "-z", "-M", base, commit]
-    )
-    numstat = await _out(git_dir, ["diff", "--no-ext-diff", "--numstat", "-z", "-M", base, commit])
-    parts = status.decode("utf-8", "replace").split("\0")
-    entries: list[tuple[str, str, str | None]] = []
-    i = 0
-    while i < len(parts) and parts[i]:
-        code = parts[i][:1]
-        if code in ("R", "C") and i + 2 < len(parts):
-            entries.append((code, parts[i + 2], parts[i + 1]))
-            i += 3
-        elif i + 1 < len(parts):
-            entries.append((code, parts[i + 1], None))
-            i += 2
-        else:
-            break
-    counts = _numstat(numstat.decode("utf-8", "replace"))
+    """Statuses, line counts, modes and added text of the change, for
+    `policies.fix.classify_change`."""
+    raw = await _out(git_dir, [*_CHANGE_ARGS, base, commit])
+    patches = parse_raw_diff(raw.decode("utf-8", "replace"))
     changes: list[Change] = []
-    for code, path, old in entries:
-        added, deleted = counts.get(path, (None, None))
-        changes.append((code, path, old, added, deleted))
-    texts = await _added_text(git_dir, base, commit)
+    added: dict[str, str] = {}
+    modes: list[ModeChange] = []
+    for patch in patches:
+        binary = patch.binary
+        changes.append(
+            (
+                patch.code or "M",
+                patch.path,
+                patch.old_path,
+                None if binary else patch.additions,
+                None if binary else patch.deletions,
+            )
+        )
+        text = patch.added_text()
+        if text:
+            added[patch.path] = text
+        if patch.submodule or patch.symlink:
+            target = None
+            if patch.new_mode == "120000" and len(modes) < _LINKS_READ:
+                target = await _link_target(git_dir, patch.new_oid)
+            modes.append(
+                ModeChange(
+                    patch.path,
+                    patch.old_mode,
+                    patch.new_mode,
+                    patch.old_oid,
+                    patch.new_oid,
+                    target,
+                )
+            )
     return ChangeFacts(
         changes=changes,
-        added=texts,
+        added=added,
         files=len(changes),
         insertions=sum(c[3] or 0 for c in changes),
         deletions=sum(c[4] or 0 for c in changes),
+        modes=tuple(modes),
     )
 
 
-def _numstat(text: str) -> dict[str, tuple[int | None, int | None]]:
-    """path -> (added, deleted) from `--numstat -z` (renames put the paths in two fields)."""
-    out: dict[str, tuple[int | None, int | None]] = {}
-    parts = text.split("\0")
-    i = 0
-    while i < len(parts) and parts[i]:
-        fields = parts[i].split("\t")
-        if len(fields) < 3:
-            break
-        added = None if fields[0] == "-" else int(fields[0])
-        deleted = None if fields[1] == "-" else int(fields[1])
-        if fields[2] == "" and i + 2 < len(parts):  # a rename: old and new paths follow
-            out[parts[i + 2]] = (added, deleted)
-            i += 3
-        else:
-            out[fields[2]] = (added, deleted)
-            i += 1
-    return out
-
-
-async def _added_text(git_dir: Path, base: str, commit: str) -> dict[str, str]:
-    raw = await _out(
-        git_dir, ["diff", "--no-color", "--no-ext-diff", "-M", "--unified=0", base, commit]
-    )
-    added: dict[str, list[str]] = {}
-    path = ""
-    for line in raw.decode("utf-8", "replace").splitlines()[:200_000]:
-        if line.startswith("+++ "):
-            path = line[6:] if line.startswith("+++ b/") else ""
-        elif line.startswith("+") and path:
-            added.setdefault(path, []).append(line[1:])
-    return {p: "\n".join(lines) for p, lines in added.items()}
+async def _link_target(git_dir: Path, oid: str) -> str | None:
+    """A symbolic link's target (its blob), or None when it cannot be read or is too long."""
+    if not oid or not all(c in "0123456789abcdef" for c in oid):
+        return None
+    done = await run_git(["cat-file", "blob", oid], git_dir=git_dir)
+    if done.code != 0 or len(done.stdout) > _TARGET_CAP:
+        return None
+    return done.stdout.decode("utf-8", "replace")
 
 
 async def commit_message(git_dir: Path, base: str, commit: str) -> str:

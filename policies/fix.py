@@ -32,6 +32,7 @@ from policies._fix_text import (
     with_trailer,
 )
 from policies.config import FixConfig
+from policies.links import resolves_outside
 from policies.review_plan import LOCK_FILES, glob_match
 
 __all__ = [
@@ -248,26 +249,6 @@ def _action(status: str, path: str, old_path: str | None) -> str:
     return f"{verb} {code_span(path)}"
 
 
-def _leaves_tree(path: str, target: str) -> bool:
-    """Whether a link at `path` to `target` points outside the repository: an absolute target
-    (a drive or a backslash too, as Windows reads them), or one whose `..` climbs above the
-    root once joined to the link's directory and normalised. An empty or odd target counts."""
-    if not target or "\0" in target or "\n" in target:
-        return True
-    flat = target.replace("\\", "/")
-    if flat.startswith("/") or re.match(r"^[A-Za-z]:", flat):
-        return True
-    depth = 0
-    for part in [*path.split("/")[:-1], *flat.split("/")]:
-        if part == "..":
-            depth -= 1
-            if depth < 0:
-                return True
-        elif part not in ("", "."):
-            depth += 1
-    return False
-
-
 def _short(oid: str) -> str:
     return code_span(oid[:12])
 
@@ -288,10 +269,31 @@ def _mode_risks(mode: ModeChange) -> list[tuple[RiskKind, str]]:
         out.append(("symlink", f"turn {where} into a symbolic link"))
     elif old == _SYMLINK and new not in _NONE and new != _SYMLINK:
         out.append(("symlink", f"turn the symbolic link {where} into a file"))
-    elif new == _SYMLINK and (mode.target is None or _leaves_tree(mode.path, mode.target)):
-        target = "a target that could not be read" if mode.target is None else mode.target
-        shown = code_span(target) if mode.target is not None else target
-        out.append(("symlink", f"link {where} to {shown}, outside the repository"))
+    elif new == _SYMLINK and mode.target is None:
+        out.append(("symlink", f"link {where} to a target that could not be read"))
+    return out
+
+
+def _link_risks(
+    modes: Sequence[ModeChange], links: Mapping[str, str] | None
+) -> list[tuple[RiskKind, str]]:
+    """Links that lead out of the tree because of this change: a changed link that does, or
+    any link of the final tree whose way out goes through a changed one."""
+    changed = {m.path: m.target for m in modes if m.new_mode == _SYMLINK and m.target is not None}
+    touched = {m.path for m in modes if _SYMLINK in (m.old_mode, m.new_mode)}
+    tree = dict(links) if links is not None else {}
+    tree.update(changed)
+    candidates = tree if links is not None else changed
+    out: list[tuple[RiskKind, str]] = []
+    for path, target in candidates.items():
+        where = resolves_outside(path, target, tree)
+        if not where.outside or not (where.through & touched):
+            continue
+        action = f"link {code_span(path)} to {code_span(target)}, outside the repository"
+        others = sorted((where.through & touched) - {path})
+        if others:
+            action += " (through " + ", ".join(code_span(p) for p in others) + ")"
+        out.append(("symlink", action))
     return out
 
 
@@ -308,13 +310,16 @@ def classify_change(
     added: Mapping[str, str] | None = None,
     *,
     modes: Sequence[ModeChange] = (),
+    links: Mapping[str, str] | None = None,
 ) -> RiskReport | None:
     """Why the agent's change is high-risk, or None when it may be pushed as it is.
 
     `added` optionally maps a path to its added lines, which are searched for things that
     look like tokens or keys (the report names the path and the kind, never the value).
     `modes` lists the paths whose mode is or was a submodule pointer or a symbolic link
-    (from git's raw records, with each link's new target).
+    (from git's raw records, with each link's new target). `links`, every symbolic link of
+    the changed tree (path -> target), lets a link be followed through the others; without
+    it each changed link is judged on its own target.
     """
     found: dict[RiskKind, list[str]] = {}
     deleted = 0
@@ -336,6 +341,8 @@ def classify_change(
     for mode in modes:
         for kind, action in _mode_risks(mode):
             found.setdefault(kind, []).append(action)
+    for kind, action in _link_risks(modes, links):
+        found.setdefault(kind, []).append(action)
     for path, text in (added or {}).items():
         for what, pattern in _SECRETS:
             if pattern.search(text):

@@ -40,7 +40,6 @@ from policies.fix import (
     CheckResult,
     blocked_for,
     branch_name,
-    classify_change,
     co_author_trailer,
     is_fix_branch,
     pull_request_text,
@@ -352,7 +351,7 @@ async def _conclude(
             {**base, "status": "no_changes", "summary": "The agent's commit changes nothing."}
         )
     choice = info.get("choice")
-    risk = classify_change(change.changes, config, change.added, modes=change.modes)
+    risk = change.risk(config)
     if risk is not None and not (choice == "patch" or (choice == "proceed" and risk.pushable)):
         summary = "The change the agent made needs a maintainer's decision before it is pushed."
         return mapped({**base, "summary": summary, "blocked": blocked_for(risk)})

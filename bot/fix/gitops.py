@@ -9,13 +9,15 @@ messages), authored by the app, with the requester's `Co-authored-by` trailer.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot import hostgit
 from bot.agents.gitread import run_git
-from policies.diff import parse_raw_diff
-from policies.fix import Change, ModeChange
+from policies.config import FixConfig
+from policies.diff import SYMLINK_MODE, parse_raw_diff
+from policies.fix import Change, ModeChange, RiskReport, classify_change
 
 DIFF_CAP = 200_000
 PATCH_CAP = 60_000
@@ -39,6 +41,14 @@ class ChangeFacts:
     deletions: int
     modes: tuple[ModeChange, ...] = ()
     """The paths that are or were submodule pointers or symbolic links, with link targets."""
+    links: dict[str, str] | None = None
+    """Every symbolic link of the changed tree (path -> target) when a link changed and the
+    tree has few enough to read; None otherwise."""
+
+    def risk(self, config: FixConfig) -> RiskReport | None:
+        """`policies.fix.classify_change` on everything read here, so no caller forgets the
+        modes, the links or the added text."""
+        return classify_change(self.changes, config, self.added, modes=self.modes, links=self.links)
 
 
 async def _out(git_dir: Path, args: list[str]) -> bytes:
@@ -77,7 +87,9 @@ _CHANGE_ARGS = [
 its modes, and the patch after them holds the added lines. `diff-tree` sees submodule
 pointers (plain `git diff` is made to ignore them on the host)."""
 _TARGET_CAP = 4096
-_LINKS_READ = 200
+_TREE_LINKS = 500
+"""Links of the changed tree read to follow a changed link through the others; a tree with
+more is judged link by link (each changed link on its own target)."""
 
 
 async def change_facts(git_dir: Path, base: str, commit: str) -> ChangeFacts:
@@ -87,7 +99,6 @@ async def change_facts(git_dir: Path, base: str, commit: str) -> ChangeFacts:
     patches = parse_raw_diff(raw.decode("utf-8", "replace"))
     changes: list[Change] = []
     added: dict[str, str] = {}
-    modes: list[ModeChange] = []
     for patch in patches:
         binary = patch.binary
         changes.append(
@@ -102,38 +113,70 @@ async def change_facts(git_dir: Path, base: str, commit: str) -> ChangeFacts:
         text = patch.added_text()
         if text:
             added[patch.path] = text
-        if patch.submodule or patch.symlink:
-            target = None
-            if patch.new_mode == "120000" and len(modes) < _LINKS_READ:
-                target = await _link_target(git_dir, patch.new_oid)
-            modes.append(
-                ModeChange(
-                    patch.path,
-                    patch.old_mode,
-                    patch.new_mode,
-                    patch.old_oid,
-                    patch.new_oid,
-                    target,
-                )
-            )
+    special = [p for p in patches if p.submodule or p.symlink]
+    new_links = {p.path: p.new_oid for p in special if p.new_mode == SYMLINK_MODE}
+    links: dict[str, str] | None = None
+    targets: dict[str, str] = {}
+    if new_links:
+        tree = await _tree_links(git_dir, commit)
+        wanted = {**(tree if len(tree) <= _TREE_LINKS else {}), **new_links}
+        targets = await _blobs(git_dir, wanted)
+        if len(tree) <= _TREE_LINKS:
+            links = {path: targets[path] for path in tree if path in targets}
+    modes = tuple(
+        ModeChange(p.path, p.old_mode, p.new_mode, p.old_oid, p.new_oid, targets.get(p.path))
+        for p in special
+    )
     return ChangeFacts(
         changes=changes,
         added=added,
         files=len(changes),
         insertions=sum(c[3] or 0 for c in changes),
         deletions=sum(c[4] or 0 for c in changes),
-        modes=tuple(modes),
+        modes=modes,
+        links=links,
     )
 
 
-async def _link_target(git_dir: Path, oid: str) -> str | None:
-    """A symbolic link's target (its blob), or None when it cannot be read or is too long."""
-    if not oid or not all(c in "0123456789abcdef" for c in oid):
-        return None
-    done = await run_git(["cat-file", "blob", oid], git_dir=git_dir)
-    if done.code != 0 or len(done.stdout) > _TARGET_CAP:
-        return None
-    return done.stdout.decode("utf-8", "replace")
+async def _tree_links(git_dir: Path, commit: str) -> dict[str, str]:
+    """Every symbolic link of `commit`'s tree: path -> its blob's id."""
+    raw = await _out(git_dir, ["ls-tree", "-r", "-z", "--full-tree", commit])
+    out: dict[str, str] = {}
+    for record in raw.decode("utf-8", "replace").split("\0"):
+        meta, _, path = record.partition("\t")
+        fields = meta.split(" ")
+        if len(fields) == 3 and fields[0] == SYMLINK_MODE and path:
+            out[path] = fields[2]
+    return out
+
+
+async def _blobs(git_dir: Path, oids: dict[str, str]) -> dict[str, str]:
+    """The text of each path's blob (link targets), read in one `cat-file --batch`; a blob
+    that is missing or longer than a link target can be is left out."""
+    listed = [(path, oid) for path, oid in oids.items() if re.fullmatch(r"[0-9a-f]{40,64}", oid)]
+    if not listed:
+        return {}
+    done = await hostgit.run_async(
+        ["cat-file", "--batch"],
+        git_dir=git_dir,
+        stdin="".join(f"{oid}\n" for _, oid in listed).encode(),
+    )
+    data = done.stdout
+    out: dict[str, str] = {}
+    at = 0
+    for path, _oid in listed:
+        end = data.find(b"\n", at)
+        if end < 0:
+            break
+        header = data[at:end].split(b" ")
+        at = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            continue  # "<oid> missing"
+        size = int(header[2])
+        if header[1] == b"blob" and size <= _TARGET_CAP:
+            out[path] = data[at : at + size].decode("utf-8", "replace")
+        at += size + 1
+    return out
 
 
 async def commit_message(git_dir: Path, base: str, commit: str) -> str:

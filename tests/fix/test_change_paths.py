@@ -13,7 +13,7 @@ import pytest
 
 from bot.fix import gitops
 from policies.config import FixConfig
-from policies.fix import RiskReport, classify_change
+from policies.fix import RiskReport
 from tests.fakes.gitrepo import Entry, Gitlink, Link, commit_files, init_bare_repo
 
 GITHUB_TOKEN = "ghp_" + "Ab3dE" * 8 + "xY12"
@@ -27,7 +27,7 @@ def risk_of(tmp_path: Path, before: dict[str, Entry], after: dict[str, Entry]) -
     base = commit_files(bare, "main", {}, "Start")
     head = commit_files(bare, "work", after, "The agent's change", base="main")
     facts = anyio.run(gitops.change_facts, bare, base, head)
-    return classify_change(facts.changes, FixConfig(), facts.added, modes=facts.modes)
+    return facts.risk(FixConfig())
 
 
 def reasons(report: RiskReport | None) -> dict[str, list[str]]:
@@ -47,8 +47,7 @@ def test_a_token_added_to_a_file_git_quotes_or_ends_with_a_tab_is_caught(tmp_pat
     facts = anyio.run(gitops.change_facts, bare, base, head)
     assert sorted(c[1] for c in facts.changes) == ["café.py", "src/a b.py"]
     assert set(facts.added) == {"café.py", "src/a b.py"}
-    report = classify_change(facts.changes, FixConfig(), facts.added, modes=facts.modes)
-    assert reasons(report) == {
+    assert reasons(facts.risk(FixConfig())) == {
         "credentials": ["add a GitHub token to `café.py`", "add an AWS access key to `src/a b.py`"]
     }
 
@@ -110,3 +109,26 @@ def test_a_file_turned_into_a_link_and_back_needs_a_decision(tmp_path: Path) -> 
 def test_retargeting_a_link_out_of_the_tree_needs_a_decision(tmp_path: Path) -> None:
     report = risk_of(tmp_path, {"l": Link("README.md")}, {"l": Link("/etc/shadow")})
     assert reasons(report) == {"symlink": ["link `l` to `/etc/shadow`, outside the repository"]}
+
+
+def test_a_link_through_a_link_already_out_of_the_tree_needs_a_decision(tmp_path: Path) -> None:
+    report = risk_of(tmp_path, {"ext": Link("/")}, {"conf/db.yml": Link("../ext/etc/passwd")})
+    assert reasons(report) == {
+        "symlink": ["link `conf/db.yml` to `../ext/etc/passwd`, outside the repository"]
+    }
+
+
+def test_a_link_inside_the_tree_that_sends_another_out_needs_a_decision(tmp_path: Path) -> None:
+    # `top/r` led to `x` through the directory `d`; once `d` is a link to the root, the same
+    # `..` after it climbs out of the repository.
+    before: dict[str, Entry] = {"top/r": Link("../d/../x"), "d/f.txt": "f\n", "x": "x\n"}
+    report = risk_of(tmp_path, before, {"d/f.txt": None, "d": Link(".")})
+    assert reasons(report) == {
+        "deleted_file": ["delete `d/f.txt`"],
+        "symlink": ["link `top/r` to `../d/../x`, outside the repository (through `d`)"],
+    }
+
+
+def test_links_already_out_of_the_tree_do_not_block_an_unrelated_link(tmp_path: Path) -> None:
+    report = risk_of(tmp_path, {"ext": Link("/")}, {"docs/readme": Link("../README.md")})
+    assert report is None

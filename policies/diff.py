@@ -1,8 +1,15 @@
 """A unified diff, parsed: files, hunks, and which new-side lines a review comment may anchor to.
 
-`parse_diff(text)` reads the output of `git diff --no-color -M` (any number of files) into
-`FilePatch` values. GitHub accepts an inline review comment on the RIGHT side only at a line
-the file's patch shows (an added line or a context line), and a multi-line comment only when
+`parse_raw_diff(text)` reads the output of `git diff-tree -r -z --raw -p --no-abbrev -M`
+into `FilePatch` values: the names, modes and object ids come from the NUL-separated raw
+records, which hold every name exactly as it is, and the hunks from the patch that follows.
+`parse_diff(text)` reads a patch alone; there a name git had to quote (`"caf\\303\\251.py"`,
+anything with a tab, a quote, a backslash or a newline) is C-unquoted, and the tab git writes
+after a `+++`/`---` name that contains a space is dropped, so both name a file the way GitHub
+does.
+
+GitHub accepts an inline review comment on the RIGHT side only at a line the file's patch
+shows (an added line or a context line), and a multi-line comment only when
 `start_line < line` and both lie in the same hunk; `anchor_for` applies exactly those rules,
 so a review built from its answers is never refused with a 422 for its anchors.
 
@@ -14,10 +21,16 @@ a mode change without content).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_DIFF_GIT = re.compile(r"^diff --git (?:\"?a/)(.*?)\"? (?:\"?b/)(.*?)\"?$")
+_INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: (\d{6}))?$")
+_RAW = re.compile(r"^:(\d{6}) (\d{6}) ([0-9a-f]+) ([0-9a-f]+) ([A-Z])(\d*)$")
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+SUBMODULE_MODE = "160000"
+SYMLINK_MODE = "120000"
+_STATUS = {"A": "added", "D": "removed", "R": "renamed", "C": "copied"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +60,31 @@ class FilePatch:
     additions: int
     deletions: int
     hunks: tuple[Hunk, ...]
+    code: str = ""
+    """git's status letter (A, C, D, M, R, T), when the raw records said it."""
+    old_mode: str = ""
+    new_mode: str = ""
+    old_oid: str = ""
+    new_oid: str = ""
+
+    @property
+    def submodule(self) -> bool:
+        """Whether either side is a submodule pointer (a gitlink), not a file."""
+        return SUBMODULE_MODE in (self.old_mode, self.new_mode)
+
+    @property
+    def symlink(self) -> bool:
+        """Whether either side is a symbolic link."""
+        return SYMLINK_MODE in (self.old_mode, self.new_mode)
+
+    def added_text(self) -> str:
+        """The added lines' text, one line each (what a credential scan reads)."""
+        return "\n".join(
+            line[1:]
+            for hunk in self.hunks
+            for line in hunk.text.split("\n")[1:]
+            if line.startswith("+")
+        )
 
     @property
     def patch(self) -> str:
@@ -79,10 +117,68 @@ class Anchor:
     start_line: int | None = None
 
 
-def _unquote(path: str) -> str:
-    if path.startswith('"') and path.endswith('"'):
-        path = path[1:-1]
-    return path
+def _quoted(text: str, start: int = 0) -> tuple[str, int] | None:
+    """The C-quoted name git wrote at `text[start]` (a `"`) and the index after its closing
+    quote, or None when it is not one. Octal escapes are bytes of the UTF-8 name."""
+    if not text.startswith('"', start):
+        return None
+    out = bytearray()
+    i = start + 1
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            return out.decode("utf-8", "replace"), i + 1
+        if char != "\\" or i + 1 >= len(text):
+            out += char.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = text[i + 1]
+        octal = text[i + 1 : i + 4]
+        if len(octal) == 3 and all(c in "01234567" for c in octal):
+            out.append(int(octal, 8) & 0xFF)
+            i += 4
+        elif nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        else:  # not an escape git writes: keep it as it stands
+            out += ("\\" + nxt).encode("utf-8", "surrogateescape")
+            i += 2
+    return None
+
+
+def unquote_path(text: str) -> str:
+    """A name as git writes it in a patch header: C-unquoted when git quoted it whole."""
+    found = _quoted(text)
+    return found[0] if found is not None and found[1] == len(text) else text
+
+
+def _header_path(text: str, prefix: str) -> str:
+    """The name of a `--- a/...` or `+++ b/...` line: unquoted, without git's trailing tab."""
+    found = _quoted(text)
+    name = found[0] if found is not None else text.removesuffix("\t")
+    return name.removeprefix(prefix)
+
+
+def _git_header(rest: str) -> tuple[str, str]:
+    """The two names of `diff --git a/<old> b/<new>` (an unquoted pair with spaces is split
+    where both halves name the same file, as git itself reads it)."""
+    first = _quoted(rest)
+    if first is not None:
+        old, end = first
+        tail = rest[end:].removeprefix(" ")
+        second = _quoted(tail)
+        new = second[0] if second is not None else tail
+        return old.removeprefix("a/"), new.removeprefix("b/")
+    half = (len(rest) - 5) // 2
+    name = rest[2 : 2 + half]
+    if rest == f"a/{name} b/{name}":
+        return name, name
+    quote = rest.find(' "')
+    second = _quoted(rest, quote + 1) if quote >= 0 else None
+    if second is not None and second[1] == len(rest):
+        return rest[:quote].removeprefix("a/"), second[0].removeprefix("b/")
+    old, _, new = rest.partition(" b/")
+    return old.removeprefix("a/"), new
 
 
 class _HunkReader:
@@ -149,6 +245,39 @@ class _FileBuilder:
         self.deletions = 0
         self.hunks: list[Hunk] = []
         self.reader: _HunkReader | None = None
+        self.old_mode = ""
+        self.new_mode = ""
+        self.old_oid = ""
+        self.new_oid = ""
+
+    def header(self, line: str) -> None:
+        """One extended header line of git's (modes, index, renames, copies, binary)."""
+        index = _INDEX.match(line)
+        if index:
+            self.old_oid, self.new_oid = index.group(1), index.group(2)
+            if index.group(3):
+                self.old_mode = self.new_mode = index.group(3)
+        elif line.startswith("new file mode "):
+            self.status = "added"
+            self.new_mode = line.rsplit(" ", 1)[-1]
+        elif line.startswith("deleted file mode "):
+            self.status = "removed"
+            self.old_mode = line.rsplit(" ", 1)[-1]
+        elif line.startswith("old mode "):
+            self.old_mode = line.rsplit(" ", 1)[-1]
+        elif line.startswith("new mode "):
+            self.new_mode = line.rsplit(" ", 1)[-1]
+        elif line.startswith(("rename from ", "copy from ")):
+            self.old_path = unquote_path(line.split(" ", 2)[2])
+            self.status = "renamed" if line.startswith("rename") else "copied"
+        elif line.startswith(("rename to ", "copy to ")):
+            self.path = unquote_path(line.split(" ", 2)[2])
+        elif line.startswith("Binary files ") or line == "GIT binary patch":
+            self.binary = True
+        elif line.startswith("+++ ") and line[4:] != "/dev/null":
+            self.path = _header_path(line[4:], "b/")
+        elif line.startswith("--- ") and line[4:] != "/dev/null":
+            self.old_path = _header_path(line[4:], "a/")
 
     def close_hunk(self) -> None:
         if self.reader is not None:
@@ -170,6 +299,10 @@ class _FileBuilder:
             additions=self.additions,
             deletions=self.deletions,
             hunks=tuple(self.hunks),
+            old_mode=self.old_mode,
+            new_mode=self.new_mode,
+            old_oid=self.old_oid,
+            new_oid=self.new_oid,
         )
 
 
@@ -185,9 +318,7 @@ def parse_diff(text: str) -> list[FilePatch]:
         if line.startswith("diff --git "):
             if current is not None:
                 files.append(current.build())
-            match = _DIFF_GIT.match(line)
-            old, new = (match.group(1), match.group(2)) if match else ("", "")
-            current = _FileBuilder(_unquote(old), _unquote(new))
+            current = _FileBuilder(*_git_header(line[len("diff --git ") :]))
             continue
         if current is None:
             continue
@@ -198,24 +329,105 @@ def parse_diff(text: str) -> list[FilePatch]:
             continue
         if current.reader is not None:
             continue  # text after a finished hunk that is not a header: not part of any hunk
-        if line.startswith("new file mode"):
-            current.status = "added"
-        elif line.startswith("deleted file mode"):
-            current.status = "removed"
-        elif line.startswith("rename from "):
-            current.old_path = line[len("rename from ") :]
-            current.status = "renamed"
-        elif line.startswith("rename to "):
-            current.path = line[len("rename to ") :]
-        elif line.startswith("Binary files ") or line == "GIT binary patch":
-            current.binary = True
-        elif line.startswith("+++ ") and line[4:] != "/dev/null":
-            current.path = _unquote(line[4:]).removeprefix("b/")
-        elif line.startswith("--- ") and line[4:] != "/dev/null":
-            current.old_path = _unquote(line[4:]).removeprefix("a/")
+        current.header(line)
     if current is not None:
         files.append(current.build())
     return files
+
+
+@dataclass(frozen=True, slots=True)
+class RawEntry:
+    """One record of `git diff --raw -z`: the names exactly as they are, modes and ids."""
+
+    code: str
+    old_mode: str
+    new_mode: str
+    old_oid: str
+    new_oid: str
+    path: str
+    old_path: str | None = None
+
+    @property
+    def sections(self) -> int:
+        """How many `diff --git` sections its patch has: git writes a change between a file,
+        a link and a submodule as a deletion and a creation."""
+        return 2 if self.code == "T" else 1
+
+
+def parse_raw(text: str) -> tuple[list[RawEntry], str]:
+    """The raw records at the start of `-z` output, and the text after them (the patch)."""
+    entries: list[RawEntry] = []
+    pos = 0
+    while text.startswith(":", pos):
+        end = text.find("\0", pos)
+        meta = _RAW.match(text[pos:end]) if end >= 0 else None
+        if meta is None:
+            return entries, ""
+        code = meta.group(5)
+        names: list[str] = []
+        cursor = end + 1
+        for _ in range(2 if code in ("R", "C") else 1):
+            stop = text.find("\0", cursor)
+            if stop < 0:
+                return entries, ""
+            names.append(text[cursor:stop])
+            cursor = stop + 1
+        old_mode, new_mode, old_oid, new_oid = meta.group(1, 2, 3, 4)
+        entries.append(
+            RawEntry(
+                code,
+                old_mode,
+                new_mode,
+                old_oid,
+                new_oid,
+                names[-1],
+                names[0] if len(names) == 2 else None,
+            )
+        )
+        pos = cursor
+    rest = text[pos:]
+    return entries, rest.removeprefix("\0") if entries else rest
+
+
+def _joined(entry: RawEntry, parts: Sequence[FilePatch]) -> FilePatch:
+    """One change from its record and its patch sections (the new side's lines anchor)."""
+    return FilePatch(
+        path=entry.path,
+        old_path=entry.old_path if entry.old_path != entry.path else None,
+        status=_STATUS.get(entry.code, "modified"),
+        binary=any(p.binary for p in parts),
+        additions=sum(p.additions for p in parts),
+        deletions=sum(p.deletions for p in parts),
+        hunks=parts[-1].hunks if parts else (),
+        code=entry.code,
+        old_mode=entry.old_mode,
+        new_mode=entry.new_mode,
+        old_oid=entry.old_oid,
+        new_oid=entry.new_oid,
+    )
+
+
+def parse_raw_diff(text: str) -> list[FilePatch]:
+    """Every change of `git diff-tree -r -z --raw -p` output (or of a patch alone), in order.
+
+    The records and the patch sections come in the same order, so they are paired by
+    position; should the counts ever differ, by the names the patch headers give.
+    """
+    entries, rest = parse_raw(text)
+    sections = parse_diff(rest)
+    if not entries:
+        return sections
+    if sum(e.sections for e in entries) == len(sections):
+        out: list[FilePatch] = []
+        at = 0
+        for entry in entries:
+            out.append(_joined(entry, sections[at : at + entry.sections]))
+            at += entry.sections
+        return out
+    by_path: dict[str, list[FilePatch]] = {}
+    for section in sections:
+        by_path.setdefault(section.path, []).append(section)
+    return [_joined(e, by_path.get(e.path, [])) for e in entries]
 
 
 def anchor_for(patch: FilePatch, start: int, end: int | None = None) -> Anchor | None:

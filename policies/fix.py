@@ -4,7 +4,9 @@
 against the base) and says why it is high-risk, if it is: workflow files (the App has no
 `workflows` permission, so GitHub would refuse the push), paths matching
 `fix.protected_paths`, deleted files, more than `fix.max_deleted_lines` deleted lines,
-dependency manifests and lock files, and anything that touches credentials. `request_risk`
+dependency manifests and lock files, anything that touches credentials, submodule pointers
+(and `.gitmodules`), and symbolic links that point outside the repository or replace a file
+(or are replaced by one). `request_risk`
 applies the same rules to the paths a request names, so such a request stops before any
 agent runs. Either report becomes a BLOCKED decision through `blocked_for`; the report never
 quotes a secret it found, only where it is.
@@ -36,6 +38,7 @@ from policies._fix_text import (
     with_trailer,
 )
 from policies.config import FixConfig
+from policies.links import resolves_outside
 from policies.outcome import Asked, AskedRisk
 from policies.review_plan import LOCK_FILES, glob_match
 
@@ -48,6 +51,7 @@ __all__ = [
     "Change",
     "CheckResult",
     "FixChoice",
+    "ModeChange",
     "RiskKind",
     "RiskReason",
     "RiskReport",
@@ -67,7 +71,14 @@ __all__ = [
 # (status, path, old path or None, added lines, deleted lines); None counts for binary files.
 Change = tuple[str, str, str | None, int | None, int | None]
 RiskKind = Literal[
-    "workflow", "protected", "credentials", "deleted_file", "deleted_lines", "dependencies"
+    "workflow",
+    "protected",
+    "credentials",
+    "deleted_file",
+    "deleted_lines",
+    "dependencies",
+    "submodule",
+    "symlink",
 ]
 FixChoice = Literal["proceed", "patch", "narrow", "stop", "answer"]
 """What a decision tells the follow-up to do; "answer" is free text (or an option a model
@@ -102,6 +113,11 @@ _WHY: Mapping[RiskKind, str] = {
     "deleted_lines": "a large deletion is easy to get wrong and hard to review",
     "dependencies": "a dependency change alters what every build installs, and a rewritten "
     "lock file cannot be reviewed by reading it",
+    "submodule": "a submodule pointer names a commit of another repository, which is not here "
+    "to be reviewed, and every checkout with submodules fetches and builds it",
+    "symlink": "a symbolic link that leaves the repository, or a file that becomes a link, "
+    "lets whatever reads or writes that path in a checkout (CI, tools, editors) reach files "
+    "elsewhere on the machine",
 }
 _RISK: Mapping[RiskKind, str] = {
     "workflow": "CI could run changed code with the repository's secrets.",
@@ -110,6 +126,9 @@ _RISK: Mapping[RiskKind, str] = {
     "deleted_file": "Code or data still in use could be removed.",
     "deleted_lines": "Code still in use could be removed.",
     "dependencies": "Builds could install different or compromised packages.",
+    "submodule": "Checkouts could fetch and run another repository's code that nobody reviewed.",
+    "symlink": "Tools or CI following the link could read or overwrite files outside the "
+    "repository.",
 }
 _ORDER: tuple[RiskKind, ...] = tuple(_WHY)
 
@@ -165,6 +184,25 @@ _LISTED = 5  # actions named in the decision line
 _LISTED_WHY = 30  # actions named in the explanation, per reason
 _WORKFLOW_MENTION = re.compile(r"\.github[/\\]+workflows\b[^\s`'\"<>()\[\],;]*", re.IGNORECASE)
 _PATH_MENTION = re.compile(r"[\w.\-/]+")
+
+
+_SUBMODULE = "160000"
+_SYMLINK = "120000"
+_NONE = ("", "000000")
+
+
+@dataclass(frozen=True, slots=True)
+class ModeChange:
+    """What a change does to a path besides its lines, from git's raw records: the modes
+    before and after ("000000" or "" for none), the object ids, and a link's new target."""
+
+    path: str
+    old_mode: str
+    new_mode: str
+    old_oid: str = ""
+    new_oid: str = ""
+    target: str | None = None
+    """The symbolic link's target after the change; None when it is not a link or unread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +262,54 @@ def _action(status: str, path: str, old_path: str | None) -> str:
     return f"{verb} {code_span(path)}"
 
 
+def _short(oid: str) -> str:
+    return code_span(oid[:12])
+
+
+def _mode_risks(mode: ModeChange) -> list[tuple[RiskKind, str]]:
+    """The submodule and link risks of one path's mode change."""
+    old, new, where = mode.old_mode, mode.new_mode, code_span(mode.path)
+    out: list[tuple[RiskKind, str]] = []
+    if _SUBMODULE in (old, new):
+        if old == new:
+            what = f"move the submodule {where} from {_short(mode.old_oid)} to "
+            out.append(("submodule", what + _short(mode.new_oid)))
+        elif new == _SUBMODULE:
+            out.append(("submodule", f"add the submodule {where} at {_short(mode.new_oid)}"))
+        else:
+            out.append(("submodule", f"remove the submodule {where}"))
+    if new == _SYMLINK and old not in _NONE and old != _SYMLINK:
+        out.append(("symlink", f"turn {where} into a symbolic link"))
+    elif old == _SYMLINK and new not in _NONE and new != _SYMLINK:
+        out.append(("symlink", f"turn the symbolic link {where} into a file"))
+    elif new == _SYMLINK and mode.target is None:
+        out.append(("symlink", f"link {where} to a target that could not be read"))
+    return out
+
+
+def _link_risks(
+    modes: Sequence[ModeChange], links: Mapping[str, str] | None
+) -> list[tuple[RiskKind, str]]:
+    """Links that lead out of the tree because of this change: a changed link that does, or
+    any link of the final tree whose way out goes through a changed one."""
+    changed = {m.path: m.target for m in modes if m.new_mode == _SYMLINK and m.target is not None}
+    touched = {m.path for m in modes if _SYMLINK in (m.old_mode, m.new_mode)}
+    tree = dict(links) if links is not None else {}
+    tree.update(changed)
+    candidates = tree if links is not None else changed
+    out: list[tuple[RiskKind, str]] = []
+    for path, target in candidates.items():
+        where = resolves_outside(path, target, tree)
+        if not where.outside or not (where.through & touched):
+            continue
+        action = f"link {code_span(path)} to {code_span(target)}, outside the repository"
+        others = sorted((where.through & touched) - {path})
+        if others:
+            action += " (through " + ", ".join(code_span(p) for p in others) + ")"
+        out.append(("symlink", action))
+    return out
+
+
 def _reasons(found: Mapping[RiskKind, list[str]]) -> RiskReport | None:
     reasons = tuple(
         RiskReason(kind, tuple(dict.fromkeys(found[kind]))) for kind in _ORDER if found.get(kind)
@@ -232,12 +318,21 @@ def _reasons(found: Mapping[RiskKind, list[str]]) -> RiskReport | None:
 
 
 def classify_change(
-    changes: Sequence[Change], config: FixConfig, added: Mapping[str, str] | None = None
+    changes: Sequence[Change],
+    config: FixConfig,
+    added: Mapping[str, str] | None = None,
+    *,
+    modes: Sequence[ModeChange] = (),
+    links: Mapping[str, str] | None = None,
 ) -> RiskReport | None:
     """Why the agent's change is high-risk, or None when it may be pushed as it is.
 
     `added` optionally maps a path to its added lines, which are searched for things that
     look like tokens or keys (the report names the path and the kind, never the value).
+    `modes` lists the paths whose mode is or was a submodule pointer or a symbolic link
+    (from git's raw records, with each link's new target). `links`, every symbolic link of
+    the changed tree (path -> target), lets a link be followed through the others; without
+    it each changed link is judged on its own target.
     """
     found: dict[RiskKind, list[str]] = {}
     deleted = 0
@@ -250,11 +345,17 @@ def classify_change(
             ("credentials", any(_credential_path(p) for p in paths)),
             ("deleted_file", status[:1].upper() == "D"),
             ("dependencies", any(_dependency(p) for p in paths)),
+            ("submodule", any(p.lower() == ".gitmodules" for p in paths)),
         )
         for kind, hit in checks:
             if hit:
                 found.setdefault(kind, []).append(action)
         deleted += deletions or 0
+    for mode in modes:
+        for kind, action in _mode_risks(mode):
+            found.setdefault(kind, []).append(action)
+    for kind, action in _link_risks(modes, links):
+        found.setdefault(kind, []).append(action)
     for path, text in (added or {}).items():
         for what, pattern in _SECRETS:
             if pattern.search(text):

@@ -4,7 +4,8 @@
 review settings, and returns the units to review, most important first, and every file it will
 not review with the reason, so the summary can name them: nothing is left out silently.
 
-Reasons, in the order they are checked: `removed` (nothing left to comment on), `binary`,
+Reasons, in the order they are checked: a submodule pointer's move (another repository's
+commits, which are not in this one to review), `removed` (nothing left to comment on), `binary`,
 `excluded by review.paths`, `excluded by review.ignore`, `lock file`, `vendored`, `generated`,
 `too large` (a patch over `max_file_lines` changed lines), `unchanged since the last review`
 (only on a follow-up), then `over budget` (past `max_files` or `max_tokens`).
@@ -21,6 +22,8 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+from policies.diff import SUBMODULE_MODE, FilePatch
 
 OVERHEAD_TOKENS = 1_500  # instructions, schema and context wrapping per unit call
 CALLS_PER_UNIT = 2  # a reviewer, then a verifier that sees the same patch
@@ -129,10 +132,35 @@ class ChangedFile:
     deletions: int = 0
     binary: bool = False
     patch_chars: int = 0
+    submodule: tuple[str, str] | None = None
+    """For a submodule pointer: the commits it pointed at before and after ("" for none)."""
 
     @property
     def changed(self) -> int:
         return self.additions + self.deletions
+
+
+def changed_file(patch: FilePatch) -> ChangedFile:
+    """What the plan needs of one file's patch."""
+    return ChangedFile(
+        path=patch.path,
+        status=patch.status,
+        additions=patch.additions,
+        deletions=patch.deletions,
+        binary=patch.binary,
+        patch_chars=len(patch.patch),
+        submodule=_pointer(patch),
+    )
+
+
+def _pointer(patch: FilePatch) -> tuple[str, str] | None:
+    """The commits a submodule pointer moved between, when the path is one after the change
+    (or was one before it was removed); a pointer replaced by a file is reviewed as that file."""
+    old = patch.old_oid if patch.old_mode == SUBMODULE_MODE else ""
+    new = patch.new_oid if patch.new_mode == SUBMODULE_MODE else ""
+    if new or (old and patch.status == "removed"):
+        return old, new
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +259,21 @@ def risk_of(path: str) -> int:
     return base + (10 if _SENSITIVE.search(path) else 0)
 
 
+def _submodule_reason(old: str, new: str) -> str:
+    before, after = old[:12], new[:12]
+    if before and after:
+        return f"submodule pointer moved from {before} to {after}: not reviewed"
+    if after:
+        return f"submodule added at {after}: not reviewed"
+    return f"submodule removed (it was at {before or 'an unknown commit'}): not reviewed"
+
+
 def skip_reason(file: ChangedFile, limits: PlanLimits) -> str | None:
     """Why a file is left out of the review before any budget is spent, or None."""
     path = file.path
     name = path.rsplit("/", 1)[-1].lower()
+    if file.submodule is not None:
+        return _submodule_reason(*file.submodule)
     if file.status == "removed":
         return "removed"
     if file.binary:

@@ -44,7 +44,6 @@ from policies.fix import (
     asked_for,
     blocked_for,
     branch_name,
-    classify_change,
     co_author_trailer,
     is_fix_branch,
     outstanding,
@@ -373,7 +372,7 @@ async def _conclude(
             {**base, "status": "no_changes", "summary": "The agent's commit changes nothing."}
         )
     choice = info.get("choice")
-    risk = classify_change(change.changes, config, change.added)
+    risk = change.risk(config)
     if risk is not None and (
         outstanding(risk, approved) is not None
         or not (choice == "patch" or (choice == "proceed" and risk.pushable))

@@ -9,12 +9,15 @@ messages), authored by the app, with the requester's `Co-authored-by` trailer.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot import hostgit
 from bot.agents.gitread import run_git
-from policies.fix import Change
+from policies.config import FixConfig
+from policies.diff import SYMLINK_MODE, parse_raw_diff
+from policies.fix import Change, ModeChange, RiskReport, classify_change
 
 DIFF_CAP = 200_000
 PATCH_CAP = 60_000
@@ -36,6 +39,16 @@ class ChangeFacts:
     files: int
     insertions: int
     deletions: int
+    modes: tuple[ModeChange, ...] = ()
+    """The paths that are or were submodule pointers or symbolic links, with link targets."""
+    links: dict[str, str] | None = None
+    """Every symbolic link of the changed tree (path -> target) when a link changed and the
+    tree has few enough to read; None otherwise."""
+
+    def risk(self, config: FixConfig) -> RiskReport | None:
+        """`policies.fix.classify_change` on everything read here, so no caller forgets the
+        modes, the links or the added text."""
+        return classify_change(self.changes, config, self.added, modes=self.modes, links=self.links)
 
 
 async def _out(git_dir: Path, args: list[str]) -> bytes:
@@ -57,72 +70,113 @@ async def diff_text(git_dir: Path, base: str, commit: str, cap: int = DIFF_CAP) 
     return text
 
 
+_CHANGE_ARGS = [
+    "diff-tree",
+    "-r",
+    "-z",
+    "--raw",
+    "-p",
+    "--no-abbrev",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "-M",
+    "--unified=0",
+]
+"""One pass over the two trees: git's NUL-separated records name each path exactly, with
+its modes, and the patch after them holds the added lines. `diff-tree` sees submodule
+pointers (plain `git diff` is made to ignore them on the host)."""
+_TARGET_CAP = 4096
+_TREE_LINKS = 500
+"""Links of the changed tree read to follow a changed link through the others; a tree with
+more is judged link by link (each changed link on its own target)."""
+
+
 async def change_facts(git_dir: Path, base: str, commit: str) -> ChangeFacts:
-    """Name-status, numstat and added text of the change, for `policies.fix.classify_change`."""
-    status = await _out(
-        git_dir, ["diff", "--no-ext-diff", "--name-status", "-z", "-M", base, commit]
-    )
-    numstat = await _out(git_dir, ["diff", "--no-ext-diff", "--numstat", "-z", "-M", base, commit])
-    parts = status.decode("utf-8", "replace").split("\0")
-    entries: list[tuple[str, str, str | None]] = []
-    i = 0
-    while i < len(parts) and parts[i]:
-        code = parts[i][:1]
-        if code in ("R", "C") and i + 2 < len(parts):
-            entries.append((code, parts[i + 2], parts[i + 1]))
-            i += 3
-        elif i + 1 < len(parts):
-            entries.append((code, parts[i + 1], None))
-            i += 2
-        else:
-            break
-    counts = _numstat(numstat.decode("utf-8", "replace"))
+    """Statuses, line counts, modes and added text of the change, for
+    `policies.fix.classify_change`."""
+    raw = await _out(git_dir, [*_CHANGE_ARGS, base, commit])
+    patches = parse_raw_diff(raw.decode("utf-8", "replace"))
     changes: list[Change] = []
-    for code, path, old in entries:
-        added, deleted = counts.get(path, (None, None))
-        changes.append((code, path, old, added, deleted))
-    texts = await _added_text(git_dir, base, commit)
+    added: dict[str, str] = {}
+    for patch in patches:
+        binary = patch.binary
+        changes.append(
+            (
+                patch.code or "M",
+                patch.path,
+                patch.old_path,
+                None if binary else patch.additions,
+                None if binary else patch.deletions,
+            )
+        )
+        text = patch.added_text()
+        if text:
+            added[patch.path] = text
+    special = [p for p in patches if p.submodule or p.symlink]
+    new_links = {p.path: p.new_oid for p in special if p.new_mode == SYMLINK_MODE}
+    links: dict[str, str] | None = None
+    targets: dict[str, str] = {}
+    if new_links:
+        tree = await _tree_links(git_dir, commit)
+        wanted = {**(tree if len(tree) <= _TREE_LINKS else {}), **new_links}
+        targets = await _blobs(git_dir, wanted)
+        if len(tree) <= _TREE_LINKS:
+            links = {path: targets[path] for path in tree if path in targets}
+    modes = tuple(
+        ModeChange(p.path, p.old_mode, p.new_mode, p.old_oid, p.new_oid, targets.get(p.path))
+        for p in special
+    )
     return ChangeFacts(
         changes=changes,
-        added=texts,
+        added=added,
         files=len(changes),
         insertions=sum(c[3] or 0 for c in changes),
         deletions=sum(c[4] or 0 for c in changes),
+        modes=modes,
+        links=links,
     )
 
 
-def _numstat(text: str) -> dict[str, tuple[int | None, int | None]]:
-    """path -> (added, deleted) from `--numstat -z` (renames put the paths in two fields)."""
-    out: dict[str, tuple[int | None, int | None]] = {}
-    parts = text.split("\0")
-    i = 0
-    while i < len(parts) and parts[i]:
-        fields = parts[i].split("\t")
-        if len(fields) < 3:
-            break
-        added = None if fields[0] == "-" else int(fields[0])
-        deleted = None if fields[1] == "-" else int(fields[1])
-        if fields[2] == "" and i + 2 < len(parts):  # a rename: old and new paths follow
-            out[parts[i + 2]] = (added, deleted)
-            i += 3
-        else:
-            out[fields[2]] = (added, deleted)
-            i += 1
+async def _tree_links(git_dir: Path, commit: str) -> dict[str, str]:
+    """Every symbolic link of `commit`'s tree: path -> its blob's id."""
+    raw = await _out(git_dir, ["ls-tree", "-r", "-z", "--full-tree", commit])
+    out: dict[str, str] = {}
+    for record in raw.decode("utf-8", "replace").split("\0"):
+        meta, _, path = record.partition("\t")
+        fields = meta.split(" ")
+        if len(fields) == 3 and fields[0] == SYMLINK_MODE and path:
+            out[path] = fields[2]
     return out
 
 
-async def _added_text(git_dir: Path, base: str, commit: str) -> dict[str, str]:
-    raw = await _out(
-        git_dir, ["diff", "--no-color", "--no-ext-diff", "-M", "--unified=0", base, commit]
+async def _blobs(git_dir: Path, oids: dict[str, str]) -> dict[str, str]:
+    """The text of each path's blob (link targets), read in one `cat-file --batch`; a blob
+    that is missing or longer than a link target can be is left out."""
+    listed = [(path, oid) for path, oid in oids.items() if re.fullmatch(r"[0-9a-f]{40,64}", oid)]
+    if not listed:
+        return {}
+    done = await hostgit.run_async(
+        ["cat-file", "--batch"],
+        git_dir=git_dir,
+        stdin="".join(f"{oid}\n" for _, oid in listed).encode(),
     )
-    added: dict[str, list[str]] = {}
-    path = ""
-    for line in raw.decode("utf-8", "replace").splitlines()[:200_000]:
-        if line.startswith("+++ "):
-            path = line[6:] if line.startswith("+++ b/") else ""
-        elif line.startswith("+") and path:
-            added.setdefault(path, []).append(line[1:])
-    return {p: "\n".join(lines) for p, lines in added.items()}
+    data = done.stdout
+    out: dict[str, str] = {}
+    at = 0
+    for path, _oid in listed:
+        end = data.find(b"\n", at)
+        if end < 0:
+            break
+        header = data[at:end].split(b" ")
+        at = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            continue  # "<oid> missing"
+        size = int(header[2])
+        if header[1] == b"blob" and size <= _TARGET_CAP:
+            out[path] = data[at : at + size].decode("utf-8", "replace")
+        at += size + 1
+    return out
 
 
 async def commit_message(git_dir: Path, base: str, commit: str) -> str:

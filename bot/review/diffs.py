@@ -11,8 +11,10 @@ what it needs from the mirror's object database:
   each file's pull request patch with the one reviewed before);
 - `read_lines(git_dir, commit, path, start, end)`: lines of a file at a commit.
 
-Only plumbing that reads objects runs here (`merge-base`, `diff` between two commits,
-`cat-file`): no work tree, no attributes, no filters, no external diff or textconv.
+Only plumbing that reads objects runs here (`merge-base`, `diff-tree` between two commits,
+`cat-file`): no work tree, no attributes, no filters, no external diff or textconv. Names come
+from git's NUL-separated records, never from patch headers, so a file named with a space, a
+tab, a quote or non-ASCII letters is the file GitHub names.
 """
 
 from __future__ import annotations
@@ -22,27 +24,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.agents.gitread import run_git
-from policies.diff import FilePatch, parse_diff
+from policies.diff import FilePatch, parse_raw_diff
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 MAX_DIFF_BYTES = 64 * 1024 * 1024
 _DIFF_ARGS = (
     "-c",
     "core.quotePath=false",
-    "-c",
-    "diff.renames=true",
-    "-c",
-    "diff.noprefix=false",
-    "-c",
-    "diff.mnemonicPrefix=false",
-    "diff",
+    "diff-tree",
+    "-r",
+    "-z",
+    "--raw",
+    "-p",
+    "--no-abbrev",
     "--no-color",
     "--no-ext-diff",
     "--no-textconv",
-    "--ignore-submodules=all",
     "-M",
     "-U3",
 )
+"""`diff-tree` compares two commits' trees and nothing else (no work tree, so no submodule is
+ever entered), which lets a submodule pointer's move show up to be listed; the raw records
+(`-z`) name every file exactly, the patch after them gives its hunks."""
 
 
 class DiffError(RuntimeError):
@@ -100,7 +103,7 @@ async def merge_base(git_dir: Path, base: str, head: str) -> str:
 
 async def diff_files(git_dir: Path, old: str, new: str) -> tuple[FilePatch, ...]:
     text = await _git_text(git_dir, *_DIFF_ARGS, _check(old), _check(new), "--")
-    return tuple(parse_diff(text))
+    return tuple(parse_raw_diff(text))
 
 
 async def pull_changes(git_dir: Path, base: str, head: str) -> PullChanges:

@@ -38,7 +38,7 @@ from bot.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.review.suggest import prove_suggestion, reclaim
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
-from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, plan_review
+from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
 from policies.review_state import (
     Candidate,
     ReviewState,
@@ -87,17 +87,7 @@ class Prepared:
 
 
 def _changed(files: Sequence[FilePatch]) -> list[ChangedFile]:
-    return [
-        ChangedFile(
-            path=f.path,
-            status=f.status,
-            additions=f.additions,
-            deletions=f.deletions,
-            binary=f.binary,
-            patch_chars=len(f.patch),
-        )
-        for f in files
-    ]
+    return [changed_file(f) for f in files]
 
 
 def limits_of(config: ReviewConfig) -> PlanLimits:

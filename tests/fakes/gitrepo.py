@@ -6,6 +6,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 _GIT_ENV = {
@@ -15,6 +16,23 @@ _GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "author@example.com",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link to `target` (mode 120000), for `commit_files`."""
+
+    target: str
+
+
+@dataclass(frozen=True)
+class Gitlink:
+    """A submodule pointer at `commit` (mode 160000), for `commit_files`."""
+
+    commit: str
+
+
+Entry = str | bytes | Link | Gitlink | None
 
 
 def _git_sync(
@@ -49,12 +67,13 @@ def init_bare_repo(
 def commit_files(
     git_dir: Path,
     branch: str,
-    files: Mapping[str, str | bytes | None],
+    files: Mapping[str, Entry],
     message: str,
     *,
     base: str | None = None,
 ) -> str:
-    """Commit `files` (None deletes) onto `branch`, starting from `base` (default: the branch)."""
+    """Commit `files` (None deletes; a `Link` or `Gitlink` is that kind of entry) onto `branch`,
+    starting from `base` (default: the branch)."""
     parent = base or branch
     has_parent = subprocess.run(
         ["git", f"--git-dir={git_dir}", "rev-parse", "-q", "--verify", f"{parent}^{{commit}}"],
@@ -71,10 +90,15 @@ def commit_files(
                 removal = f"0 {'0' * 40}\t{name}\n".encode()
                 _git_sync(git_dir, "update-index", "--index-info", env=env, data=removal)
                 continue
-            data = content.encode() if isinstance(content, str) else content
-            blob = _git_sync(git_dir, "hash-object", "-w", "--stdin", data=data).strip()
+            if isinstance(content, Gitlink):
+                mode, oid = "160000", content.commit
+            else:
+                data = content.target if isinstance(content, Link) else content
+                raw = data.encode() if isinstance(data, str) else data
+                mode = "120000" if isinstance(content, Link) else "100644"
+                oid = _git_sync(git_dir, "hash-object", "-w", "--stdin", data=raw).strip()
             _git_sync(
-                git_dir, "update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=env
+                git_dir, "update-index", "--add", "--cacheinfo", f"{mode},{oid},{name}", env=env
             )
         tree = _git_sync(git_dir, "write-tree", env=env).strip()
     args = ["commit-tree", tree, "-m", message] + (["-p", parent_sha] if parent_sha else [])

@@ -29,7 +29,9 @@ from typing import Any
 
 from tests.fakes.llm import Reply, text, tool_call
 
-_SECTION = re.compile(r"^### (\S+) \(", re.MULTILINE)
+_SECTION = re.compile(
+    r"^### (.+) \((?:added|removed|modified|renamed|copied|changed since)", re.MULTILINE
+)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _FIRST_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.MULTILINE)
 _BLOCK = re.compile(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from policies.diff import Anchor, anchor_for, anchor_valid, changed_lines_overlap, parse_diff
+from policies.diff import (
+    Anchor,
+    anchor_for,
+    anchor_valid,
+    changed_lines_overlap,
+    parse_diff,
+    parse_raw_diff,
+    unquote_path,
+)
 
 DIFF = """\
 diff --git a/app/core.py b/app/core.py
@@ -128,3 +136,129 @@ def test_changed_lines_overlap() -> None:
     core = parse_diff(DIFF)[0]
     assert changed_lines_overlap(core, 20, 22)
     assert not changed_lines_overlap(core, 3, 20)
+
+
+# --- paths as git writes them ---------------------------------------------------------------
+
+QUOTED = (
+    "diff --git a/src/evil module.py b/src/evil module.py\n"
+    "new file mode 100644\n"
+    "index 0000000..1111111\n"
+    "--- /dev/null\n"
+    "+++ b/src/evil module.py\t\n"
+    "@@ -0,0 +1 @@\n"
+    "+x = 1\n"
+    'diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n'
+    "index 2222222..3333333 100644\n"
+    '--- "a/caf\\303\\251.py"\n'
+    '+++ "b/caf\\303\\251.py"\n'
+    "@@ -1 +1 @@\n"
+    "-a\n"
+    "+b\n"
+    'diff --git a/old one.py "b/tab\\there \\"q\\".py"\n'
+    "similarity index 90%\n"
+    "rename from old one.py\n"
+    'rename to "tab\\there \\"q\\".py"\n'
+    "--- a/old one.py\t\n"
+    '+++ "b/tab\\there \\"q\\".py"\n'
+    "@@ -1 +1 @@\n"
+    "-c\n"
+    "+d\n"
+    "diff --git a/run me.sh b/run me.sh\n"
+    "old mode 100644\n"
+    "new mode 100755\n"
+)
+
+
+def test_paths_git_quotes_or_tab_terminates_are_read_as_the_names_they_are() -> None:
+    files = parse_diff(QUOTED)
+    assert [f.path for f in files] == [
+        "src/evil module.py",
+        "café.py",
+        'tab\there "q".py',
+        "run me.sh",
+    ]
+    assert files[0].status == "added" and files[0].added_lines() == frozenset({1})
+    assert files[2].status == "renamed" and files[2].old_path == "old one.py"
+    assert (files[3].old_mode, files[3].new_mode) == ("100644", "100755")
+
+
+@pytest.mark.parametrize(
+    ("quoted", "name"),
+    [
+        ('"caf\\303\\251.py"', "café.py"),
+        ('"a\\\\b\\nc\\"d\\ae"', 'a\\b\nc"d\ae'),
+        ("plain name.py", "plain name.py"),
+        ('"unterminated', '"unterminated'),
+        ('"bad \\q escape"', "bad \\q escape"),
+    ],
+)
+def test_unquote_path(quoted: str, name: str) -> None:
+    assert unquote_path(quoted) == name
+
+
+def test_raw_z_output_names_the_paths_and_modes_whatever_they_contain() -> None:
+    z = "0" * 40
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    raw = (
+        f":000000 100644 {z} {a} A\0src/evil module.py\0"
+        f":160000 160000 {b} {c} M\0vendor/sub\0"
+        f":100644 100644 {a} {b} R090\0old one.py\0new\nline.py\0"
+        f":100644 120000 {a} {b} T\0link\0"
+        "\0"
+    )
+    patch = (
+        "diff --git a/src/evil module.py b/src/evil module.py\n"
+        "new file mode 100644\n"
+        "--- /dev/null\n"
+        "+++ b/src/evil module.py\t\n"
+        "@@ -0,0 +1 @@\n"
+        "+x = 1\n"
+        "diff --git a/vendor/sub b/vendor/sub\n"
+        "index bbbbbbb..ccccccc 160000\n"
+        "--- a/vendor/sub\n"
+        "+++ b/vendor/sub\n"
+        "@@ -1 +1 @@\n"
+        f"-Subproject commit {b}\n"
+        f"+Subproject commit {c}\n"
+        'diff --git a/old one.py "b/new\\nline.py"\n'
+        "similarity index 90%\n"
+        "rename from old one.py\n"
+        'rename to "new\\nline.py"\n'
+        "--- a/old one.py\t\n"
+        '+++ "b/new\\nline.py"\n'
+        "@@ -1 +1 @@\n"
+        "-c\n"
+        "+d\n"
+        "diff --git a/link b/link\n"
+        "deleted file mode 100644\n"
+        "--- a/link\n"
+        "+++ /dev/null\n"
+        "@@ -1,2 +0,0 @@\n"
+        "-one\n"
+        "-two\n"
+        "diff --git a/link b/link\n"
+        "new file mode 120000\n"
+        "--- /dev/null\n"
+        "+++ b/link\n"
+        "@@ -0,0 +1 @@\n"
+        "+/\n"
+        "\\ No newline at end of file\n"
+    )
+    spaced, sub, renamed, link = parse_raw_diff(raw + patch)
+    assert (spaced.path, spaced.code, spaced.status) == ("src/evil module.py", "A", "added")
+    assert spaced.added_text() == "x = 1"
+    assert (sub.path, sub.submodule, sub.old_oid, sub.new_oid) == ("vendor/sub", True, b, c)
+    assert (renamed.path, renamed.old_path, renamed.code) == ("new\nline.py", "old one.py", "R")
+    # A type change is two sections in the patch and one change: the new side's lines.
+    assert (link.path, link.code, link.old_mode, link.new_mode) == ("link", "T", "100644", "120000")
+    assert (link.additions, link.deletions, link.added_text()) == (1, 2, "/")
+    assert link.symlink and not link.submodule
+
+
+def test_raw_z_output_alone_and_garbage() -> None:
+    z, a = "0" * 40, "a" * 40
+    (only,) = parse_raw_diff(f":100644 000000 {a} {z} D\0gone file.py\0")
+    assert (only.path, only.status, only.hunks) == ("gone file.py", "removed", ())
+    assert parse_raw_diff("") == []
+    assert parse_raw_diff(":garbage\0x\0") == []

@@ -14,6 +14,7 @@ from policies.fix import (
     OPTION_STOP,
     Change,
     CheckResult,
+    ModeChange,
     RiskReason,
     RiskReport,
     asked_for,
@@ -647,3 +648,67 @@ TRAILER = "Co-authored-by: octocat <583231+octocat@users.noreply.github.com>"
 )
 def test_with_trailer(message: str, expected: str) -> None:
     assert with_trailer(message, TRAILER) == expected
+
+
+# --- submodules and symbolic links ----------------------------------------------------------
+
+SUB_A, SUB_B = "a" * 40, "b" * 40
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "action"),
+    [
+        (
+            ModeChange("lib", "160000", "160000", SUB_A, SUB_B),
+            "submodule",
+            f"move the submodule `lib` from `{SUB_A[:12]}` to `{SUB_B[:12]}`",
+        ),
+        (
+            ModeChange("lib", "000000", "160000", "0" * 40, SUB_B),
+            "submodule",
+            f"add the submodule `lib` at `{SUB_B[:12]}`",
+        ),
+        (
+            ModeChange("lib", "160000", "000000", SUB_A, "0" * 40),
+            "submodule",
+            "remove the submodule `lib`",
+        ),
+        (
+            ModeChange("a/up", "000000", "120000", target="../../.."),
+            "symlink",
+            "link `a/up` to `../../..`, outside the repository",
+        ),
+        (
+            ModeChange("root", "120000", "120000", target="/"),
+            "symlink",
+            "link `root` to `/`, outside the repository",
+        ),
+        (
+            ModeChange("x", "000000", "120000", target=None),
+            "symlink",
+            "link `x` to a target that could not be read",
+        ),
+        (
+            ModeChange("run.sh", "100755", "120000", target="tools/run.sh"),
+            "symlink",
+            "turn `run.sh` into a symbolic link",
+        ),
+    ],
+)
+def test_submodules_and_links_out_of_the_tree_need_a_decision(
+    mode: ModeChange, kind: str, action: str
+) -> None:
+    report = classify_change([("M", mode.path, None, 1, 1)], CONFIG, modes=[mode])
+    assert reasons(report) == {kind: [action]}
+    assert report is not None and report.pushable
+    blocked = blocked_for(report)
+    BlockedResult.model_validate(blocked)
+    assert action in str(blocked["decision"]) and str(blocked["risk"])
+
+
+def test_a_link_inside_the_tree_and_a_deleted_link_are_ordinary_changes() -> None:
+    modes = [
+        ModeChange("docs/a", "000000", "120000", target="../README.md"),
+        ModeChange("old", "120000", "000000", target=None),
+    ]
+    assert classify_change([m("docs/a"), m("old")], CONFIG, modes=modes) is None

@@ -60,6 +60,24 @@ def test_glob_match(path: str, patterns: list[str], ok: bool) -> None:
             id="too-large",
         ),
         pytest.param(cf("src/a.py"), PlanLimits(paths=("src/",)), None, id="kept"),
+        pytest.param(
+            cf("vendor/lib", 2, submodule=("1" * 40, "2" * 40)),
+            PlanLimits(),
+            "submodule pointer moved from 111111111111 to 222222222222: not reviewed",
+            id="submodule-moved",
+        ),
+        pytest.param(
+            cf("ext", 1, status="added", submodule=("", "3" * 40)),
+            PlanLimits(paths=("src/",)),
+            "submodule added at 333333333333: not reviewed",
+            id="submodule-added",
+        ),
+        pytest.param(
+            cf("ext", 1, status="removed", submodule=("4" * 40, "")),
+            PlanLimits(),
+            "submodule removed (it was at 444444444444): not reviewed",
+            id="submodule-removed",
+        ),
     ],
 )
 def test_skip_reason(file: ChangedFile, limits: PlanLimits, reason: str | None) -> None:

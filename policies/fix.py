@@ -22,6 +22,7 @@ from typing import Literal
 
 from policies._fix_text import (
     CheckResult,
+    agent_commit_message,
     branch_name,
     co_author_trailer,
     code_span,
@@ -44,6 +45,7 @@ __all__ = [
     "RiskKind",
     "RiskReason",
     "RiskReport",
+    "agent_commit_message",
     "blocked_for",
     "branch_name",
     "choice_of",

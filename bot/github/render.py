@@ -9,6 +9,10 @@ Every body is put together by `_compose`: the markers at its head and the footer
 own; everything between, the model-written text with the Markdown the app writes around it,
 passes through `clean_model_markdown` as one document (no raw HTML, images, hidden comments or
 links other than https; the app's collapsed log section is written with `collapsible`).
+Before that, each piece the app did not write went through `policies.untrusted_text`: names
+(paths, branches, labels) as its `code_span`, model text and people's answers defused (no
+live mentions, closing keywords or `<!--`, plain fences); the mentions the app means (the
+reporter it asks, the commands it suggests) are written around those pieces.
 """
 
 from __future__ import annotations

@@ -8,15 +8,17 @@ from dataclasses import dataclass, field
 
 from bot.engine.details import RunDetails
 from bot.engine.sanitize import strip_terminal
-from bot.github.render import AgentLine, Progress, defuse_mentions
+from bot.github.render import AgentLine, Progress
 from policies.outcome import UsageSummary
+from policies.untrusted_text import untrusted
 
 _AGENT_STATES = {"pending": "pending", "running": "running", "done": "ok", "error": "failed"}
 
 
 def clean_model_text(text: str) -> str:
-    """What every model-written string goes through before it is shown on GitHub."""
-    return defuse_mentions(strip_terminal(text))
+    """What every model-written string goes through before it is shown on GitHub: no
+    terminal controls, plain fences, no live mentions or closing keywords."""
+    return untrusted(strip_terminal(text))
 
 
 def progress_of(details: RunDetails, workflow: str, elapsed: float) -> Progress:

@@ -14,6 +14,7 @@ from bot.github.render import RunRow, render_help, render_reply, render_status, 
 from bot.log import get_logger
 from bot.review.memory import load_state, save_state
 from policies.commands import render_help as help_text
+from policies.untrusted_text import code_span
 
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
@@ -108,12 +109,13 @@ async def answer_command(
 
 def unknown_command_note(detail: str) -> str:
     """The line above the help text: which word was not understood, or the policy's sentence."""
-    word = strip_terminal(detail).replace("`", "'").strip()[:80]
+    word = strip_terminal(detail).strip()[:80]
     if not word:
         return "I did not get that."
     if " " in word:  # a sentence from the policy, e.g. "ask needs a question"
-        return word[0].upper() + word[1:] + "."
-    return f"`{word}` is not a command I know."
+        sentence = word.replace("`", "'")
+        return sentence[0].upper() + sentence[1:] + "."
+    return f"{code_span(word)} is not a command I know."
 
 
 async def answer_unknown(publisher: Publisher, *, run_id: str, detail: str, app_slug: str) -> None:

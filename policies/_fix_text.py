@@ -1,8 +1,11 @@
 """The text and names `fix` writes: the `bot/fix-*` branch, the pull request, the trailer.
 
-Everything here is built from values the caller passes in; titles and commands may come
-from people or models, so they are flattened to one printable line and put in code spans
-that no backtick can close early.
+Everything here is built from values the caller passes in; titles, commands, summaries,
+assumptions and the agent's commit messages come from people or models, so they pass
+through `policies.untrusted_text` (code spans no backtick can close early, no live mentions,
+no closing keywords, plain fences). The only closing keyword in what `fix` opens is the
+app's own `Fixes #<n>` line, and the only trailer in what it pushes is the app's own
+`Co-authored-by`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,19 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from policies.outcome import UsageSummary
+from policies.untrusted_text import code_span, defuse, untrusted
+
+__all__ = [
+    "CheckResult",
+    "agent_commit_message",
+    "branch_name",
+    "co_author_trailer",
+    "code_span",
+    "is_fix_branch",
+    "printable",
+    "pull_request_text",
+    "with_trailer",
+]
 
 _TITLE_MAX = 100
 _SUMMARY_MAX = 20_000
@@ -32,15 +48,6 @@ class CheckResult:
 def printable(text: str) -> str:
     """`text` on one line, each character that does not print replaced by `?`."""
     return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
-
-
-def code_span(text: str) -> str:
-    """`text` as an inline code span, whatever backticks and control characters it holds."""
-    flat = printable(text)
-    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if flat.startswith(("`", " ")) or flat.endswith(("`", " ")) or not flat else ""
-    return f"{ticks}{pad}{flat}{pad}{ticks}"
 
 
 # --- branch -------------------------------------------------------------------------------
@@ -115,17 +122,20 @@ def pull_request_text(
 ) -> tuple[str, str]:
     """The draft pull request's title and body for a fix of issue or pull request `number`.
 
-    `summary` (what changed and why) is already cleaned by the caller. With `closes` the body
-    says `Fixes #<n>`, so merging closes the issue; otherwise it only refers to it.
+    `summary` (what changed and why) is already cleaned of HTML by the caller; it and the
+    assumptions are defused here, so the app's own line is the body's only closing keyword.
+    With `closes` the body says `Fixes #<n>`, so merging closes the issue; otherwise it only
+    refers to it.
     """
-    flat = printable(title).strip()
+    flat = defuse(printable(title).strip())
     head = f"Fix: {flat}" if flat else f"Fix #{number}"
     if len(head) > _TITLE_MAX:
         head = head[: _TITLE_MAX - 1].rstrip() + "…"
-    text = summary.strip() or "The change is in the commits of this pull request."
+    text = untrusted(summary).strip() or "The change is in the commits of this pull request."
     if len(text) > _SUMMARY_MAX:
         text = text[:_SUMMARY_MAX].rstrip() + "\n\n(cut here)"
-    listed = [f"- {' '.join(a.split())}" for a in assumptions if a.strip()] or ["None."]
+    listed = [f"- {untrusted(' '.join(a.split()))}" for a in assumptions if a.strip()]
+    listed = listed or ["None."]
     body = "\n".join(
         [
             f"Fixes #{number}" if closes else f"Requested in #{number}.",
@@ -154,6 +164,50 @@ def co_author_trailer(login: str, user_id: int) -> str:
     if not _LOGIN.fullmatch(login) or user_id < 1:
         raise ValueError(f"not a GitHub login and user id: {login!r}, {user_id}")
     return f"Co-authored-by: {login} <{user_id}+{login}@users.noreply.github.com>"
+
+
+# A trailer line: `Token: value`, the token one word of letters, digits and dashes.
+_TRAILER = re.compile(r"^[ \t]*[A-Za-z0-9][A-Za-z0-9-]*[ \t]*:[ \t]*\S")
+# The trailers that credit or vouch for a person, wherever in a message they stand.
+_PERSON_TRAILER = re.compile(r"^[ \t]*[A-Za-z0-9][A-Za-z0-9-]*-by[ \t]*:", re.IGNORECASE)
+_MESSAGE_SUBJECT = 72
+_MESSAGE_BODY = 2_000
+_NO_MESSAGE = "Apply the requested fix"
+
+
+def without_trailers(body: str) -> str:
+    """`body` without trailers: no `...-by:` line anywhere (`Signed-off-by`, `Reviewed-by`,
+    `Co-authored-by`, ...), and no final paragraph made only of `Token: value` lines, which
+    git and GitHub read as the message's trailers."""
+    kept = [line for line in body.split("\n") if not _PERSON_TRAILER.match(line)]
+    paragraphs = "\n".join(kept).strip().split("\n\n")
+    last = [line for line in paragraphs[-1].split("\n") if line.strip()]
+    if last and all(_TRAILER.match(line) for line in last):
+        paragraphs.pop()
+    return "\n\n".join(paragraphs).strip()
+
+
+def agent_commit_message(messages: Sequence[str]) -> str:
+    """The agent's commit messages (oldest first) as the one message the app commits.
+
+    The first message's subject (one printable line, cut to 72 characters) and body, then
+    the later messages' subjects as a list; no trailers of the agent's, no closing keywords
+    or mentions (the app adds its own trailer with `with_trailer`)."""
+    texts = [m.strip() for m in messages if m.strip()]
+    if not texts:
+        return _NO_MESSAGE
+    first = texts[0].splitlines()
+    subject = defuse(printable(first[0])[:_MESSAGE_SUBJECT].strip()) or _NO_MESSAGE
+    if _PERSON_TRAILER.match(subject):
+        subject = _NO_MESSAGE
+    body = without_trailers("\n".join(first[1:]))
+    rest = [printable(m.splitlines()[0]) for m in texts[1:]]
+    rest = [line for line in rest if not _PERSON_TRAILER.match(line)]
+    if rest:
+        body = "\n".join([body, *(f"- {line}" for line in rest)]).strip()
+    body = "".join(c for c in body if c.isprintable() or c == "\n")[:_MESSAGE_BODY]
+    body = defuse(without_trailers(body))
+    return f"{subject}\n\n{body}" if body else subject
 
 
 def with_trailer(message: str, trailer: str) -> str:

@@ -30,6 +30,7 @@ from typing import Literal
 
 from policies._fix_text import (
     CheckResult,
+    agent_commit_message,
     branch_name,
     co_author_trailer,
     code_span,
@@ -55,6 +56,7 @@ __all__ = [
     "RiskKind",
     "RiskReason",
     "RiskReport",
+    "agent_commit_message",
     "asked_for",
     "blocked_for",
     "branch_name",

@@ -52,6 +52,7 @@ from policies.fix import (
 )
 from policies.fix_target import FixTarget, PullFacts, for_issue, for_pull
 from policies.outcome import Asked, AskedRisk, Outcome, RunFacts, UsageSummary, outcome_from_run
+from policies.untrusted_text import code_span
 
 if TYPE_CHECKING:
     from bot.engine.details import RunDetails
@@ -452,7 +453,7 @@ async def _conclude(
     await ex.mirrors.push_branch(client, sha, branch, default_branch=place.default)
     text = PullText(title, summary, check, [str(a) for a in base["assumptions"]], facts.usage)
     pull_line = await _pull_request(ex, client, trigger, target, branch, text, login)
-    lines = [f"Pushed `{sha[:12]}` to `{branch}`. {pull_line}", "", *lines]
+    lines = [f"Pushed `{sha[:12]}` to {code_span(branch)}. {pull_line}", "", *lines]
     return mapped({**base, "summary": "-", "branches": [branch]}, "\n".join(lines))
 
 
@@ -487,7 +488,7 @@ async def _pull_request(
         title=text.title or f"#{trigger.number}",
         summary=clean_model_markdown(text.summary),
         check=text.check,
-        assumptions=[clean_model_markdown(a) for a in text.assumptions],
+        assumptions=[clean_model_markdown(clean_model_text(a)) for a in text.assumptions],
         usage=text.usage,
         closes=target.closes,
     )

@@ -17,12 +17,10 @@ from bot import hostgit
 from bot.agents.gitread import run_git
 from policies.config import FixConfig
 from policies.diff import SYMLINK_MODE, parse_raw_diff
-from policies.fix import Change, ModeChange, RiskReport, classify_change
+from policies.fix import Change, ModeChange, RiskReport, agent_commit_message, classify_change
 
 DIFF_CAP = 200_000
 PATCH_CAP = 60_000
-_MESSAGE_SUBJECT = 72
-_MESSAGE_BODY = 2_000
 
 
 class FixGitError(RuntimeError):
@@ -180,27 +178,10 @@ async def _blobs(git_dir: Path, oids: dict[str, str]) -> dict[str, str]:
 
 
 async def commit_message(git_dir: Path, base: str, commit: str) -> str:
-    """The agent's commit messages (oldest first), made one tidy message."""
+    """The agent's commit messages (oldest first), made one tidy message without trailers
+    or closing keywords (`policies.fix.agent_commit_message`)."""
     raw = await _out(git_dir, ["log", "--format=%B%x00", "--reverse", f"{base}..{commit}"])
-    messages = [m.strip() for m in raw.decode("utf-8", "replace").split("\0") if m.strip()]
-    if not messages:
-        return "Apply the requested fix"
-    first = messages[0].splitlines()
-    subject = _printable(first[0])[:_MESSAGE_SUBJECT].strip() or "Apply the requested fix"
-    body = "\n".join(first[1:]).strip()
-    rest = [_printable(m.splitlines()[0]) for m in messages[1:]]
-    if rest:
-        body = "\n".join([body, *(f"- {line}" for line in rest)]).strip()
-    body = "".join(c for c in body if c.isprintable() or c == "\n")[:_MESSAGE_BODY]
-    # Trailers come from the app alone: drop any the agent wrote.
-    body = "\n".join(
-        line for line in body.splitlines() if not line.lower().startswith("co-authored-by:")
-    ).strip()
-    return f"{subject}\n\n{body}" if body else subject
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
+    return agent_commit_message(raw.decode("utf-8", "replace").split("\0"))
 
 
 async def squash(

@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.github.errors import GitHubError, RateLimited
-from bot.github.markdown_out import code_span
 from bot.log import get_logger
 from policies.config import ConfigError, RepoConfig
 from policies.labels import labels_to_apply
 from policies.outcome import Outcome
+from policies.untrusted_text import code_span
 
 if TYPE_CHECKING:
     from bot.github.client import InstallationClient

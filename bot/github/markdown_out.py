@@ -28,7 +28,9 @@ with blank lines around it, and every section left open is closed.
 The text is parsed with markdown-it-py as CommonMark plus GFM tables (`_markdown_source`), the
 rewrite applied, and the result parsed again until nothing is left to rewrite. Text the parser
 gives up on (nesting beyond its limit) or that still needs rewriting after a few rounds is posted
-whole as a code block instead. Mentions are not this module's business (`render.defuse_mentions`).
+whole as a code block instead. Mentions, closing keywords and fences are not this module's
+business: each piece of text the app did not write went through `policies.untrusted_text`
+before it was put into the document, and `code_span` here is that module's.
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ from bot.github._markdown_source import (
     normalize,
     parse_source,
 )
+from policies.untrusted_text import code_span
+
+__all__ = [
+    "END_COLLAPSIBLE",
+    "as_code_block",
+    "clean_model_markdown",
+    "clean_within",
+    "code_span",
+    "collapsible",
+    "literal",
+]
 
 _ROUNDS = 6
 
@@ -100,15 +113,6 @@ def _unsafe_addresses(text: str) -> list[tuple[int, int]]:
         if address and not is_https(address):
             found.append((match.start(), match.start() + len(address)))
     return found
-
-
-def code_span(text: str) -> str:
-    """`text` as an inline code span, whatever backticks it holds."""
-    flat = " ".join(text.split("\n"))
-    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if flat.startswith(("`", " ")) or flat.endswith(("`", " ")) else ""
-    return f"{ticks}{pad}{flat}{pad}{ticks}"
 
 
 def literal(text: str) -> str:

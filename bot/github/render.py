@@ -9,6 +9,10 @@ Every body is put together by `_compose`: the markers at its head and the footer
 own; everything between, the model-written text with the Markdown the app writes around it,
 passes through `clean_model_markdown` as one document (no raw HTML, images, hidden comments or
 links other than https; the app's collapsed log section is written with `collapsible`).
+Before that, each piece the app did not write went through `policies.untrusted_text`: names
+(paths, branches, labels) as its `code_span`, model text and people's answers defused (no
+live mentions, closing keywords or `<!--`, plain fences); the mentions the app means (the
+reporter it asks, the commands it suggests) are written around those pieces.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.github.markdown_out import END_COLLAPSIBLE, clean_within, code_span, collapsible
+from bot.github.markdown_out import END_COLLAPSIBLE, clean_within, collapsible
 from policies.outcome import Outcome
+from policies.untrusted_text import code_span, defuse
 
 MAX_BODY = 60_000  # GitHub refuses comments over 65,536 characters
 _RUN_MARKER = re.compile(r"<!-- bot:run=(wf_[0-9a-f]{4,32}) kind=([a-z_-]{1,32}) -->")
@@ -110,16 +115,6 @@ def parse_markers(body: str | None) -> Markers:
     )
 
 
-# `@name` or `@org/team` where GitHub would link it: not inside a word, an e-mail address or a
-# path. A zero-width space after the `@` keeps the text readable and notifies nobody.
-_MENTION = re.compile(r"(?<![\w@./`-])@(?=[A-Za-z0-9])")
-
-
-def defuse_mentions(text: str) -> str:
-    """Stop model-written text from pinging people or teams (prompt-injected spam)."""
-    return _MENTION.sub("@\u200b", text)
-
-
 def title_of(kind: str) -> str:
     return _TITLES.get(kind, kind.capitalize())
 
@@ -183,7 +178,7 @@ def render_progress(progress: Progress, *, sticky: bool = True, kind: str | None
         for agent in progress.agents[-20:]:
             icon = _STATE_ICONS.get(agent.state, "•")
             where = f" ({agent.phase})" if agent.phase else ""
-            parts.append(f"- {icon} {code_span(_inline(agent.label))}{where}: {agent.state}")
+            parts.append(f"- {icon} {code_span(agent.label)}{where}: {agent.state}")
         if len(progress.agents) > 20:
             parts.append(f"- … and {len(progress.agents) - 20} earlier agent call(s)")
     if progress.logs:
@@ -281,7 +276,7 @@ def _quoted_answer(text: str, option: int | None) -> str:
     """A person's answer on one line, in quotes: no code, no mentions, no line breaks."""
     flat = _inline(text)
     flat = flat if len(flat) <= _NOTE_TEXT else flat[: _NOTE_TEXT - 1] + "…"
-    said = f"“{defuse_mentions(flat)}”"
+    said = f"“{defuse(flat)}”"
     return f"option {option}, {said}" if option is not None else said
 
 

@@ -1,8 +1,10 @@
 """The text of a review: inline comments, the review's body, and the sticky summary.
 
-Pure functions. Model-written parts (titles, explanations, the summary) arrive cleaned by the
-caller; what is rendered here around them (headings, counts, markers, the suggestion fence) is
-the app's own. Each inline comment carries `<!-- bot:finding=<fingerprint> -->`, so the app can
+Pure functions. Model-written parts (titles, categories, explanations, the summary) and
+names (paths) pass through `policies.untrusted_text` here, whatever the caller did: names as
+code spans, prose with plain fences and no live mentions or closing keywords. What is rendered
+around them (headings, counts, markers, the suggestion fence of a proven fix) is the app's
+own, so a ```suggestion block comes only from the prover. Each inline comment carries `<!-- bot:finding=<fingerprint> -->`, so the app can
 tell its findings' threads apart from anyone else's. Everything but the markers and `<sub>` lines
 passes through `clean_model_markdown` (no raw HTML, images, hidden comments or non-https links);
 the summary's collapsed file list is written with `collapsible`, and `render_outcome` cleans it.
@@ -21,6 +23,7 @@ from bot.github.markdown_out import (
     collapsible,
 )
 from bot.github.render import run_marker
+from policies.untrusted_text import code_span, untrusted
 
 FINDING_MARKER = "<!-- bot:finding={} -->"
 _FINDING = re.compile(r"<!-- bot:finding=([0-9a-f]{8,64}) -->")
@@ -58,17 +61,21 @@ def fence(text: str, info: str = "") -> str:
 
 def _lines(f: Shown) -> str:
     if f.end_line > f.start_line:
-        return f"`{f.path}:{f.start_line}-{f.end_line}`"
-    return f"`{f.path}:{f.start_line}`"
+        return code_span(f"{f.path}:{f.start_line}-{f.end_line}")
+    return code_span(f"{f.path}:{f.start_line}")
+
+
+def _heading(f: Shown) -> str:
+    return f"**{f.severity}** · {untrusted(f.category)}: {untrusted(f.title)}"
 
 
 def comment_body(f: Shown) -> str:
     """An inline comment: severity, title, explanation, and a proven suggestion if any."""
-    parts = [f"**{f.severity}** · {f.category}: {f.title}", "", f.explanation.strip()]
+    parts = [_heading(f), "", untrusted(f.explanation.strip())]
     if f.suggestion is not None:
         parts += ["", fence(f.suggestion, "suggestion")]
     own = []
-    proof = clean_model_markdown(" ".join(f.proof.split()))
+    proof = clean_model_markdown(untrusted(" ".join(f.proof.split())))
     if f.suggestion is not None:
         own.append(f"<sub>Checked: {proof}</sub>")
     elif f.proof:
@@ -78,9 +85,9 @@ def comment_body(f: Shown) -> str:
 
 
 def _listed(f: Shown) -> list[str]:
-    lines = [f"- **{f.severity}** {_lines(f)}: {f.title}"]
+    lines = [f"- **{f.severity}** {_lines(f)}: {untrusted(f.title)}"]
     if f.explanation.strip():
-        lines.append("  " + f.explanation.strip().replace("\n", "\n  "))
+        lines.append("  " + untrusted(f.explanation.strip()).replace("\n", "\n  "))
     return lines
 
 
@@ -165,10 +172,10 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
             "are listed here instead."
         )
     if model_summary.strip():
-        parts += ["", model_summary.strip()]
+        parts += ["", untrusted(model_summary.strip())]
     if facts.fixed:
         parts += ["", "**Fixed since the last review**", ""]
-        parts += [f"- {title} (in `{sha[:12]}`)" for title, sha in facts.fixed]
+        parts += [f"- {untrusted(title)} (in `{sha[:12]}`)" for title, sha in facts.fixed]
     if facts.dismissed_now:
         parts += ["", "**Dismissed** (not raised again on this pull request)", ""]
         parts += [f"- {reason}" for reason in facts.dismissed_now]
@@ -178,12 +185,12 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
         collapsible(f"Files reviewed: {len(reviewed)} · not reviewed: {len(facts.skipped)}"),
         "",
     ]
-    parts += [f"- `{p}`" for p in reviewed[:300]]
+    parts += [f"- {code_span(p)}" for p in reviewed[:300]]
     if len(reviewed) > 300:
         parts.append(f"- … and {len(reviewed) - 300} more")
     if facts.skipped:
         parts += ["", "Not reviewed:", ""]
-        parts += [f"- `{p}`: {reason}" for p, reason in list(facts.skipped)[:300]]
+        parts += [f"- {code_span(p)}: {reason}" for p, reason in list(facts.skipped)[:300]]
         if len(facts.skipped) > 300:
             parts.append(f"- … and {len(facts.skipped) - 300} more")
     if facts.unverified:
@@ -192,6 +199,6 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
             "Reviewed, but the findings could not be verified (nothing posted for them):",
             "",
         ]
-        parts += [f"- `{p}`" for p in facts.unverified[:100]]
+        parts += [f"- {code_span(p)}" for p in facts.unverified[:100]]
     parts += ["", END_COLLAPSIBLE]
     return "\n".join(parts)

@@ -13,6 +13,7 @@ from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.github.context import context_prompt
 from bot.workflows.decision import decision_note
 from bot.workflows.schemas import AskAnswer, ExplorerReport
+from policies.untrusted_text import code_span
 
 meta = WorkflowMeta(
     name="ask",
@@ -50,7 +51,7 @@ def _references(answer: AskAnswer) -> list[str]:
     lines = []
     for ref in answer.references[:20]:
         where = f"{ref.path}:{ref.line}" if ref.line else ref.path
-        lines.append(f"- `{where}`" + (f": {ref.note}" if ref.note else ""))
+        lines.append(f"- {code_span(where)}" + (f": {ref.note}" if ref.note else ""))
     return lines
 
 

@@ -38,6 +38,7 @@ from policies.fix import (
     classify_change,
     request_risk,
 )
+from policies.untrusted_text import code_span, untrusted
 
 meta = WorkflowMeta(
     name="fix",
@@ -254,13 +255,15 @@ async def workflow(
 
 
 def review_lines(review: Mapping[str, Any]) -> list[str]:
-    """The reviewer's rulings, one line each, for the outcome."""
+    """The reviewer's rulings, one line each, for the outcome (model-written: the id as a
+    code span, the note defused)."""
     lines = []
     for item in review.get("criteria") or []:
         if isinstance(item, Mapping):
             status = "✅" if item.get("status") == "accepted" else "❌"
-            note = " ".join(str(item.get("note") or "").split())[:300]
-            lines.append(f"- {status} `{item.get('id')}`" + (f": {note}" if note else ""))
+            note = untrusted(" ".join(str(item.get("note") or "").split())[:300])
+            ruling = f"- {status} {code_span(str(item.get('id')))}"
+            lines.append(ruling + (f": {note}" if note else ""))
     return lines
 
 

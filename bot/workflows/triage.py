@@ -19,6 +19,7 @@ from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.github.context import context_prompt, plain
 from bot.workflows.decision import decision_note
 from bot.workflows.schemas import CodeRef, ExplorerReport, TriageVerdict
+from policies.untrusted_text import code_span
 
 meta = WorkflowMeta(
     name="triage",
@@ -83,7 +84,7 @@ def _labels_instruction(repo_labels: Sequence[str] | None) -> str:
 
 def _area_line(ref: CodeRef) -> str:
     where = f"{ref.path}:{ref.line}" if ref.line else ref.path
-    return f"- `{where}`" + (f": {ref.note}" if ref.note else "")
+    return f"- {code_span(where)}" + (f": {ref.note}" if ref.note else "")
 
 
 def triage_result(verdict: TriageVerdict, repo_labels: Sequence[str] | None) -> dict[str, Any]:
@@ -101,7 +102,7 @@ def triage_result(verdict: TriageVerdict, repo_labels: Sequence[str] | None) -> 
     lines = [verdict.summary.strip()]
     lines += ["", f"**Kind:** {verdict.kind}"]
     if labels:
-        lines += ["", "**Suggested labels:** " + ", ".join(f"`{label}`" for label in labels)]
+        lines += ["", "**Suggested labels:** " + ", ".join(code_span(label) for label in labels)]
     if verdict.areas:
         lines += ["", "**Likely area of code:**"] + [_area_line(ref) for ref in verdict.areas[:8]]
     if verdict.actionable and questions and verdict.blocked is None:

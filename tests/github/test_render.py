@@ -10,7 +10,6 @@ from bot.github.render import (
     Progress,
     RunRow,
     answered_note,
-    defuse_mentions,
     follow_up_note,
     parse_markers,
     render_check_output,
@@ -35,22 +34,6 @@ USAGE = UsageSummary(
     agents_ok=2,
     agents_failed=1,
 )
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        pytest.param("ping @octocat now", "ping @\u200boctocat now", id="user"),
-        pytest.param("@acme/security", "@\u200bacme/security", id="team-at-start"),
-        pytest.param("(@a) and\n@b", "(@\u200ba) and\n@\u200bb", id="punctuation-newline"),
-        pytest.param("mail a@b.io", "mail a@b.io", id="email"),
-        pytest.param("`@decorator`", "`@decorator`", id="code-span-start"),
-        pytest.param("see src/@types/x", "see src/@types/x", id="path"),
-        pytest.param("@ alone, @@x", "@ alone, @@x", id="not-a-name"),
-    ],
-)
-def test_defuse_mentions(text: str, expected: str) -> None:
-    assert defuse_mentions(text) == expected
 
 
 def test_markers_round_trip() -> None:

@@ -123,11 +123,17 @@ DEAD_JOBS_INDEX = """
 CREATE INDEX bot_jobs_dead ON procrastinate_jobs (queue_name) WHERE status = 'failed';
 """
 
+# The fencing token of a job's lease (`bot.queue.fence`): each claim increments it.
+JOB_LEASE_TOKENS = """
+ALTER TABLE bot_jobs ADD COLUMN lease_token bigint NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
     RUN_ARTIFACTS,
     DEAD_JOBS_INDEX,
+    JOB_LEASE_TOKENS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

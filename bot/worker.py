@@ -7,6 +7,7 @@ import os
 import secrets
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -18,7 +19,16 @@ from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
-from bot.queue.base import Deferred, GiveUp, Job, JobQueue, JobStatus, LeaseLost, Watch
+from bot.queue.base import (
+    Deferred,
+    GiveUp,
+    Job,
+    JobQueue,
+    JobStatus,
+    LeaseLost,
+    ThreadedQueue,
+    Watch,
+)
 from bot.queue.fence import Fence, fenced
 from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from policies.config import ConfigError, RepoConfig, parse_repo_config
@@ -238,11 +248,17 @@ class Worker:
             async with anyio.create_task_group() as tasks:
                 inflight = InFlight(delivery.guid, tasks.cancel_scope, event=delivery.event)
                 self._inflight[delivery.guid] = inflight
+                claim = (job.id, worker_id, job.lease_token)
                 fence = Fence(
-                    lambda: self.queue.still_holds(job.id, worker_id, job.lease_token),
+                    lambda: self.queue.still_holds(*claim),
                     job_id=job.id,
                     delivery_id=delivery.guid,
                     on_lost=tasks.cancel_scope.cancel,
+                    holds_now=(
+                        partial(self.queue.still_holds_sync, *claim)
+                        if isinstance(self.queue, ThreadedQueue)
+                        else None
+                    ),
                 )
 
                 async def work(fence: Fence) -> None:

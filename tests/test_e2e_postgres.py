@@ -247,6 +247,12 @@ def test_a_worker_paused_past_its_lease_writes_nothing_once_it_resumes(
     assert len(own) == 1 and f"bot:run={run.id} " in own[0]["body"]
     assert "### Triage" in own[0]["body"]
     assert job_status(postgres_dsn) == "succeeded"  # A left B's finished job as it was
+    with psycopg.connect(postgres_dsn) as pg:
+        (details,) = pg.execute(
+            "SELECT body FROM run_artifacts WHERE run_id = %s AND name = 'workflow.json'",
+            (run.id,),
+        ).fetchone() or ("{}",)
+    assert json.loads(details)["status"] == "completed"  # B's account, not A's "aborted"
     (lost,) = let_go(a_log)
     assert (lost["delivery_id"], lost["run_id"]) == ("pg-fence", run.id)
 

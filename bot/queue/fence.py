@@ -10,10 +10,13 @@ write (`bot.github.installation`, and the push in `bot.github.checkout`). The an
 from the store every time: a cached "yes" is exactly what a paused worker would wrongly trust.
 
 A fence that found its lease gone stays lost: every later check raises at once, without a
-read, and it has already stopped the job's work (`on_lost`). The fence of the job being run
-is found through a context variable that the worker sets for the job's task, so the agent
-runtime and the GitHub client, shared by every run of the process, need no extra argument;
-code that runs outside any job (the redelivery pass, the CLI) has no fence and is not checked.
+read, and it stops the job's work (`on_lost`). The run's artifacts (journal, transcripts,
+workflow.json) are written synchronously, so they ask `holds_now` instead (the same read,
+blocking): a paused attempt must not replace the new holder's journal or account of the run.
+The fence of the job being run is found through a context variable that the worker sets for
+the job's task, so the agent runtime, the GitHub client and the artifact store, shared by
+every run of the process, need no extra argument; code that runs outside any job (the
+redelivery pass, the CLI) has no fence and is not checked.
 
 What stays possible is a pause between the check and the request it guards (microseconds
 on the event loop); nothing short of GitHub checking the token itself could close that.
@@ -44,14 +47,18 @@ class Fence:
         job_id: int,
         delivery_id: str,
         on_lost: Callable[[], None] | None = None,
+        holds_now: Callable[[], bool] | None = None,
     ) -> None:
-        """`holds` reads the store (`JobQueue.still_holds` for this claim); `on_lost` stops
-        the job's work, called once when the lease is first found gone."""
+        """`holds` reads the store (`JobQueue.still_holds` for this claim) and `holds_now`
+        the same, blocking; `on_lost` stops the job's work, called once, from the event
+        loop, when the lease is found gone."""
         self._holds = holds
+        self._holds_now = holds_now
         self.job_id = job_id
         self.delivery_id = delivery_id
         self._on_lost = on_lost
         self._lost: str | None = None
+        self._stopped = False
 
     @property
     def lost(self) -> bool:
@@ -60,13 +67,26 @@ class Fence:
     async def check(self) -> None:
         """Raise LeaseLost unless this claim still holds the job, read from the store now."""
         if self._lost is None and not await self._holds():
-            self.lose("the job's lease is held by another claim or has run out")
+            self._mark(_GONE)
         if self._lost is not None:
+            self._stop()
             raise LeaseLost(self._lost)
 
+    def holds_now(self) -> bool:
+        """Whether this claim still holds the job, read from the store now without awaiting
+        (any thread): for writes made synchronously. Found lost, the fence stays lost; the
+        job's work is stopped at its next `check` or heartbeat."""
+        if self._lost is None and self._holds_now is not None and not self._holds_now():
+            self._mark(_GONE)
+        return self._lost is None
+
     def lose(self, reason: str) -> None:
-        """Mark the lease lost (the heartbeat found it gone, or a check did) and stop the
-        job's work; later checks raise without reading the store."""
+        """The heartbeat found the lease gone: mark it lost and stop the job's work; later
+        checks raise without reading the store. Call from the event loop."""
+        self._mark(reason)
+        self._stop()
+
+    def _mark(self, reason: str) -> None:
         if self._lost is not None:
             return
         self._lost = f"job {self.job_id}: {reason}"
@@ -74,8 +94,15 @@ class Fence:
             "lease lost; the run stops here and writes nothing more",
             extra={"job_id": self.job_id, "delivery_id": self.delivery_id, "reason": reason},
         )
-        if self._on_lost is not None:
-            self._on_lost()
+
+    def _stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            if self._on_lost is not None:
+                self._on_lost()
+
+
+_GONE = "the job's lease is held by another claim or has run out"
 
 
 def current_fence() -> Fence | None:
@@ -96,6 +123,13 @@ def fence_lost() -> bool:
     not touch what the job's new holder now owns."""
     fence = _CURRENT.get()
     return fence is not None and fence.lost
+
+
+def fence_holds_now() -> bool:
+    """Before a synchronous write of the run's state: False when the current job's lease is
+    no longer this worker's, read from the store now. True outside a job."""
+    fence = _CURRENT.get()
+    return fence is None or fence.holds_now()
 
 
 @contextmanager

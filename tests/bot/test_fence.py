@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio.lowlevel
@@ -19,6 +20,7 @@ import pytest
 from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.runtime import AgentRuntime
 from bot.agents.sandbox import SandboxStatus
+from bot.engine.artifacts import RunStore
 from bot.github.checkout import Mirrors
 from bot.postgres.store import PostgresStore
 from bot.queue.base import JobStatus, LeaseLost
@@ -240,6 +242,35 @@ async def test_a_worker_that_lost_its_lease_stops_the_run_and_leaves_the_job(
     assert (job.status, job.lease_owner, job.attempts) == (JobStatus.RUNNING, "other", 2)
     (run,) = backend.store.runs_for_delivery("g-1")
     assert run.status == "queued"
+
+
+async def test_a_run_whose_lease_is_lost_writes_no_artifact(
+    backend: Backend, data_dir: Path
+) -> None:
+    """The journal and workflow.json are written without awaiting: they ask the store too,
+    so a paused attempt cannot replace what the job's new holder wrote."""
+    q = backend.queue
+    await q.enqueue("d-1")
+    job = await q.claim("w1", LEASE)
+    assert job is not None
+    fence = Fence(
+        Reads(),
+        job_id=job.id,
+        delivery_id="d-1",
+        holds_now=partial(q.still_holds_sync, job.id, "w1", job.lease_token),
+    )
+    artifacts = RunStore(data_dir, mirror=backend.store)
+    run_id = "wf_0123456789ab"
+    with fenced(fence):
+        artifacts.write_text(run_id, "journal.json", "mine")
+        backend.clock.advance(LEASE + 1)
+        assert await q.claim("w2", LEASE) is not None
+        artifacts.write_text(run_id, "journal.json", "stale")
+    assert fence.lost
+    assert backend.store.get_artifact(run_id, "journal.json") == "mine"
+    assert (artifacts.run_dir(run_id) / "journal.json").read_text() == "mine"
+    artifacts.write_text(run_id, "journal.json", "the new holder's")  # outside that job
+    assert backend.store.get_artifact(run_id, "journal.json") == "the new holder's"
 
 
 # -- where a run acts: the model, GitHub, git push -------------------------------------------

@@ -88,7 +88,10 @@ class JobQueue(Protocol):
     with `heartbeat` while it works. A worker that dies simply stops heartbeating, and the job
     becomes claimable again once the lease runs out. Each claim counts as an attempt; after
     `max_attempts` the job is dead and no longer claimed. A cancelled job is never claimed
-    again either, and its holder, if any, loses the lease.
+    again either, and its holder, if any, loses the lease. Each claim carries a fencing
+    token (`Job.lease_token`, larger at every claim of the job): a worker that was paused
+    past its lease learns from `still_holds` that the job is no longer its own before it
+    acts (`bot.queue.fence`), where its heartbeat would tell it only later.
     """
 
     async def enqueue(

@@ -75,9 +75,17 @@ class Fence:
     def holds_now(self) -> bool:
         """Whether this claim still holds the job, read from the store now without awaiting
         (any thread): for writes made synchronously. Found lost, the fence stays lost; the
-        job's work is stopped at its next `check` or heartbeat."""
-        if self._lost is None and self._holds_now is not None and not self._holds_now():
-            self._mark(_GONE)
+        job's work is stopped at its next `check` or heartbeat. A store that cannot answer
+        counts as holding: these writes are best effort against the database anyway, and
+        the next `check` (before anything reaches GitHub or the model) fails closed."""
+        if self._lost is None and self._holds_now is not None:
+            try:
+                held = self._holds_now()
+            except Exception as exc:  # any database error
+                log.warning("cannot read the job's lease", extra={"error": type(exc).__name__})
+                held = True
+            if not held:
+                self._mark(_GONE)
         return self._lost is None
 
     def lose(self, reason: str) -> None:

@@ -54,6 +54,7 @@ from bot.leftovers import clear_interrupted
 from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
 from bot.queue.base import Deferred, GiveUp
+from bot.queue.fence import fence_lost
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
 from bot.review.flow import SUPERSEDED, run_review
@@ -197,8 +198,10 @@ class RunExecutor:
                 raise failed[0]
         finally:
             self._engine_started.discard(run.id)
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.store.release_target, run.id)
+            # After a lost lease the target is the new holder's (the same run id): keep off.
+            if not fence_lost():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self.store.release_target, run.id)
         current = await anyio.to_thread.run_sync(self.store.get_run, run.id)
         if stopped and current is not None and current.status not in OUTCOME_STATUSES:
             # Stopped before its workflow started (fetching, reading the context): say so.

@@ -56,6 +56,12 @@ CREATE TABLE ui_sessions (
 CREATE INDEX ui_sessions_expiry ON ui_sessions (expires_at);
 """
 
+# The fencing token of a job's lease: each claim increments it, and a worker asks whether its
+# own claim's token still holds the job before every model call and GitHub write.
+JOB_LEASE_TOKENS = """
+ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+"""
+
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -173,6 +179,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN finished_at REAL;
     """,
     UI_SESSIONS,
+    JOB_LEASE_TOKENS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

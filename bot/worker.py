@@ -7,6 +7,7 @@ import os
 import secrets
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -18,7 +19,17 @@ from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
-from bot.queue.base import Deferred, GiveUp, Job, JobQueue, JobStatus, LeaseLost, Watch
+from bot.queue.base import (
+    Deferred,
+    GiveUp,
+    Job,
+    JobQueue,
+    JobStatus,
+    LeaseLost,
+    ThreadedQueue,
+    Watch,
+)
+from bot.queue.fence import Fence, fenced
 from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
@@ -219,36 +230,48 @@ class Worker:
 
     async def _handle_leased(self, job: Job, worker_id: str, delivery: DeliveryRecord) -> None:
         errors: list[Exception] = []
-        lost: list[LeaseLost] = []
 
-        async def keep_lease(scope: anyio.CancelScope) -> None:
+        async def keep_lease(fence: Fence) -> None:
             while True:
                 await anyio.sleep(self.lease_seconds / 3)
                 try:
                     await self.queue.heartbeat(job.id, worker_id, self.lease_seconds)
                 except LeaseLost as exc:
-                    lost.append(exc)
-                    scope.cancel()
+                    fence.lose(str(exc))
                     return
                 except Exception:  # a busy database now and then; the lease has slack
                     log.warning("extending the lease failed", exc_info=True)
 
         inflight: InFlight | None = None
+        fence: Fence | None = None
         try:
             async with anyio.create_task_group() as tasks:
                 inflight = InFlight(delivery.guid, tasks.cancel_scope, event=delivery.event)
                 self._inflight[delivery.guid] = inflight
+                claim = (job.id, worker_id, job.lease_token)
+                fence = Fence(
+                    lambda: self.queue.still_holds(*claim),
+                    job_id=job.id,
+                    delivery_id=delivery.guid,
+                    on_lost=tasks.cancel_scope.cancel,
+                    holds_now=(
+                        partial(self.queue.still_holds_sync, *claim)
+                        if isinstance(self.queue, ThreadedQueue)
+                        else None
+                    ),
+                )
 
-                async def work() -> None:
+                async def work(fence: Fence) -> None:
                     try:
-                        await self._process(delivery)
+                        with fenced(fence):  # the run's model calls and writes check it
+                            await self._process(delivery)
                     except Exception as exc:
                         errors.append(exc)
                     finally:
                         tasks.cancel_scope.cancel()
 
-                tasks.start_soon(keep_lease, tasks.cancel_scope)
-                tasks.start_soon(work)
+                tasks.start_soon(keep_lease, fence)
+                tasks.start_soon(work, fence)
         finally:
             if inflight is not None and self._inflight.get(delivery.guid) is inflight:
                 del self._inflight[delivery.guid]
@@ -258,10 +281,15 @@ class Worker:
             await anyio.to_thread.run_sync(finish_cancelled, self.store, inflight)
             log.info("job cancelled: the app lost access", extra={"reason": inflight.cancelled})
             return
+        if fence is not None and fence.lost:
+            # The job is another claim's now: neither done nor failed by this one.
+            log.warning(
+                "lease lost; another worker may be handling the job",
+                extra={"run_id": ",".join(inflight.run_ids) if inflight else None},
+            )
+            return
         try:
-            if lost:
-                log.warning("lease lost; another worker may be handling the job")
-            elif errors and isinstance(errors[0], Deferred):
+            if errors and isinstance(errors[0], Deferred):
                 deferred = errors[0]
                 await self.queue.defer(job.id, worker_id, str(deferred), deferred.not_before)
             elif errors:

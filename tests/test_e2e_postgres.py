@@ -1,22 +1,42 @@
 """End to end on Postgres: `bot serve` with BOT_DATABASE_URL=postgresql://..., the fake GitHub
-and the fake model on 127.0.0.1, one triage from a signed delivery to its comment."""
+and the fake model on 127.0.0.1, one triage from a signed delivery to its comment; and two
+`bot worker` processes, one paused past its lease while the other takes its job over."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from bot.postgres.store import PostgresStore
 from policies.outcome import OUTCOME_STATUSES
-from tests.scripted import REPO, bot_with_fakes, delivery_headers, issues_opened, metric_sample
+from tests.fakes.github import make_fake_github
+from tests.fakes.llm import Reply
+from tests.scripted import (
+    REPO,
+    REPO_FILES,
+    ModelScript,
+    bot_env,
+    bot_with_fakes,
+    delivery_headers,
+    issues_opened,
+    metric_sample,
+    running_bot,
+    serving_fakes,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -110,3 +130,140 @@ def test_serve_on_postgres_triages_an_issue_once(postgres_dsn: str, tmp_path: Pa
     assert '"database": "postgresql://bot@/' in log
     # The pool listened for jobs committed anywhere (bot/postgres/listen.py), under uvloop.
     assert '"msg": "listening for new jobs"' in log
+
+
+def start_worker(
+    root: Path, options: dict[str, Any], name: str
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """`bot worker` (the pool alone) as its own process, configured like `running_bot`; the
+    process and its log once the pool has started."""
+    root.mkdir(parents=True, exist_ok=True)
+    env = bot_env(root, **options)
+    log = root / f"{name}.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "worker"],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    wait(f"{name}'s pool", lambda: '"msg": "worker pool started"' in log.read_text(), log)
+    return proc, log
+
+
+def log_records(log: Path) -> list[dict[str, Any]]:
+    records = []
+    for line in log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            records.append(json.loads(line))
+    return records
+
+
+def test_a_worker_paused_past_its_lease_writes_nothing_once_it_resumes(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Worker A is SIGSTOPped while the model answers its first call; its lease runs out,
+    worker B takes the job over and finishes the run. When A resumes it gets the answer it was
+    waiting for, and then makes no model call and no GitHub write: the job is B's."""
+    fake = make_fake_github(tmp_path, files=REPO_FILES)
+    issue = fake.add_issue(
+        "octo", "hello", title="Crash at start-up", body="It crashes.", user="someone"
+    )
+    gate = threading.Event()
+    script = ModelScript()
+    first: list[bool] = []
+
+    def responder(body: dict[str, Any]) -> Reply:
+        reply = script(body)
+        if not first:  # A's first call: answered only once the test says so
+            first.append(True)
+            return dataclasses.replace(reply, hold=gate)
+        return reply
+
+    env = {
+        "BOT_DATABASE_URL": postgres_dsn,
+        "BOT_JOB_LEASE_SECONDS": "3",
+        "BOT_GITHUB_WRITE_INTERVAL": "0",
+        "BOT_WORKERS": "1",
+    }
+    (tmp_path / "intake").mkdir()
+    with (
+        serving_fakes(fake, responder, extra_env=env) as (llm, options),
+        running_bot(tmp_path / "intake", serve_args=["--no-worker"], **options) as intake,
+    ):
+        a, a_log = start_worker(tmp_path / "a", options, "a")
+        b: subprocess.Popen[bytes] | None = None
+        try:
+            body = json.dumps(issues_opened(issue, "octo/hello", 42)).encode()
+            headers = delivery_headers("issues", "pg-fence", fake.webhook_secret, body)
+            url = f"{intake.url}/webhooks/github"
+            assert httpx.post(url, content=body, headers=headers, timeout=10).status_code == 202
+            wait("A's first model call", lambda: len(llm.bodies) == 1, a_log)
+            os.kill(a.pid, signal.SIGSTOP)
+
+            def lease_ran_out() -> bool:
+                with psycopg.connect(postgres_dsn) as pg:
+                    row = pg.execute("SELECT lease_until FROM bot_jobs").fetchone()
+                return row is not None and row[0] is not None and row[0] < time.time()
+
+            wait("A's lease to run out", lease_ran_out, a_log)
+            b, b_log = start_worker(tmp_path / "b", options, "b")
+            store = PostgresStore.open(postgres_dsn)
+            try:
+
+                def finished() -> bool:
+                    runs = store.runs_for_delivery("pg-fence")
+                    return bool(runs) and runs[0].status in OUTCOME_STATUSES
+
+                wait("B's run", finished, b_log, timeout=60)
+                (run,) = store.runs_for_delivery("pg-fence")
+                assert run.status == "succeeded"
+            finally:
+                store.close()
+            wait("B to complete the job", lambda: job_status(postgres_dsn) == "succeeded", b_log)
+            calls, writes = len(llm.bodies), len(fake.writes())
+            assert calls == 3  # A's first; B's explorer and verdict
+
+            gate.set()  # A's answer is sent while A is stopped; it reads it when it resumes
+            os.kill(a.pid, signal.SIGCONT)
+            wait("A to let the job go", lambda: bool(let_go(a_log)), a_log)
+            a.terminate()
+            a.wait(timeout=10)
+        finally:
+            for proc in (a, b):
+                if proc is not None and proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGCONT)
+                    proc.kill()
+                    proc.wait()
+
+    assert len(llm.bodies) == calls  # A asked the model nothing more
+    assert len(fake.writes()) == writes  # and wrote nothing to GitHub
+    own = [
+        c
+        for c in fake.comments_on("octo", "hello", issue["number"])
+        if c["user"]["login"] == fake.bot_login
+    ]
+    assert len(own) == 1 and f"bot:run={run.id} " in own[0]["body"]
+    assert "### Triage" in own[0]["body"]
+    assert job_status(postgres_dsn) == "succeeded"  # A left B's finished job as it was
+    with psycopg.connect(postgres_dsn) as pg:
+        (details,) = pg.execute(
+            "SELECT body FROM run_artifacts WHERE run_id = %s AND name = 'workflow.json'",
+            (run.id,),
+        ).fetchone() or ("{}",)
+    assert json.loads(details)["status"] == "completed"  # B's account, not A's "aborted"
+    (lost,) = let_go(a_log)
+    assert (lost["delivery_id"], lost["run_id"]) == ("pg-fence", run.id)
+
+
+def let_go(log: Path) -> list[dict[str, Any]]:
+    """The worker's word that it left a job to whoever holds its lease now."""
+    said = "lease lost; another worker may be handling the job"
+    return [r for r in log_records(log) if r.get("msg") == said]
+
+
+def job_status(dsn: str) -> str:
+    with psycopg.connect(dsn) as pg:
+        row = pg.execute("SELECT status::text FROM procrastinate_jobs").fetchone()
+    return "" if row is None else str(row[0])

@@ -35,6 +35,7 @@ from bot.agents.toolspecs import (
 )
 from bot.agents.transcript import Transcript
 from bot.engine.types import AgentInvocation, AgentRunner, RunnerResult, Usage
+from bot.queue.fence import check_fence
 from bot.settings import Settings
 from policies.interaction import ASK_CLARIFICATION_TOOL_NAME, NO_HUMAN_TOOL_MESSAGE
 
@@ -271,6 +272,9 @@ class AgentRuntime:
     ) -> ModelTurn:
         attempt = 0
         while True:
+            # Every request to the model, retries too, only while the job's lease is held:
+            # LeaseLost is not a model error and ends the agent (`bot.queue.fence`).
+            await check_fence()
             try:
                 try:
                     return await chat.complete(

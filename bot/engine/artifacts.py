@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bot.engine.details import RunDetails
+from bot.queue.fence import fence_holds_now
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,11 @@ class RunStore:
         """
         if not _ARTIFACT_NAME.match(name):
             raise ValueError(f"not an artifact name: {name!r}")
+        if not fence_holds_now():
+            # This attempt's job is another worker's now (`bot.queue.fence`): what it would
+            # write (a stale journal, "aborted" as it unwinds) must not replace the new
+            # holder's.
+            return
         atomic_write_text(self.run_dir(run_id) / name, text)
         if self.mirror is not None:
             try:

@@ -206,11 +206,14 @@ class Sender:
         installation_id: int | None = None,
         attempts: int | None = None,
         spaced: bool | None = None,
+        guard: Callable[[], Awaitable[None]] | None = None,
     ) -> httpx.Response:
         """One request, retried per the policy; a 2xx/3xx answer or a GitHubError.
 
         Writes (`POST`, `PATCH`, `PUT`, `DELETE`) to one installation are spaced apart;
-        `spaced` overrides that for a POST that only reads (a GraphQL query).
+        `spaced` overrides that for a POST that only reads (a GraphQL query). `guard` is
+        awaited right before each try goes out (after any spacing or backoff wait); what
+        it raises ends the request unsent.
 
         `attempts=1` turns off the retries of 5xx answers and connection failures (rate
         limits are still waited for: GitHub applied nothing) for a write the caller
@@ -228,12 +231,20 @@ class Sender:
                     await self._sleep(wait)
                 try:
                     return await self._with_retries(
-                        method, path, authorization, json, params, accept, tries, installation_id
+                        method,
+                        path,
+                        authorization,
+                        json,
+                        params,
+                        accept,
+                        tries,
+                        installation_id,
+                        guard,
                     )
                 finally:
                     spacer.last_done = time.monotonic()
         return await self._with_retries(
-            method, path, authorization, json, params, accept, tries, installation_id
+            method, path, authorization, json, params, accept, tries, installation_id, guard
         )
 
     async def _with_retries(
@@ -246,6 +257,7 @@ class Sender:
         accept: str,
         attempts: int,
         installation_id: int | None,
+        guard: Callable[[], Awaitable[None]] | None = None,
     ) -> httpx.Response:
         headers = {
             "Authorization": authorization,
@@ -258,6 +270,8 @@ class Sender:
         failures = 0
         rate_waits = 0
         while True:
+            if guard is not None:
+                await guard()
             try:
                 answer = await self._github.arequest(
                     method,

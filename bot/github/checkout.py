@@ -49,6 +49,7 @@ import anyio.to_thread
 
 from bot import gitguard, hostgit
 from bot.log import get_logger
+from bot.queue.fence import check_fence
 
 log = get_logger(__name__)
 
@@ -283,6 +284,7 @@ class Mirrors:
             raise CheckoutError(f"{sha[:12]} is not in the mirror of {source.owner}/{source.repo}")
         async with self._locked(git_dir):
             token = await source.token()
+            await check_fence()  # a push is a GitHub write: only while the job's lease holds
             code, stderr = await self._git(
                 git_dir,
                 [

@@ -16,6 +16,7 @@ import httpx
 from pydantic import BaseModel
 
 from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
+from bot.github._retry import MUTATING
 from bot.github.errors import AuthError, GitHubError, NotFound, RateLimited, RetryableError
 from bot.github.models import (
     PERMISSIONS,
@@ -33,6 +34,7 @@ from bot.github.models import (
     ThreadComment,
 )
 from bot.log import get_logger
+from bot.queue.fence import check_fence
 
 if TYPE_CHECKING:
     from bot.github.client import GitHubApp
@@ -97,7 +99,12 @@ class InstallationClient:
         attempts: int | None = None,
         spaced: bool | None = None,
     ) -> httpx.Response:
-        """Any REST call with this installation's token; a 401 refreshes the token once."""
+        """Any REST call with this installation's token; a 401 refreshes the token once.
+
+        A write (any mutating method; a POST with `spaced=False` is a GraphQL query, a read)
+        is sent only while the running job's lease holds, checked before each try
+        (`bot.queue.fence`)."""
+        writes = method.upper() in MUTATING and spaced is not False
         for attempt in (1, 2):
             token = await self.token()
             try:
@@ -111,6 +118,7 @@ class InstallationClient:
                     installation_id=self.installation_id,
                     attempts=attempts,
                     spaced=spaced,
+                    guard=check_fence if writes else None,
                 )
             except AuthError:
                 if attempt == 2:

@@ -134,12 +134,18 @@ CREATE TABLE ui_sessions (
 CREATE INDEX ui_sessions_expiry ON ui_sessions (expires_at);
 """
 
+# The fencing token of a job's lease (`bot.queue.fence`): each claim increments it.
+JOB_LEASE_TOKENS = """
+ALTER TABLE bot_jobs ADD COLUMN lease_token bigint NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
     RUN_ARTIFACTS,
     DEAD_JOBS_INDEX,
     UI_SESSIONS,
+    JOB_LEASE_TOKENS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

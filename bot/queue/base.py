@@ -41,6 +41,10 @@ class Job:
     lease_owner: str | None
     lease_until: float | None
     last_error: str | None
+    lease_token: int = 0
+    """The fencing token of the current claim: each claim of the job gets a larger one, so
+    a worker whose lease was taken over (even by its own id) can tell it no longer holds it
+    (`JobQueue.still_holds`)."""
 
 
 class GiveUp(RuntimeError):
@@ -84,7 +88,10 @@ class JobQueue(Protocol):
     with `heartbeat` while it works. A worker that dies simply stops heartbeating, and the job
     becomes claimable again once the lease runs out. Each claim counts as an attempt; after
     `max_attempts` the job is dead and no longer claimed. A cancelled job is never claimed
-    again either, and its holder, if any, loses the lease.
+    again either, and its holder, if any, loses the lease. Each claim carries a fencing
+    token (`Job.lease_token`, larger at every claim of the job): a worker that was paused
+    past its lease learns from `still_holds` that the job is no longer its own before it
+    acts (`bot.queue.fence`), where its heartbeat would tell it only later.
     """
 
     async def enqueue(
@@ -99,6 +106,13 @@ class JobQueue(Protocol):
 
     async def heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
         """Extend the lease; raises LeaseLost when `worker_id` no longer holds it."""
+        ...
+
+    async def still_holds(self, job_id: int, worker_id: str, token: int) -> bool:
+        """Whether the claim that gave `token` to `worker_id` still holds the job now: it is
+        running, leased to that worker under that token, and its lease has not run out (once
+        it has, any claim may take the job). One read by primary key, cheap enough to ask
+        before every model call and every GitHub write (`bot.queue.fence`)."""
         ...
 
     async def complete(self, job_id: int, worker_id: str) -> None:
@@ -173,6 +187,9 @@ class ThreadedQueue(ABC):
     async def heartbeat(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
         await self._call(self.heartbeat_sync, job_id, worker_id, lease_seconds)
 
+    async def still_holds(self, job_id: int, worker_id: str, token: int) -> bool:
+        return await self._call(self.still_holds_sync, job_id, worker_id, token)
+
     async def complete(self, job_id: int, worker_id: str) -> None:
         await self._call(self.complete_sync, job_id, worker_id)
 
@@ -209,6 +226,9 @@ class ThreadedQueue(ABC):
 
     @abstractmethod
     def heartbeat_sync(self, job_id: int, worker_id: str, lease_seconds: float) -> None: ...
+
+    @abstractmethod
+    def still_holds_sync(self, job_id: int, worker_id: str, token: int) -> bool: ...
 
     @abstractmethod
     def complete_sync(self, job_id: int, worker_id: str) -> None: ...

@@ -88,7 +88,7 @@ _JOB_COLUMNS = (
     "pj.id, bj.kind, bj.delivery_id, pj.status::text,"
     " pj.attempts + (pj.status = 'doing')::int, bj.max_attempts,"
     " coalesce(extract(epoch from pj.scheduled_at)::float8, bj.enqueued_at),"
-    " bj.lease_owner, bj.lease_until, bj.last_error"
+    " bj.lease_owner, bj.lease_until, bj.last_error, bj.lease_token"
 )
 _JOBS = "bot_jobs AS bj JOIN procrastinate_jobs AS pj ON pj.id = bj.job_id"
 
@@ -166,6 +166,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         lease_owner=None if row[7] is None else str(row[7]),
         lease_until=None if row[8] is None else float(row[8]),
         last_error=None if row[9] is None else str(row[9]),
+        lease_token=int(row[10]),
     )
 
 
@@ -277,7 +278,8 @@ class PostgresJobQueue(ThreadedQueue):
                 return None
             job_id = int(row[0])
             conn.execute(
-                "UPDATE bot_jobs SET lease_owner = %s, lease_until = %s WHERE job_id = %s",
+                "UPDATE bot_jobs SET lease_owner = %s, lease_until = %s,"
+                " lease_token = lease_token + 1 WHERE job_id = %s",
                 (worker_id, now + lease_seconds, job_id),
             )
             return self._get(conn, job_id)
@@ -324,7 +326,7 @@ class PostgresJobQueue(ThreadedQueue):
         job = _job(row)
         if job.status is not JobStatus.RUNNING or job.lease_owner != worker_id:
             raise LeaseLost(f"job {job_id} is no longer leased to {worker_id}")
-        return Held(job, bool(row[10]))
+        return Held(job, bool(row[11]))
 
     def heartbeat_sync(self, job_id: int, worker_id: str, lease_seconds: float) -> None:
         now = self.clock()
@@ -336,6 +338,18 @@ class PostgresJobQueue(ThreadedQueue):
                 "UPDATE bot_jobs SET lease_until = %s WHERE job_id = %s",
                 (now + lease_seconds, job_id),
             )
+
+    def still_holds_sync(self, job_id: int, worker_id: str, token: int) -> bool:
+        """As `heartbeat` would see it, read only: a job whose abort was requested is no
+        longer held either."""
+        with self.store.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT 1 FROM {_JOBS} WHERE bj.job_id = %s AND pj.status = 'doing'"
+                " AND NOT pj.abort_requested AND bj.lease_owner = %s AND bj.lease_token = %s"
+                " AND bj.lease_until > %s",
+                (job_id, worker_id, token, self.clock()),
+            ).fetchone()
+        return row is not None
 
     def complete_sync(self, job_id: int, worker_id: str) -> None:
         with self.store.pool.connection() as conn:

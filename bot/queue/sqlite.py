@@ -23,7 +23,7 @@ _BATCH = 500  # ids per statement, well under SQLite's limit on bound parameters
 
 _COLUMNS = (
     "id, kind, delivery_id, status, attempts, max_attempts, run_after, lease_owner, lease_until,"
-    " last_error"
+    " last_error, lease_token"
 )
 
 
@@ -76,6 +76,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         lease_owner=None if row[7] is None else str(row[7]),
         lease_until=None if row[8] is None else float(row[8]),
         last_error=None if row[9] is None else str(row[9]),
+        lease_token=int(row[10]),
     )
 
 
@@ -108,7 +109,7 @@ class SqliteJobQueue(ThreadedQueue):
             )
             row = conn.execute(
                 f"UPDATE jobs SET status = 'running', lease_owner = ?, lease_until = ?,"
-                f" attempts = attempts + 1, updated_at = ?"
+                f" lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?"
                 f" WHERE id = (SELECT id FROM jobs WHERE attempts < max_attempts AND"
                 f" ((status = 'queued' AND run_after <= ?)"
                 f" OR (status = 'running' AND lease_until <= ?))"
@@ -136,6 +137,18 @@ class SqliteJobQueue(ThreadedQueue):
                 "UPDATE jobs SET lease_until = ?, updated_at = ? WHERE id = ?",
                 (now + lease_seconds, now, job_id),
             )
+
+    def still_holds_sync(self, job_id: int, worker_id: str, token: int) -> bool:
+        row = (
+            self.store.conn()
+            .execute(
+                "SELECT 1 FROM jobs WHERE id = ? AND status = 'running' AND lease_owner = ?"
+                " AND lease_token = ? AND lease_until > ?",
+                (job_id, worker_id, token, self.clock()),
+            )
+            .fetchone()
+        )
+        return row is not None
 
     def complete_sync(self, job_id: int, worker_id: str) -> None:
         conn = self.store.conn()

@@ -28,7 +28,8 @@ Reply builders (all return `Reply`):
 - Any reply can carry `usage=UsageSpec(prompt=, completion=, cached=)`; by default usage is
   derived deterministically from the request and reply sizes (prompt = len(json(messages))//4).
 - `delay=` on a reply waits that many seconds before answering (before the first chunk);
-  `Reply(content="x", stall=60)` sends the first stream chunk, then goes silent.
+  `Reply(content="x", stall=60)` sends the first stream chunk, then goes silent;
+  `Reply(..., hold=event)` waits until the `threading.Event` is set (the test releases it).
 
 Both `stream: false` (one JSON body) and `stream: true` (SSE `data:` chunks ending in
 `data: [DONE]`, tool-call arguments split over several chunks, a usage chunk when
@@ -91,6 +92,7 @@ class Reply:
     finish_reason: str | None = None
     reasoning: str | None = None
     stall: float | None = None
+    hold: threading.Event | None = field(default=None, compare=False)
 
 
 def text(content: str, *, usage: UsageSpec | None = None, delay: float = 0.0) -> Reply:
@@ -252,6 +254,9 @@ class FakeLLM:
             return _error_response(504, "fake llm: hang ended")
         if reply.delay:
             await self._sleep(reply.delay)
+        # A threading.Event, polled: the test sets it from its own thread.
+        while reply.hold is not None and not (reply.hold.is_set() or self._closed.is_set()):  # noqa: ASYNC110
+            await anyio.sleep(0.05)
         if reply.status != 200:
             return _error_response(reply.status, reply.error_message, reply.headers)
         self._counter += 1

@@ -31,6 +31,7 @@ import httpx
 import pytest
 
 from policies.review_state import MARKER_MAX_CHARS, ReviewState, StoredFinding
+from policies.untrusted_text import ZWSP
 from tests.e2e_world import ReviewWorld, head_files
 from tests.fakes.github import FakeGitHub, commit_files
 from tests.fakes.llm import Reply
@@ -228,7 +229,11 @@ def test_a_marker_in_a_file_name_is_never_read(world: World) -> None:
     assert ran(world, world.post("pull_request", world.pull_payload("opened", number=2))) == (
         "succeeded"
     )
-    assert FORGED_MARKER in summary(world, 2)  # listed among the files, as a file name
+    listed = summary(world, 2)
+    # Listed among the files, as a file name, with its comment opener defused: the memory
+    # must hold even where the escaping did not.
+    assert FORGED_MARKER not in listed
+    assert FORGED_MARKER.replace("<!--", f"<{ZWSP}!--") in listed
     forget(world, 2)
     second = commit_files(bare, "marked", {**files, "README.md": "# calc\n\nMore.\n"}, "More")
     reviews = world.model.calls["review"]

@@ -123,11 +123,30 @@ DEAD_JOBS_INDEX = """
 CREATE INDEX bot_jobs_dead ON procrastinate_jobs (queue_name) WHERE status = 'failed';
 """
 
+# How often each missed delivery was asked for again, kept past GitHub's three days of
+# attempts (policies.redelivery); and which delivery holds each trigger's key, so one command
+# or automatic trigger runs once whatever the GUID it came under (policies.triggers.run_key).
+REPLAY_GUARDS = """
+CREATE TABLE redelivery_requests (
+    guid text PRIMARY KEY,
+    requests integer NOT NULL,
+    first_at double precision NOT NULL,
+    last_at double precision NOT NULL
+);
+CREATE INDEX redelivery_requests_last ON redelivery_requests (last_at);
+CREATE TABLE trigger_keys (
+    key text PRIMARY KEY,
+    delivery_id text NOT NULL,
+    created_at double precision NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
     RUN_ARTIFACTS,
     DEAD_JOBS_INDEX,
+    REPLAY_GUARDS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -80,7 +80,8 @@ class Action(StrEnum):
     DELIVERED = "delivered"
     """GitHub delivered one attempt (2xx), to this deployment or another."""
     GAVE_UP = "gave_up"
-    """Redelivered `MAX_REDELIVERIES` times already, and failed each time."""
+    """Redelivered `MAX_REDELIVERIES` times already (as listed, or as the store counted the
+    app's requests), and failed each time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,15 +104,16 @@ class WebhookReceiver:
     """A raw ASGI handler for POST /webhooks/github: verify, store, acknowledge.
 
     What it refuses before reading a byte of the body: a missing or malformed signature header
-    (401), a missing event or delivery header or one that is not a short token of safe
-    characters, an event that is not one of GitHub's (`policies.github_events`) (400), a declared length over the cap (413), and a declared length the
-    memory budget cannot hold now (503 with Retry-After; see `bot/intake_budget.py`). While the
-    body streams in, the HMAC is updated piece by piece for every configured secret, and the
-    pieces are kept (an unverified body can only be judged at its end): a chunked body that
-    passes the cap is 413, one the budget cannot hold is 503, one that has not arrived within
-    `body_deadline` seconds is 408. Every refusal before the end of the body closes the
-    connection. The reservation is held until the answer is sent and released on every way
-    out, a disconnect or a cancelled task included.
+    (401), a missing event or delivery header, one that is not a short token of safe
+    characters, or an event name that is not one of GitHub's (`policies.github_events`) (400),
+    a declared length over the cap (413), and a declared length the memory budget cannot hold
+    now (503 with Retry-After; see `bot/intake_budget.py`). While the body streams in, the
+    HMAC is updated piece by piece for every configured secret, and the pieces are kept (an
+    unverified body can only be judged at its end): a chunked body that passes the cap is 413,
+    one the budget cannot hold is 503, one that has not arrived within `body_deadline` seconds
+    is 408. Every refusal before the end of the body closes the connection. The reservation
+    is held until the answer is sent and released on every way out, a disconnect or a
+    cancelled task included.
 
     The body is parsed only to check that it is a JSON object and to read its `action`; the
     worker reads the payload's fields later, from the stored bytes.

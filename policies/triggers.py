@@ -24,6 +24,7 @@ __all__ = [
     "Handler",
     "Request",
     "bot_login",
+    "comment_identity",
     "decide",
     "is_app_account",
     "is_reporter_comment",
@@ -344,6 +345,14 @@ def decide(
     )
 
 
+def comment_identity(event: Event) -> str | None:
+    """The event's comment (or review) as last written: kind, id and `updated_at`; None when
+    the payload lacks one of them. The same under every GUID a captured body is sent with."""
+    if event.comment_id is None or not event.comment_updated_at:
+        return None
+    return f"{event.comment_kind}/{event.comment_id}@{event.comment_updated_at}"
+
+
 def run_key(event: Event, trigger: Trigger, body_digest: str) -> str:
     """What a trigger answers, named the same whatever GUID its delivery came under.
 
@@ -358,8 +367,8 @@ def run_key(event: Event, trigger: Trigger, body_digest: str) -> str:
     repo = str(event.repo_id) if event.repo_id is not None else trigger.repo_full_name
     target = f"{repo}/{trigger.target_kind}/{trigger.number}"
     if trigger.comment_id is not None:
-        if event.comment_updated_at:
-            comment = f"{event.comment_kind}/{trigger.comment_id}@{event.comment_updated_at}"
+        comment = comment_identity(event)
+        if comment is not None:
             return f"comment:{target}:{comment}:{trigger.workflow}"
         return f"body:{body_digest}:{trigger.workflow}"
     own = trigger.head_sha or (None if event.target_id is None else f"id{event.target_id}")

@@ -62,6 +62,7 @@ class _Ref(_Model):
 
 
 class _Issue(_Model):
+    id: Lenient[int] = None
     number: Lenient[int] = None
     title: Lenient[str] = None
     html_url: Lenient[str] = None
@@ -73,6 +74,7 @@ class _Issue(_Model):
 
 
 class _PullRequest(_Model):
+    id: Lenient[int] = None
     number: Lenient[int] = None
     title: Lenient[str] = None
     html_url: Lenient[str] = None
@@ -91,6 +93,8 @@ class _Comment(_Model):
     path: Lenient[str] = None
     line: Lenient[int] = None
     diff_hunk: Lenient[str] = None
+    updated_at: Lenient[str] = None
+    submitted_at: Lenient[str] = None  # a review's (it has no updated_at)
 
 
 class _Payload(_Model):
@@ -169,7 +173,9 @@ def _event(name: str, delivery_id: str, p: _Payload) -> Event:
         head_repo_full_name=head.repo.full_name if head and head.repo else None,
         base_sha=base.sha if base else None,
         base_ref=base.ref if base else None,
+        target_id=target.id if target else None,
         comment_id=comment.id if comment else None,
+        comment_updated_at=(comment.updated_at or comment.submitted_at) if comment else None,
         comment_body=comment.body if comment else None,
         comment_kind=comment_kind,
         comment_author_association=comment.author_association if comment else None,

@@ -71,7 +71,7 @@ from policies.outcome import (
     outcome_from_run,
 )
 from policies.outcome_json import outcome_from_json, outcome_to_json
-from policies.triggers import MAX_REPORTER_REPLIES
+from policies.triggers import MAX_REPORTER_REPLIES, comment_identity
 
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
@@ -669,7 +669,8 @@ class RunExecutor:
 
         Only `UNKNOWN_COMMAND` skips are answered: the trigger policy gives that reason only
         after the sender's write permission was checked, so nobody else can make the app talk.
-        The reply's run id is derived from the delivery, so a retried job edits, never reposts.
+        The reply's run id is derived from the comment as written (`comment_identity`), so a
+        retried job, or the same body sent again under another GUID, edits it, never reposts.
         """
         if skip.reason is not SkipReason.UNKNOWN_COMMAND:
             return False
@@ -677,7 +678,8 @@ class RunExecutor:
             return False
         if event.comment_id is None or "/" not in event.repo_full_name:
             return False
-        run_id = "wf_" + hashlib.sha256(event.delivery_id.encode()).hexdigest()[:12]
+        seed = comment_identity(event) or event.delivery_id
+        run_id = "wf_" + hashlib.sha256(seed.encode()).hexdigest()[:12]
         owner, repo = event.repo_full_name.split("/", 1)
         publisher = Publisher(
             self.github.installation(event.installation_id, owner, repo),

@@ -4,7 +4,9 @@ Every label is a small fixed vocabulary: an event name, an outcome, a workflow, 
 an HTTP method or status. Nothing names a repository, an installation, a user, a delivery or a
 run, so the page reveals traffic volumes and nothing about whose traffic it is. The event of a
 delivery whose signature was not checked is recorded as `unverified`: the header is anyone's
-to choose, and a label per made-up name would grow without bound.
+to choose, and a label per made-up name would grow without bound. For the same reason an event
+label is always one of GitHub's names (`policies.github_events`) or `unverified`: the
+signature covers the body and not the header, so even a signed delivery's name is checked.
 
 One process (`bot serve --receivers 1`, tests): values live in this process's memory. Several
 (`bot serve --receivers N`): the supervisor calls `use_folder` before it starts anything, so
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.queue.base import QueueStats
+from policies.github_events import GITHUB_EVENTS
 
 if TYPE_CHECKING:
     from prometheus_client import Counter, Histogram
@@ -154,7 +157,10 @@ def _get() -> _Metrics:
 
 
 def delivery(event: str, outcome: str, seconds: float | None = None) -> None:
-    """One answered delivery; `seconds` from its headers to its answer when it was stored."""
+    """One answered delivery; `seconds` from its headers to its answer when it was stored.
+    An `event` that is not one of GitHub's is counted as `unverified`."""
+    if event not in GITHUB_EVENTS:
+        event = UNVERIFIED
     m = _get()
     # On the webhook route: the labelled child is looked up once (a third of the cost).
     child = m.delivery_children.get((event, outcome))

@@ -10,13 +10,19 @@ original would have, with the same GUID, so it is stored and decided once.
 the first pass looks back `DEFAULT_SINCE` (what was lost while the process was down), the
 later ones two intervals. Several worker processes may each run it; a delivery asked for
 twice reaches the receiver twice and is stored once.
+
+Each request is counted in the store before it is made (`Storage.claim_redelivery`), so a
+GUID that fails every time is asked for `MAX_REDELIVERIES` times in all, however short the
+interval and however many processes redeliver; the counts are dropped `REMEMBER_S` after a
+GUID's last request, when GitHub lists none of its attempts any more.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -25,7 +31,16 @@ import anyio.to_thread
 from bot.github._auth import parse_github_time
 from bot.github.errors import AuthError, GitHubError, RateLimited
 from bot.log import bound, get_logger
-from policies.redelivery import DEFAULT_SINCE, Action, Attempt, Step, parse_duration, plan
+from policies.redelivery import (
+    DEFAULT_SINCE,
+    MAX_REDELIVERIES,
+    REMEMBER_S,
+    Action,
+    Attempt,
+    Step,
+    parse_duration,
+    plan,
+)
 
 if TYPE_CHECKING:
     from bot.github.client import GitHubApp
@@ -85,18 +100,28 @@ async def redeliver_missed(
     refused redelivery is reported on its line and the others go on, except a rate limit,
     which ends the pass.
     """
-    items = await app.hook_deliveries(since=clock() - since)
+    now = clock()
+    items = await app.hook_deliveries(since=now - since)
     attempts = [_attempt(item) for item in items]
-    seen = await anyio.to_thread.run_sync(store.seen_guids, [a.guid for a in attempts])
+    guids = [a.guid for a in attempts]
+    seen = await anyio.to_thread.run_sync(store.seen_guids, guids)
+    requested = await anyio.to_thread.run_sync(store.redelivery_requests, guids)
     done: list[Done] = []
-    for step in plan(attempts, seen):
+    for step in plan(attempts, seen, requested):
         if step.action is not Action.REDELIVER:
             done.append(Done(step, _SKIPPED[step.action]))
             continue
         if dry_run:
             done.append(Done(step, "would redeliver"))
             continue
-        with bound(delivery_id=step.attempt.guid):
+        guid = step.attempt.guid
+        claimed = await anyio.to_thread.run_sync(
+            partial(store.claim_redelivery, guid, at=now, limit=MAX_REDELIVERIES)
+        )
+        if not claimed:  # another process asked for it meanwhile, up to the limit
+            done.append(Done(step, _SKIPPED[Action.GAVE_UP]))
+            continue
+        with bound(delivery_id=guid):
             try:
                 await app.redeliver(step.attempt.id)
             except (AuthError, RateLimited):
@@ -112,16 +137,25 @@ async def redeliver_missed(
                 extra={"event": step.event, "status_code": step.attempt.status_code},
             )
             done.append(Done(step, "redelivered"))
+    if not dry_run:
+        await anyio.to_thread.run_sync(lambda: store.forget_redeliveries(before=now - REMEMBER_S))
     return done
 
 
-async def redeliver_forever(app: GitHubApp, store: Storage, interval: float) -> None:
+async def redeliver_forever(
+    app: GitHubApp,
+    store: Storage,
+    interval: float,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+) -> None:
     """Redeliver missed deliveries every `interval` seconds until cancelled (see the module
     docstring). A pass that fails is logged and the next one comes at its time."""
     since = parse_duration(DEFAULT_SINCE)
     while True:
         try:
-            done = await redeliver_missed(app, store, since=since)
+            done = await redeliver_missed(app, store, since=since, clock=clock)
         except Exception as exc:
             log.warning("the redelivery pass failed", extra={"error": str(exc)})
         else:
@@ -129,4 +163,4 @@ async def redeliver_forever(app: GitHubApp, store: Storage, interval: float) -> 
             if count:
                 log.info("missed deliveries redelivered", extra={"redelivered": count})
             since = max(2 * interval, MIN_WINDOW_S)
-        await anyio.sleep(interval)
+        await sleep(interval)

@@ -45,6 +45,8 @@ __all__ = [
     "Storage",
     "StoreError",
     "new_run_id",
+    "storable",
+    "storable_params",
 ]
 
 # A run that answers a BLOCKED run but ended in these does not count as its answer: the
@@ -80,6 +82,24 @@ _BATCH = 500  # ids per `IN (...)`: far under both backends' limits on parameter
 
 def _marks(n: int) -> str:
     return ", ".join(["?"] * n)
+
+
+def storable(text: str) -> str:
+    """`text` as both backends keep it: a NUL (U+0000) becomes U+FFFD.
+
+    Postgres cannot hold a NUL in a text column and SQLite can, so a payload with one in a
+    field the app stores (a signed `action`, a repository name, a skip's detail) would be
+    refused on one backend only, and refused again at every retry and redelivery. Replaced
+    on both, the row is the same wherever it is kept.
+    """
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def storable_params(params: Sequence[object]) -> Sequence[object]:
+    """The parameters of a statement with every text one `storable`."""
+    if not any(isinstance(p, str) and "\x00" in p for p in params):
+        return params
+    return [storable(p) if isinstance(p, str) else p for p in params]
 
 
 class Storage(ABC):
@@ -479,6 +499,56 @@ class Storage(ABC):
             )
         return None
 
+    # -- replays: redeliveries asked for, and one run per trigger key ----------------------
+
+    def redelivery_requests(self, guids: Iterable[str]) -> dict[str, int]:
+        """How many times each of `guids` was asked for again (absent: never)."""
+        wanted = list(dict.fromkeys(guids))
+        counts: dict[str, int] = {}
+        with self._session() as db:
+            for start in range(0, len(wanted), _BATCH):
+                batch = wanted[start : start + _BATCH]
+                rows = db.all(
+                    "SELECT guid, requests FROM redelivery_requests"
+                    f" WHERE guid IN ({_marks(len(batch))})",
+                    batch,
+                )
+                counts.update((str(row[0]), int(row[1])) for row in rows)
+        return counts
+
+    def claim_redelivery(self, guid: str, *, at: float, limit: int) -> bool:
+        """Count one more request to redeliver `guid`, unless `limit` were counted already:
+        True when this one may be made. One conditional upsert decides, so processes that
+        redeliver side by side never pass the limit between them."""
+        with self._transaction() as db:
+            row = db.one(
+                "INSERT INTO redelivery_requests (guid, requests, first_at, last_at)"
+                " VALUES (?, 1, ?, ?) ON CONFLICT (guid) DO UPDATE"
+                " SET requests = redelivery_requests.requests + 1, last_at = excluded.last_at"
+                " WHERE redelivery_requests.requests < ? RETURNING requests",
+                (guid, at, at, limit),
+            )
+        return row is not None and int(row[0]) <= limit
+
+    def forget_redeliveries(self, *, before: float) -> int:
+        """Drop the counts of GUIDs last asked for before `before`; how many were dropped."""
+        with self._session() as db:
+            return db.run("DELETE FROM redelivery_requests WHERE last_at < ?", (before,))
+
+    def claim_trigger(self, key: str, delivery_id: str) -> str:
+        """The delivery that holds trigger `key`: `delivery_id` when it is the first to ask
+        (or asks again: a retried job), else the one that came first. The primary key
+        decides, so of two workers racing on two GUIDs of one body, one runs it."""
+        with self._transaction() as db:
+            db.run(
+                "INSERT INTO trigger_keys (key, delivery_id, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (key) DO NOTHING",
+                (key, delivery_id, self.clock()),
+            )
+            row = db.one("SELECT delivery_id FROM trigger_keys WHERE key = ?", (key,))
+        assert row is not None  # inserted above, or there before
+        return str(row[0])
+
     # -- installations -------------------------------------------------------------------
 
     def installation_state(self, installation_id: int) -> InstallationState | None:
@@ -521,8 +591,8 @@ class Storage(ABC):
         """Keep artifact `name` of the run (the last write wins); refuses one over the cap."""
         if len(text) > ARTIFACT_CAP:
             raise StoreError(f"artifact {name} of {run_id} is over {ARTIFACT_CAP} characters")
-        # Postgres text cannot hold NUL; JSON artifacts escape it already, Markdown may not.
-        text = text.replace("\x00", "\ufffd")
+        # JSON artifacts escape a NUL already, Markdown may not (see `storable`).
+        text = storable(text)
         with self._session() as db:
             db.run(
                 "INSERT INTO run_artifacts (run_id, name, body, updated_at) VALUES (?, ?, ?, ?)"

@@ -25,6 +25,7 @@ from bot.storage import (
     Storage,
     StoreError,
     new_run_id,
+    storable_params,
 )
 
 __all__ = [
@@ -60,6 +61,24 @@ CREATE INDEX ui_sessions_expiry ON ui_sessions (expires_at);
 # own claim's token still holds the job before every model call and GitHub write.
 JOB_LEASE_TOKENS = """
 ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+"""
+
+# How often each missed delivery was asked for again, kept past GitHub's three days of
+# attempts (policies.redelivery); and which delivery holds each trigger's key, so one command
+# or automatic trigger runs once whatever the GUID it came under (policies.triggers.run_key).
+REPLAY_GUARDS = """
+    CREATE TABLE redelivery_requests (
+        guid TEXT PRIMARY KEY,
+        requests INTEGER NOT NULL,
+        first_at REAL NOT NULL,
+        last_at REAL NOT NULL
+    );
+    CREATE INDEX redelivery_requests_last ON redelivery_requests (last_at);
+    CREATE TABLE trigger_keys (
+        key TEXT PRIMARY KEY,
+        delivery_id TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
 """
 
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
@@ -180,6 +199,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     UI_SESSIONS,
     JOB_LEASE_TOKENS,
+    REPLAY_GUARDS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -223,20 +243,20 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 
 class _Conn:
-    """`bot.storage.Sql` over a sqlite3 connection."""
+    """`bot.storage.Sql` over a sqlite3 connection (text parameters as `storable_params`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
     def all(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, params).fetchall()
+        return self.conn.execute(sql, storable_params(params)).fetchall()
 
     def one(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()
+        row: tuple[Any, ...] | None = self.conn.execute(sql, storable_params(params)).fetchone()
         return row
 
     def run(self, sql: str, params: Sequence[object] = ()) -> int:
-        return self.conn.execute(sql, params).rowcount
+        return self.conn.execute(sql, storable_params(params)).rowcount
 
 
 class Store(Storage):

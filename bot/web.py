@@ -26,9 +26,10 @@ from bot.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.intake_budget import IntakeBudget, Reservation
 from bot.log import get_logger
 from bot.settings import Settings
-from bot.storage import Storage, StoreError
+from bot.storage import Storage, StoreError, storable
 from bot.store import Store
 from bot.worker import Worker
+from policies.github_events import GITHUB_EVENTS
 
 log = get_logger(__name__)
 
@@ -58,7 +59,7 @@ _WANTED = frozenset((*_KEPT, _SIGNATURE, _LENGTH))
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 # GitHub's ids are 36-character GUIDs; tools and tests make up shorter tokens.
 _DELIVERY_ID = re.compile(rb"[A-Za-z0-9._:-]{1,100}")
-_EVENT_NAME = _DELIVERY_ID  # GitHub's are lower-case words joined by `_`
+_EVENT_NAME = _DELIVERY_ID  # the shape of a name; which names: policies.github_events
 _HEX64 = re.compile(rb"[0-9a-f]{64}")
 _MISMATCH_HINT = (
     "check that BOT_WEBHOOK_SECRET matches the webhook secret in the GitHub App's settings"
@@ -103,15 +104,16 @@ class WebhookReceiver:
     """A raw ASGI handler for POST /webhooks/github: verify, store, acknowledge.
 
     What it refuses before reading a byte of the body: a missing or malformed signature header
-    (401), a missing event or delivery header or one that is not a short token of safe
-    characters (400), a declared length over the cap (413), and a declared length the
-    memory budget cannot hold now (503 with Retry-After; see `bot/intake_budget.py`). While the
-    body streams in, the HMAC is updated piece by piece for every configured secret, and the
-    pieces are kept (an unverified body can only be judged at its end): a chunked body that
-    passes the cap is 413, one the budget cannot hold is 503, one that has not arrived within
-    `body_deadline` seconds is 408. Every refusal before the end of the body closes the
-    connection. The reservation is held until the answer is sent and released on every way
-    out, a disconnect or a cancelled task included.
+    (401), a missing event or delivery header, one that is not a short token of safe
+    characters, or an event name that is not one of GitHub's (`policies.github_events`) (400),
+    a declared length over the cap (413), and a declared length the memory budget cannot hold
+    now (503 with Retry-After; see `bot/intake_budget.py`). While the body streams in, the
+    HMAC is updated piece by piece for every configured secret, and the pieces are kept (an
+    unverified body can only be judged at its end): a chunked body that passes the cap is 413,
+    one the budget cannot hold is 503, one that has not arrived within `body_deadline` seconds
+    is 408. Every refusal before the end of the body closes the connection. The reservation
+    is held until the answer is sent and released on every way out, a disconnect or a
+    cancelled task included.
 
     The body is parsed only to check that it is a JSON object and to read its `action`; the
     worker reads the payload's fields later, from the stored bytes.
@@ -192,6 +194,12 @@ class WebhookReceiver:
                 "and . _ : -",
                 close=True,
             )
+            return
+        if event not in GITHUB_EVENTS:
+            # The signature does not cover the headers: a captured body sent under made-up
+            # event names would be stored once per name.
+            self._log(delivery_id, event, "unknown_event")
+            await _reply(send, 400, "X-GitHub-Event is not one of GitHub's events", close=True)
             return
 
         declared = 0
@@ -288,11 +296,17 @@ class WebhookReceiver:
             return
         action = payload.get("action")
 
-        kept = {key.decode(): headers[key].decode("latin-1") for key in _KEPT if key in headers}
+        # Text columns get no NUL on either backend (see bot.storage.storable); the JSON of
+        # the headers escapes one already, and the body is kept as it came.
+        kept = {
+            key.decode(): storable(headers[key].decode("latin-1"))
+            for key in _KEPT
+            if key in headers
+        }
         incoming = IncomingDelivery(
             guid=delivery_id,
             event=event,
-            action=action if isinstance(action, str) else None,
+            action=storable(action) if isinstance(action, str) else None,
             hook_id=kept.get("x-github-hook-id"),
             target_type=kept.get("x-github-hook-installation-target-type"),
             target_id=kept.get("x-github-hook-installation-target-id"),
@@ -335,7 +349,8 @@ class WebhookReceiver:
     def _count(
         self, event: str, outcome: str, *, verified: bool, seconds: float | None = None
     ) -> None:
-        # An event name is a label only once a secret vouched for it (see bot/metrics.py).
+        # An event name is a label only once a secret vouched for the body, and only one of
+        # GitHub's (bot/metrics.py holds to that list whoever calls it).
         label = event if verified and self.secrets else metrics.UNVERIFIED
         metrics.delivery(label, outcome, seconds)
 

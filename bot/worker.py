@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -41,6 +42,7 @@ from policies.triggers import (
     decide,
     is_reporter_comment,
     needs_permission,
+    run_key,
 )
 
 log = get_logger(__name__)
@@ -438,7 +440,20 @@ class Worker:
                     awaiting_reporter=awaiting,
                 )
             )
+            if isinstance(decision, Trigger):
+                decision = await self._unless_replayed(delivery, event, decision)
             return event, decision
+
+    async def _unless_replayed(
+        self, delivery: DeliveryRecord, event: Event, trigger: Trigger
+    ) -> Decision:
+        """The trigger, unless another delivery already holds its key (`run_key`): the same
+        signed body sent again under a new GUID. A retried job holds its own key still."""
+        key = run_key(event, trigger, hashlib.sha256(delivery.body).hexdigest())
+        holder = await anyio.to_thread.run_sync(self.store.claim_trigger, key, delivery.guid)
+        if holder == delivery.guid:
+            return trigger
+        return Skip(SkipReason.REPLAYED, f"delivery {holder} asked for the same {trigger.workflow}")
 
     def _awaiting_reporter(self, event: Event) -> AwaitingReporter | None:
         """The store's facts about triage on the issue the reporter commented on.

@@ -31,7 +31,11 @@ class Event:
     head_repo_full_name: str | None = None
     base_sha: str | None = None
     base_ref: str | None = None
+    target_id: int | None = None
+    """The issue's or pull request's own id (not its number)."""
     comment_id: int | None = None
+    comment_updated_at: str | None = None
+    """When the comment was last edited (a review: when it was submitted), as GitHub wrote it."""
     comment_body: str | None = None
     comment_kind: Literal["issue_comment", "review_comment", "review"] | None = None
     comment_author_association: str | None = None
@@ -67,6 +71,8 @@ class SkipReason(StrEnum):
     NO_TARGET = "no_target"
     REPLY_LIMIT = "reply_limit"
     INSTALLATION_INACTIVE = "installation_inactive"
+    REPLAYED = "replayed"
+    """The same command or automatic trigger already ran under another delivery's GUID."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,18 +7,25 @@ attempts all failed and whose GUID the store never saw. Those are redelivered, o
 pass; a GUID the store has is never redelivered again, whatever GitHub lists for it. After
 `MAX_REDELIVERIES` redeliveries that failed too (a delivery the receiver refuses each time),
 a GUID is left alone: trying again would only fail again.
+
+The redeliveries of a GUID are counted twice over: the attempts GitHub lists with
+`redelivery: true` (made by anyone), and the requests the app made itself, which the store
+keeps for `REMEMBER_S`. The listing alone is not enough: a pass looks back only a few
+intervals, so the attempts of earlier passes fall out of its window and a GUID that always
+fails would be asked for again at every pass.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
     "DEFAULT_SINCE",
     "MAX_REDELIVERIES",
+    "REMEMBER_S",
     "Action",
     "Attempt",
     "Step",
@@ -30,6 +37,11 @@ MAX_REDELIVERIES = 3
 """Redeliveries of one GUID after which it is no longer asked for."""
 DEFAULT_SINCE = "3d"
 """How far back to look by default: GitHub redelivers attempts of the past three days."""
+
+REMEMBER_S = 4 * 86400.0
+"""How long the app keeps its count of a GUID's redelivery requests after the last one: longer
+than GitHub lists an attempt (three days), so no attempt that could bring the GUID back into
+a listing outlives its count."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -68,7 +80,8 @@ class Action(StrEnum):
     DELIVERED = "delivered"
     """GitHub delivered one attempt (2xx), to this deployment or another."""
     GAVE_UP = "gave_up"
-    """Redelivered `MAX_REDELIVERIES` times already, and failed each time."""
+    """Redelivered `MAX_REDELIVERIES` times already (as listed, or as the store counted the
+    app's requests), and failed each time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +100,17 @@ class Step:
 
 
 def plan(
-    attempts: Iterable[Attempt], seen: Set[str], *, max_redeliveries: int = MAX_REDELIVERIES
+    attempts: Iterable[Attempt],
+    seen: Set[str],
+    requested: Mapping[str, int] | None = None,
+    *,
+    max_redeliveries: int = MAX_REDELIVERIES,
 ) -> list[Step]:
-    """One step per GUID, newest delivery first: redeliver those the app missed."""
+    """One step per GUID, newest delivery first: redeliver those the app missed.
+
+    `requested` is how many times the app has asked for each GUID again (the store's count);
+    a GUID gives up at `max_redeliveries` by that count or by the redeliveries listed."""
+    asked = requested or {}
     by_guid: dict[str, list[Attempt]] = {}
     for attempt in sorted(attempts, key=lambda a: (a.delivered_at, a.id), reverse=True):
         by_guid.setdefault(attempt.guid, []).append(attempt)
@@ -100,7 +121,7 @@ def plan(
             action = Action.SEEN
         elif any(t.ok for t in tries):
             action = Action.DELIVERED
-        elif sum(t.redelivery for t in tries) >= max_redeliveries:
+        elif max(sum(t.redelivery for t in tries), asked.get(guid, 0)) >= max_redeliveries:
             action = Action.GAVE_UP
         else:
             action = Action.REDELIVER

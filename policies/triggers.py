@@ -24,6 +24,7 @@ __all__ = [
     "Handler",
     "Request",
     "bot_login",
+    "comment_identity",
     "decide",
     "is_app_account",
     "is_reporter_comment",
@@ -33,6 +34,7 @@ __all__ = [
     "on_issue_opened",
     "on_pull_request",
     "route",
+    "run_key",
 ]
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
@@ -341,3 +343,35 @@ def decide(
         command=request.command,
         reporter_reply=request.reporter_reply,
     )
+
+
+def comment_identity(event: Event) -> str | None:
+    """The event's comment (or review) as last written: kind, id and `updated_at`; None when
+    the payload lacks one of them. The same under every GUID a captured body is sent with."""
+    if event.comment_id is None or not event.comment_updated_at:
+        return None
+    return f"{event.comment_kind}/{event.comment_id}@{event.comment_updated_at}"
+
+
+def run_key(event: Event, trigger: Trigger, body_digest: str) -> str:
+    """What a trigger answers, named the same whatever GUID its delivery came under.
+
+    The signature of a delivery covers its body, not its `X-GitHub-Delivery` header, so a
+    captured body can be sent again under new GUIDs; the store lets one delivery hold each
+    key, and the others are skipped as replayed. A command (or a reporter's reply) is its
+    comment as last written: (kind, id, `updated_at`). An automatic trigger is (event,
+    action, target, head sha), or the target's own id where there is no head (an issue
+    opened). Where a payload lacks those, the body's digest stands in: the same bytes ask
+    for the same thing. The workflow ends every key, so two workflows never share one.
+    """
+    repo = str(event.repo_id) if event.repo_id is not None else trigger.repo_full_name
+    target = f"{repo}/{trigger.target_kind}/{trigger.number}"
+    if trigger.comment_id is not None:
+        comment = comment_identity(event)
+        if comment is not None:
+            return f"comment:{target}:{comment}:{trigger.workflow}"
+        return f"body:{body_digest}:{trigger.workflow}"
+    own = trigger.head_sha or (None if event.target_id is None else f"id{event.target_id}")
+    if own is None:
+        return f"body:{body_digest}:{trigger.workflow}"
+    return f"{event.name}.{event.action}:{target}:{own}:{trigger.workflow}"

@@ -267,3 +267,39 @@ def job_status(dsn: str) -> str:
     with psycopg.connect(dsn) as pg:
         row = pg.execute("SELECT status::text FROM procrastinate_jobs").fetchone()
     return "" if row is None else str(row[0])
+
+
+def test_serve_on_postgres_stores_a_signed_action_with_a_nul_and_decides_it(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    env = {"BOT_DATABASE_URL": postgres_dsn}
+    with bot_with_fakes(tmp_path, extra_env=env) as (fake, _, running):
+        issue = fake.add_issue("octo", "hello", title="Crash", body="It crashes.", user="someone")
+        payload = {**issues_opened(issue, "octo/hello", 42), "action": "open\u0000ed"}
+        body = json.dumps(payload).encode()
+        assert b"\\u0000" in body
+        headers = delivery_headers("issues", "pg-nul", fake.webhook_secret, body)
+        url = f"{running.url}/webhooks/github"
+        # Once, not a 503 that GitHub would show as failed and redeliver for ever.
+        answer = httpx.post(url, content=body, headers=headers, timeout=10)
+        assert (answer.status_code, answer.json()) == (202, {"status": "accepted"})
+        store = PostgresStore.open(postgres_dsn)
+        try:
+
+            def decided() -> bool:
+                delivery = store.get_delivery("pg-nul")
+                return delivery is not None and delivery.decision is not None
+
+            wait("the decision", decided, running.log)
+            delivery = store.get_delivery("pg-nul")
+            assert delivery is not None and delivery.body == body
+            assert delivery.action == "open\ufffded"
+            assert (delivery.decision, delivery.reason) == (
+                "skip",
+                "unsupported_action: issues.open\ufffded",
+            )
+            assert store.runs_for_delivery("pg-nul") == []
+        finally:
+            store.close()
+        again = httpx.post(url, content=body, headers=headers, timeout=10)
+        assert (again.status_code, again.json()) == (200, {"status": "duplicate"})

@@ -17,7 +17,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from bot.storage import StoreError
+from bot.storage import StoreError, storable_params
 
 POOL_SIZE = 10
 """Connections per process at most; two receivers and two workers stay far under Postgres's
@@ -32,20 +32,23 @@ def to_pyformat(sql: str) -> str:
 
 
 class PgConn:
-    """`bot.storage.Sql` over a psycopg connection."""
+    """`bot.storage.Sql` over a psycopg connection (text parameters as `storable_params`:
+    Postgres refuses a NUL in text, and a refusal would fail the same write for ever)."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
 
     def all(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(to_pyformat(sql), params).fetchall()
+        return self.conn.execute(to_pyformat(sql), storable_params(params)).fetchall()
 
     def one(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self.conn.execute(to_pyformat(sql), params).fetchone()
+        row: tuple[Any, ...] | None = self.conn.execute(
+            to_pyformat(sql), storable_params(params)
+        ).fetchone()
         return row
 
     def run(self, sql: str, params: Sequence[object] = ()) -> int:
-        return self.conn.execute(to_pyformat(sql), params).rowcount
+        return self.conn.execute(to_pyformat(sql), storable_params(params)).rowcount
 
 
 def display_dsn(dsn: str) -> str:

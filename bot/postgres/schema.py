@@ -139,6 +139,24 @@ JOB_LEASE_TOKENS = """
 ALTER TABLE bot_jobs ADD COLUMN lease_token bigint NOT NULL DEFAULT 0;
 """
 
+# How often each missed delivery was asked for again, kept past GitHub's three days of
+# attempts (policies.redelivery); and which delivery holds each trigger's key, so one command
+# or automatic trigger runs once whatever the GUID it came under (policies.triggers.run_key).
+REPLAY_GUARDS = """
+CREATE TABLE redelivery_requests (
+    guid text PRIMARY KEY,
+    requests integer NOT NULL,
+    first_at double precision NOT NULL,
+    last_at double precision NOT NULL
+);
+CREATE INDEX redelivery_requests_last ON redelivery_requests (last_at);
+CREATE TABLE trigger_keys (
+    key text PRIMARY KEY,
+    delivery_id text NOT NULL,
+    created_at double precision NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
@@ -146,6 +164,7 @@ MIGRATIONS: tuple[str, ...] = (
     DEAD_JOBS_INDEX,
     UI_SESSIONS,
     JOB_LEASE_TOKENS,
+    REPLAY_GUARDS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

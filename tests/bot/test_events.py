@@ -11,8 +11,9 @@ import pytest
 from bot.events import parse_event
 from policies.config import RepoConfig
 from policies.event import Event, Skip, Trigger
+from policies.github_events import GITHUB_EVENTS
 from policies.triggers import decide
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, PAYLOADS
 
 WEBHOOKS = FIXTURES / "webhooks"
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
@@ -55,6 +56,34 @@ def test_every_shared_payload_parses_and_gets_a_decision(shared_payloads_dir: Pa
         decision = decide(event, RepoConfig(), app_slug="repo-bot", permission="write")
         assert isinstance(decision, Trigger | Skip)
     assert len(events) == 60
+
+
+def test_every_event_of_the_payload_corpus_is_one_the_intake_takes(
+    shared_payloads_dir: Path,
+) -> None:
+    corpus = {path.name for path in shared_payloads_dir.iterdir() if path.is_dir()}
+    assert len(corpus) == 60
+    assert corpus - GITHUB_EVENTS == set()
+
+
+def test_the_project_s_own_payloads_are_of_events_the_intake_takes() -> None:
+    own = {path.name for path in PAYLOADS.iterdir() if path.is_dir()}
+    assert own and own <= GITHUB_EVENTS
+    assert {path.name.split(".")[0] for path in WEBHOOKS.glob("*.json")} <= GITHUB_EVENTS
+
+
+def test_comment_ids_times_and_target_ids_are_read_for_replay_keys() -> None:
+    payload = json.loads((PAYLOADS / "issue_comment" / "created.payload.json").read_text())
+    event = parse_event("issue_comment", "g", payload)
+    assert (event.comment_id, event.comment_updated_at) == (
+        payload["comment"]["id"],
+        payload["comment"]["updated_at"],
+    )
+    assert event.target_id == payload["issue"]["id"]
+    review = {"action": "submitted", "review": {"id": 5, "submitted_at": "2024-01-02T03:04:05Z"}}
+    assert parse_event("pull_request_review", "g", review).comment_updated_at == (
+        "2024-01-02T03:04:05Z"
+    )
 
 
 FIELDS = [

@@ -363,17 +363,27 @@ async def test_unknown_command_gets_a_help_reply_once(rig: Rig) -> None:
         target_kind="issue",
         number=issue["number"],
         comment_id=comment["id"],
+        comment_updated_at=comment["updated_at"],
     )
     skip = Skip(SkipReason.UNKNOWN_COMMAND, "frobnicate")
     assert await rig.executor.answer_skip(event, skip) is True
     assert await rig.executor.answer_skip(event, skip) is True  # a retried job
+    # The same body sent again under another GUID: the same reply, not a second one.
+    replayed = dataclasses.replace(event, delivery_id="guid-replayed")
+    assert await rig.executor.answer_skip(replayed, skip) is True
     (reply,) = rig.own(issue["number"])
     assert "> `frobnicate` is not a command I know." in reply
     assert "`@repo-agent ask`" in reply
     other = Skip(SkipReason.NO_PERMISSION, "reader has 'read' permission")
     assert await rig.executor.answer_skip(event, other) is False
-    # One reply; the 👀 is sent again by the retry (GitHub keeps one reaction per user and kind).
-    assert [p.rsplit("/", 1)[-1] for _, p in rig.writes()] == ["reactions", "comments", "reactions"]
+    # One reply; the 👀 is sent again by the retry and the replay (GitHub keeps one reaction
+    # per user and kind).
+    assert [p.rsplit("/", 1)[-1] for _, p in rig.writes()] == [
+        "reactions",
+        "comments",
+        "reactions",
+        "reactions",
+    ]
 
 
 async def test_worker_answers_a_writers_unknown_command_and_not_a_readers(rig: Rig) -> None:

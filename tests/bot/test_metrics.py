@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,12 +18,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot import metrics
 from bot.backend import job_queue
 from bot.postgres.store import PostgresStore
 from bot.settings import Settings
 from bot.storage import Storage
 from bot.store import Store
 from bot.web import create_app
+from policies.github_events import GITHUB_EVENTS
 from tests.scripted import metric_sample
 
 pytestmark = pytest.mark.anyio
@@ -52,10 +55,12 @@ async def client(
         store.close()
 
 
-async def post(http: httpx.AsyncClient, body: bytes, guid: str, *, secret: str = SECRET) -> int:
+async def post(
+    http: httpx.AsyncClient, body: bytes, guid: str, *, secret: str = SECRET, event: str = "issues"
+) -> int:
     signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     headers = {
-        "X-GitHub-Event": "issues",
+        "X-GitHub-Event": event,
         "X-GitHub-Delivery": guid,
         "X-Hub-Signature-256": signature,
     }
@@ -129,3 +134,35 @@ async def test_queue_gauges_are_read_from_the_store_when_scraped(
     assert metric_sample(full, "bot_jobs", status="dead") == 1
     assert metric_sample(full, "bot_queue_depth") == 1
     assert metric_sample(full, "bot_queue_oldest_seconds") == pytest.approx(30.0)
+
+
+def event_labels(page: str) -> set[str]:
+    return set(re.findall(r'^bot_deliveries_total\{event="([^"]*)"', page, re.MULTILINE))
+
+
+async def test_made_up_event_names_are_refused_and_never_become_labels(data_dir: Path) -> None:
+    def refused(text: str) -> float:
+        found = metric_sample(
+            text, "bot_deliveries_total", event=metrics.UNVERIFIED, outcome="unknown_event"
+        )
+        return found or 0.0
+
+    async with client(data_dir) as (http, store):
+        before = await page(http)
+        body = b'{"action":"opened"}'
+        names = [f"made_up_{n}" for n in range(300)]
+        assert [await post(http, body, f"u-{n}", event=e) for n, e in enumerate(names)] == [
+            400
+        ] * 300
+        after = await page(http)
+        assert store.count_deliveries() == 0
+    assert refused(after) - refused(before) == 300
+    assert event_labels(after) <= GITHUB_EVENTS | {metrics.UNVERIFIED}
+    assert not any(name in after for name in names)
+
+
+def test_a_name_outside_github_s_list_is_counted_as_unverified() -> None:
+    metrics.delivery("not_an_event", "accepted")
+    page = metrics.render(None).decode()
+    assert "not_an_event" not in page
+    assert event_labels(page) <= GITHUB_EVENTS | {metrics.UNVERIFIED}

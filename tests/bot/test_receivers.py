@@ -163,12 +163,22 @@ def test_metrics_add_up_every_process(tree: tuple[Bot, RunningBot], pinged: list
         f"{bot.url}/webhooks/github",
         content=b"{}",
         headers={
-            "X-GitHub-Event": "made_up_event",
+            "X-GitHub-Event": "issues",
             "X-GitHub-Delivery": "forged-1",
             "X-Hub-Signature-256": "sha256=" + "0" * 64,
         },
     )
     assert forged.status_code == 401
+    made_up = httpx.post(
+        f"{bot.url}/webhooks/github",
+        content=b"{}",
+        headers={
+            "X-GitHub-Event": "made_up_event",
+            "X-GitHub-Delivery": "forged-2",
+            "X-Hub-Signature-256": "sha256=" + "0" * 64,
+        },
+    )
+    assert made_up.status_code == 400  # not one of GitHub's events: refused before the body
 
     posted = bot.query("SELECT count(*) FROM deliveries WHERE event = 'issues'")[0][0]
     runs = bot.query("SELECT count(*) FROM runs WHERE status = 'succeeded'")[0][0]
@@ -187,6 +197,11 @@ def test_metrics_add_up_every_process(tree: tuple[Bot, RunningBot], pinged: list
             metric_sample(page, "bot_deliveries_total", event="unverified", outcome="bad_signature")
             == 1
         )
+        assert (
+            metric_sample(page, "bot_deliveries_total", event="unverified", outcome="unknown_event")
+            == 1
+        )
+        assert "made_up_event" not in page
         assert metric_sample(page, "bot_intake_seconds_count") == PINGS + posted
         # Recorded by the pool in the parent process.
         assert metric_sample(page, "bot_runs_total", workflow="triage", status="succeeded") == runs

@@ -215,12 +215,19 @@ def test_kill_9_right_after_202s_loses_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     receiver = start(data_dir, "--no-worker", "--receivers", "1")  # SIGKILL the one process
-    body = (PAYLOADS / "issues" / "opened.payload.json").read_bytes()
+    opened = json.loads((PAYLOADS / "issues" / "opened.payload.json").read_bytes())
     guids = [str(uuid.uuid4()) for _ in range(40)]
+    # Forty issues opened: one body under forty GUIDs would be one triage and 39 replays.
+    bodies = {
+        g: json.dumps(
+            {**opened, "issue": {**opened["issue"], "id": 5000 + n, "number": 10 + n}}
+        ).encode()
+        for n, g in enumerate(guids)
+    }
     try:
         with httpx.Client(timeout=30) as client, ThreadPoolExecutor(8) as pool:
             statuses = list(
-                pool.map(lambda g: receiver.post(client, "issues", body, g).status_code, guids)
+                pool.map(lambda g: receiver.post(client, "issues", bodies[g], g).status_code, guids)
             )
         assert statuses == [202] * 40
     finally:

@@ -495,6 +495,70 @@ def test_a_runs_usage_is_recorded_when_it_ends(open_store: Opener) -> None:
     assert again is not None and again.cost is None
 
 
+def test_redelivery_requests_are_counted_up_to_the_limit_by_racing_processes(
+    open_store: Opener,
+) -> None:
+    stores = [open_store(), open_store()]  # two processes' stores on one database
+    allowed: list[bool] = []
+    start = threading.Barrier(8)
+
+    def claim(n: int) -> None:
+        start.wait()
+        allowed.append(stores[n % 2].claim_redelivery("g-1", at=100.0 + n, limit=3))
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(allowed) == [False] * 5 + [True] * 3
+    assert stores[0].claim_redelivery("g-2", at=200.0, limit=3)
+    assert stores[1].redelivery_requests(["g-1", "g-2", "g-3"]) == {"g-1": 3, "g-2": 1}
+    # Dropped only once the last request is older than the cut-off.
+    assert stores[0].forget_redeliveries(before=150.0) == 1
+    assert stores[0].redelivery_requests(["g-1", "g-2"]) == {"g-2": 1}
+
+
+def test_a_trigger_key_is_held_by_the_first_delivery_that_claims_it(open_store: Opener) -> None:
+    stores = [open_store(), open_store()]
+    holders: list[str] = []
+    start = threading.Barrier(6)
+
+    def claim(n: int) -> None:
+        start.wait()
+        holders.append(stores[n % 2].claim_trigger("comment:1/issue/7:c@t:ask", f"g-{n}"))
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (winner,) = set(holders)
+    assert winner in {f"g-{n}" for n in range(6)}
+    # The holder asking again (a retried job) keeps it; another key is another holder.
+    assert stores[0].claim_trigger("comment:1/issue/7:c@t:ask", winner) == winner
+    assert stores[1].claim_trigger("comment:1/issue/7:c@u:ask", "g-9") == "g-9"
+
+
+def test_a_nul_in_stored_text_is_kept_as_u_fffd_on_both_backends(open_store: Opener) -> None:
+    store = open_store()
+    insert_delivery(store, "g-nul", action="opened")
+    store.record_decision("g-nul", "skip", reason="unsupported_action: issues.op\x00ened")
+    run = store.create_run(
+        delivery_id="g-nul",
+        repo="octo/he\x00llo",
+        target_kind="issue",
+        number=1,
+        workflow="triage",
+        mode="webhook",
+    )
+    assert run.repo == "octo/he\ufffdllo"
+    delivery = store.get_delivery("g-nul")
+    assert delivery is not None and delivery.reason == "unsupported_action: issues.op\ufffdened"
+    assert store.claim_trigger("k\x00", "g-nul") == "g-nul"
+    assert store.claim_trigger("k\ufffd", "g-other") == "g-nul"
+
+
 # -- Postgres: its schema, migrated by the app, and its connections --------------------------
 
 

@@ -18,10 +18,12 @@ from starlette.applications import Starlette
 from bot.backend import job_queue
 from bot.delivery_writer import DeliveryWriter
 from bot.postgres.store import PostgresStore
+from bot.queue.base import JobStatus
 from bot.settings import Settings
 from bot.storage import Storage
 from bot.store import Store
 from bot.web import MAX_BODY, WebhookReceiver, create_app, signature_matches
+from bot.worker import Worker, WorkerHooks
 from tests.backends import BACKENDS, execute
 
 pytestmark = pytest.mark.anyio
@@ -200,6 +202,47 @@ async def test_a_delivery_id_far_longer_than_a_guid_is_a_bad_request(serve: Serv
         assert response.status_code == 400
         assert "X-GitHub-Delivery" in response.json()["error"]
         assert h.store.count_deliveries() == 0 and h.jobs() == 0
+
+
+async def test_an_event_name_github_never_sends_is_refused_and_nothing_stored(
+    serve: Serve,
+) -> None:
+    async with serve() as h:
+        body = b'{"action":"opened"}'
+        for name in ("issues_v2", "Issues", "deploy-approved", "x"):
+            response = await h.post(body, event=name, guid=f"g-{name}")
+            assert response.status_code == 400
+            assert "X-GitHub-Event" in response.json()["error"]
+        assert h.store.count_deliveries() == 0 and h.jobs() == 0
+        assert (await h.post(body, event="pull_request_review_thread")).status_code == 202
+
+
+async def test_a_nul_in_a_signed_action_is_stored_escaped_and_decided_on_both_backends(
+    serve: Serve,
+) -> None:
+    async with serve() as h:
+        unsupported = json.dumps({"action": "op\u0000ened", "repository": {"full_name": "o/r"}})
+        assert (await h.post(unsupported.encode(), guid="g-action")).status_code == 202
+        issue = {"number": 7, "id": 70, "title": "t\u0000", "user": {"login": "alice"}}
+        opened = {
+            "action": "opened",
+            "repository": {"id": 1, "full_name": "o/r\u0000x"},
+            "issue": issue,
+            "sender": {"login": "alice", "type": "User"},
+        }
+        body = json.dumps(opened).encode()
+        assert (await h.post(body, guid="g-repo")).status_code == 202
+        row = h.store.get_delivery("g-action")
+        assert row is not None and row.action == "op\ufffdened"
+        assert row.body == unsupported.encode()  # the body is kept as it came
+        worker = Worker(h.store, h.queue, WorkerHooks(), app_slug="repo-agent")
+        assert await worker.run_until_idle() == 2
+        decided = h.store.get_delivery("g-action")
+        assert decided is not None and decided.decision == "skip"
+        assert decided.reason == "unsupported_action: issues.op\ufffdened"
+        (run,) = h.store.runs_for_delivery("g-repo")
+        assert (run.workflow, run.repo) == ("triage", "o/r\ufffdx")
+        assert h.queue.counts_sync()[JobStatus.DONE] == 2
 
 
 @pytest.mark.parametrize(

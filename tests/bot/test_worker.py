@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Iterator
@@ -144,10 +145,15 @@ async def test_permission_is_looked_up_only_when_the_decision_needs_it(env: Env)
     assert env.decision("g-cmd")[:2] == ("trigger", "fix")
 
 
+_comment_ids = itertools.count(900_000_001)
+
+
 def reporter_reply(
     body: str = "It fails on `app start` with version 2.1.", **sender: str
 ) -> dict[str, object]:
+    """A new comment each time (its own id), as GitHub sends one reply after another."""
     data = comment_payload(body)
+    data["comment"] = {**data["comment"], "id": next(_comment_ids)}  # type: ignore[dict-item]
     if sender:
         data["sender"] = {**data["sender"], **sender}  # type: ignore[dict-item]
     return data
@@ -406,7 +412,9 @@ async def test_pool_handles_jobs_as_they_arrive(env: Env) -> None:
     async with anyio.create_task_group() as tasks:
         await tasks.start(worker.run)
         for n in range(6):
-            env.deliver(f"g-{n}", "issues", payload("issues/opened.payload.json"))
+            data = payload("issues/opened.payload.json")
+            data["issue"] = {**data["issue"], "id": 7000 + n, "number": 100 + n}  # type: ignore[dict-item]
+            env.deliver(f"g-{n}", "issues", data)
         worker.wake()
         with anyio.fail_after(20):
             while True:  # polling the database: the pool reports nothing
@@ -516,3 +524,62 @@ async def test_comments_are_parsed_off_the_event_loop(
     env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
     await worker.run_until_idle()
     assert threads == [False]
+
+
+async def test_a_command_body_sent_again_under_new_guids_runs_once(env: Env) -> None:
+    handed: list[Trigger] = []
+    failures = iter([RuntimeError("the model is down")])
+
+    async def lookup(event: Event) -> str | None:
+        return "write"
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        handed.append(trigger)
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+
+    worker = env.worker(WorkerHooks(permission_lookup=lookup, executor=executor))
+    captured = json.dumps(comment_payload(f"@{SLUG} fix please")).encode()
+    for n in range(3):  # the signature covers the body only: any GUID passes with it
+        env.deliver(f"g-{n}", "issue_comment", captured)
+    await worker.run_until_idle()
+    env.clock.now += 3600  # past the failed job's backoff: the holder's retry runs again
+    await worker.run_until_idle()
+    assert [env.decision(f"g-{n}")[0] for n in range(3)] == ["trigger", "skip", "skip"]
+    for n in (1, 2):
+        assert env.decision(f"g-{n}")[2] == "replayed: delivery g-0 asked for the same fix"
+        assert env.store.runs_for_delivery(f"g-{n}") == []
+    assert [t.delivery_id for t in handed] == ["g-0", "g-0"]
+    assert len(env.store.runs_for_delivery("g-0")) == 1
+
+    # Another comment with the same words is another request.
+    again = comment_payload(f"@{SLUG} fix please")
+    again["comment"] = {**again["comment"], "id": 492700401}  # type: ignore[dict-item]
+    env.deliver("g-new", "issue_comment", again)
+    await worker.run_until_idle()
+    assert env.decision("g-new")[:2] == ("trigger", "fix")
+
+
+async def test_an_automatic_trigger_runs_once_per_head_whatever_the_guid(env: Env) -> None:
+    worker = env.worker()
+    opened = payload("pull_request/opened.payload.json")
+    env.deliver("g-pr-1", "pull_request", opened)
+    env.deliver("g-pr-2", "pull_request", opened)
+    env.deliver("g-issue-1", "issues", payload("issues/opened.payload.json"))
+    env.deliver("g-issue-2", "issues", payload("issues/opened.payload.json"))
+    pushed = payload("pull_request/opened.payload.json", action="synchronize")
+    pull = dict(pushed["pull_request"])  # type: ignore[call-overload]
+    pull["head"] = {**pull["head"], "sha": "1" * 40}
+    pushed["pull_request"] = pull
+    env.deliver("g-push", "pull_request", pushed)
+    await worker.run_until_idle()
+    decisions = {g: env.decision(g)[0] for g in ("g-pr-1", "g-pr-2", "g-issue-1", "g-issue-2")}
+    assert decisions == {
+        "g-pr-1": "trigger",
+        "g-pr-2": "skip",
+        "g-issue-1": "trigger",
+        "g-issue-2": "skip",
+    }
+    assert env.decision("g-pr-2")[2] == "replayed: delivery g-pr-1 asked for the same review"
+    assert env.decision("g-push")[:2] == ("trigger", "review")

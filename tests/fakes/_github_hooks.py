@@ -22,6 +22,7 @@ import hmac
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +85,8 @@ class HookLog:
 
     fake: FakeGitHub
     attempts: list[Attempt] = field(default_factory=list)
+    clock: Callable[[], float] = time.time
+    """When an attempt is made (a test moves it to drive passes hours apart)."""
 
     def _new(
         self,
@@ -104,7 +107,7 @@ class HookLog:
             event=event,
             action=data.get("action") if isinstance(data, dict) else None,
             body=body,
-            delivered_at=time.time() if delivered_at is None else delivered_at,
+            delivered_at=self.clock() if delivered_at is None else delivered_at,
             status_code=status_code,
             redelivery=redelivery,
             installation_id=installation.get("id") if isinstance(installation, dict) else None,

@@ -70,3 +70,12 @@ def test_redeliveries_that_keep_failing_stop_after_the_cap() -> None:
         tries.append(attempt(n, "g", 400, redelivery=True))
     assert [s.action for s in plan(tries, set())] == [Action.GAVE_UP]
     assert [s.action for s in plan(tries, set(), max_redeliveries=5)] == [Action.REDELIVER]
+
+
+def test_the_store_s_count_caps_a_guid_whose_redeliveries_left_the_listing() -> None:
+    # A pass that looks back two intervals sees the latest redelivery only.
+    listed = [attempt(9, "g", 503, redelivery=True), attempt(9, "h", 503, redelivery=True)]
+    requested = {"g": MAX_REDELIVERIES, "h": MAX_REDELIVERIES - 1}
+    steps = {s.attempt.guid: s.action for s in plan(listed, set(), requested)}
+    assert steps == {"g": Action.GAVE_UP, "h": Action.REDELIVER}
+    assert [s.action for s in plan(listed[:1], set())] == [Action.REDELIVER]

@@ -245,6 +245,7 @@ def test_every_skip_reason_is_covered() -> None:
         SkipReason.NO_TARGET,
         SkipReason.REPLY_LIMIT,  # the reporter's replies, below
         SkipReason.INSTALLATION_INACTIVE,  # policies.lifecycle (tests/policies/test_lifecycle.py)
+        SkipReason.REPLAYED,  # the store's trigger keys (tests/policies/test_run_key.py)
     }
     assert reasons == set(SkipReason)
 

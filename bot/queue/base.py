@@ -13,6 +13,8 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from bot.storage import storable
+
 T = TypeVar("T")
 
 DELIVERY_JOB = "delivery"
@@ -194,7 +196,7 @@ class ThreadedQueue(ABC):
         await self._call(self.complete_sync, job_id, worker_id)
 
     async def defer(self, job_id: int, worker_id: str, reason: str, not_before: float) -> Job:
-        return await self._call(self.defer_sync, job_id, worker_id, reason, not_before)
+        return await self._call(self.defer_sync, job_id, worker_id, storable(reason), not_before)
 
     async def fail(
         self,
@@ -205,10 +207,12 @@ class ThreadedQueue(ABC):
         retry: bool = True,
         not_before: float | None = None,
     ) -> Job:
+        # An exception's text may quote a payload's NUL, which Postgres refuses in a text column.
+        error = storable(error)
         return await self._call(self.fail_sync, job_id, worker_id, error, retry, not_before)
 
     async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
-        return await self._call(self.cancel_sync, list(delivery_ids), reason)
+        return await self._call(self.cancel_sync, list(delivery_ids), storable(reason))
 
     async def get(self, job_id: int) -> Job | None:
         return await self._call(self.get_sync, job_id)

@@ -239,6 +239,24 @@ async def test_fail_without_retry_is_dead_at_once(backend: Backend) -> None:
     assert after.status is JobStatus.DEAD and after.attempts == 1
 
 
+async def test_an_error_or_reason_with_a_nul_is_kept_as_u_fffd(backend: Backend) -> None:
+    """An exception's text can hold a NUL (it may quote a payload); Postgres refuses one in a
+    text column, which would leave the job's failure unrecorded and the job stuck."""
+    q = backend.queue
+    await q.enqueue("d-1")
+    await q.enqueue("d-2")
+    job = await q.claim("w", 30)
+    assert job is not None
+    failed = await q.fail(job.id, "w", "ValueError: bad \x00 byte", retry=False)
+    assert failed.status is JobStatus.DEAD and failed.last_error == "ValueError: bad \ufffd byte"
+    second = await q.claim("w", 30)
+    assert second is not None
+    deferred = await q.defer(second.id, "w", "held \x00", not_before=backend.clock.now + 10)
+    assert deferred.last_error == "held \ufffd"
+    (cancelled,) = await q.cancel(["d-2"], "removed \x00")
+    assert cancelled.last_error == "removed \ufffd"
+
+
 async def test_expired_lease_on_last_attempt_is_dead(backend: Backend) -> None:
     q = backend.queue
     await q.enqueue("d-1", max_attempts=1)

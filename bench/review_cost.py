@@ -40,7 +40,7 @@ from bot.agents.runtime import build_runner  # noqa: E402
 from bot.agents.sandbox import SandboxStatus  # noqa: E402
 from bot.engine.engine import Engine  # noqa: E402
 from bot.execute import RunExecutor  # noqa: E402
-from bot.github.checkout import Mirrors  # noqa: E402
+from bot.git.checkout import Mirrors  # noqa: E402
 from bot.github.client import GitHubApp, RetryPolicy  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from bot.store import Store  # noqa: E402

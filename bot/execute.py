@@ -76,7 +76,7 @@ from policies.triggers import MAX_REPORTER_REPLIES, comment_identity
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
     from bot.engine.workflow import WorkflowFn, WorkflowMeta
-    from bot.github.checkout import Mirrors
+    from bot.git.checkout import Mirrors
     from bot.github.client import GitHubApp, InstallationClient
     from bot.storage import RunRecord, Storage
     from policies.event import Trigger

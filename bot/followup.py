@@ -34,7 +34,7 @@ import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
 from bot.fix.flow import resume_fix
-from bot.github.checkout import CheckoutError
+from bot.git.checkout import CheckoutError
 from bot.github.context import default_branch_of, sanitize
 from bot.github.errors import RateLimited
 from bot.github.publish import FOLLOW_UP_KIND, Publisher, find_run_comment

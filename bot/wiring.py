@@ -114,7 +114,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.engine.artifacts import RunNotFound
     from bot.engine.engine import Engine
     from bot.execute import RunExecutor
-    from bot.github.checkout import Mirrors
+    from bot.git.checkout import Mirrors
     from bot.github.client import GitHubApp
     from bot.github.errors import GitHubError, RetryableError
     from bot.leftovers import sweep_forever

@@ -1,6 +1,6 @@
 """Reading a fix's change from the mirror, and making the one commit that is pushed.
 
-Everything runs on the mirror's object database through `bot.hostgit`, never in the agent's
+Everything runs on the mirror's object database through `bot.git.hostgit`, never in the agent's
 worktree: the agent's commits are read as objects, and the pushed commit is made with
 `git commit-tree` from the agent's final tree, on top of the commit the fix started from.
 That gives one commit per fix whatever the agent did (several commits, merges, odd
@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import hostgit
 from bot.agents.gitread import run_git
+from bot.git import hostgit
 from policies.config import FixConfig
 from policies.diff import SYMLINK_MODE, parse_raw_diff
 from policies.fix import Change, ModeChange, RiskReport, agent_commit_message, classify_change

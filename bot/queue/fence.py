@@ -6,7 +6,7 @@ its lease: when it resumes, its heartbeat has not run yet, and whatever it was a
 job and does the same. So each claim carries a fencing token (`Job.lease_token`), and the
 worker's `Fence` asks the store whether that claim still holds the job (`JobQueue.still_holds`,
 one read by primary key) right before each model call (`bot.agents.runtime`) and each GitHub
-write (`bot.github.installation`, and the push in `bot.github.checkout`). The answer is read
+write (`bot.github.installation`, and the push in `bot.git.checkout`). The answer is read
 from the store every time: a cached "yes" is exactly what a paused worker would wrongly trust.
 
 A fence that found its lease gone stays lost: every later check raises at once, without a

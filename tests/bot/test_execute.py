@@ -21,7 +21,7 @@ from bot.agents.runtime import build_runner
 from bot.agents.sandbox import SandboxStatus
 from bot.engine.engine import Engine
 from bot.execute import RunExecutor
-from bot.github.checkout import Mirrors
+from bot.git.checkout import Mirrors
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.queue.sqlite import SqliteJobQueue, insert_job
 from bot.redact import Redactor

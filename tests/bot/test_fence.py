@@ -21,7 +21,7 @@ from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.runtime import AgentRuntime
 from bot.agents.sandbox import SandboxStatus
 from bot.engine.artifacts import RunStore
-from bot.github.checkout import Mirrors
+from bot.git.checkout import Mirrors
 from bot.postgres.store import PostgresStore
 from bot.queue.base import JobStatus, LeaseLost
 from bot.queue.fence import Fence, check_fence, current_fence, fence_lost, fenced

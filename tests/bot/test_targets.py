@@ -24,7 +24,7 @@ from bot.agents.sandbox import SandboxStatus
 from bot.backend import InspectableQueue, job_queue
 from bot.engine.engine import Engine
 from bot.execute import RunExecutor
-from bot.github.checkout import Mirrors
+from bot.git.checkout import Mirrors
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.postgres.store import PostgresStore
 from bot.settings import Settings

@@ -76,7 +76,7 @@ async def test_config_follows_extends_and_local_values_win(
         f"{getattr(job, 'func', job).__module__}.{getattr(job, 'func', job).__name__}"
         for job in hooks.background
     ] == [
-        "bot.github.checkout.sweep_forever",
+        "bot.git.checkout.sweep_forever",
         "bot.leftovers.sweep_forever",
         "bot.wiring.close_when_stopped",
     ]

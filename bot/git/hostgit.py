@@ -20,7 +20,7 @@ What every command gets:
   are), a diff driver's textconv becomes `cat` and its external command `false`. `diff`,
   `show`, `log` and `grep` also get `--no-ext-diff`/`--no-textconv`, and `diff` and `status`
   `--ignore-submodules=all`.
-- When the command's directory is inside a writing agent's worktree, `bot.gitguard.check`
+- When the command's directory is inside a writing agent's worktree, `bot.git.gitguard.check`
   first verifies that the worktree's `.git` file is the one the engine made (else the worktree
   is quarantined and WorktreeQuarantined is raised), and git stops looking for a repository
   above the worktree.
@@ -37,7 +37,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from bot import gitguard
+from bot.git import gitguard
 
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 

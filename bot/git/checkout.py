@@ -17,7 +17,7 @@ commit to a `bot/...` branch, never to any other and never forced; a refusal by 
 The token reaches git only through the environment: `GIT_CONFIG_COUNT`/`KEY`/`VALUE`
 set `http.extraHeader: Authorization: Basic <base64(x-access-token:TOKEN)>` for the
 one git process. It is never in a URL, argv, the mirror's config, FETCH_HEAD or a
-log; git's error text is scrubbed of it before it is raised. git runs through `bot.hostgit`
+log; git's error text is scrubbed of it before it is raised. git runs through `bot.git.hostgit`
 (a clean environment plus proxy settings only: no GIT_TRACE*, no user or system config, no
 credential helpers, no prompts; no hooks, no fsmonitor, no filter drivers), with no redirects,
 hooks also disabled in the mirror's config (`core.hooksPath=/dev/null`) so worktrees made from
@@ -47,7 +47,7 @@ from typing import Protocol
 import anyio
 import anyio.to_thread
 
-from bot import gitguard, hostgit
+from bot.git import gitguard, hostgit
 from bot.log import get_logger
 from bot.queue.fence import check_fence
 
@@ -404,7 +404,7 @@ class Mirrors:
         return code == 0
 
     def _env(self, token: str | None) -> tuple[dict[str, str], list[tuple[str, str]]]:
-        """The extras this git process gets on top of `bot.hostgit`'s clean environment:
+        """The extras this git process gets on top of `bot.git.hostgit`'s clean environment:
         proxy settings, and config for the transport (https only, the token as a header)."""
         env = {name: os.environ[name] for name in _PROXY_VARIABLES if name in os.environ}
         config = [

@@ -57,7 +57,7 @@ def job_queue(store: Storage) -> InspectableQueue:
 def job_watch(queue: JobQueue) -> Watch | None:
     """How the queue's database tells a worker pool of jobs committed by any process:
     Postgres's notifications. None for SQLite, whose receivers wake the pool themselves
-    (`bot.wakeup`), and for any other queue."""
+    (`bot.intake.wakeup`), and for any other queue."""
     if isinstance(queue, SqliteJobQueue):
         return None
     from bot.queue.postgres import PostgresJobQueue

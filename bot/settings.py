@@ -71,10 +71,10 @@ class Settings(BaseModel):
     # Seconds between passes that ask GitHub again for missed deliveries (bot/redeliver.py);
     # unset: never, `bot redeliver` by hand.
     redeliver_interval: float | None = Field(default=None, gt=0)
-    # Request bodies held at once by the webhook route (bot/intake_budget.py); at least 34 so
+    # Request bodies held at once by the webhook route (bot/intake/budget.py); at least 34 so
     # that three quarters of it still holds one 25 MB delivery.
     intake_buffer_mb: int = Field(default=64, ge=34, le=65536)
-    # What a 202 promises (bot/delivery_writer.py): "normal" survives a crash of the process,
+    # What a 202 promises (bot/intake/delivery_writer.py): "normal" survives a crash of the process,
     # "fsync" also a power loss.
     durability: Literal["normal", "fsync"] = "normal"
     # Agent runtime (bot/agents): provider, streaming, limits, per-role models, types, prices.

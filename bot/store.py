@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bot.intake.segments import SegmentError, bodies_dir, read_body
 from bot.log import get_logger
-from bot.segments import SegmentError, bodies_dir, read_body
 from bot.storage import (
     REPORTER_REPLY,
     BodyMissing,
@@ -131,7 +131,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE UNIQUE INDEX runs_delivery_workflow ON runs (delivery_id, workflow);
     """,
-    # A body kept in a segment file (bot/segments.py): `body` is then empty. Rows written
+    # A body kept in a segment file (bot/intake/segments.py): `body` is then empty. Rows written
     # before this version keep their body inline, with these columns NULL.
     """
     ALTER TABLE deliveries ADD COLUMN body_segment INTEGER;

@@ -50,7 +50,7 @@ log = get_logger(__name__)
 DEFAULT_APP_SLUG = "repo-agent"
 POLL_INTERVAL = 1.0
 """Seconds between claims of an idle pool that only its own process wakes (SQLite: the
-receivers beside it do, `bot.wakeup`); the fallback for a lost wake-up."""
+receivers beside it do, `bot.intake.wakeup`); the fallback for a lost wake-up."""
 WATCHED_POLL_INTERVAL = 5.0
 """The same for a pool whose queue's database wakes it whoever commits (`watch`: Postgres's
 notifications): the poll only catches a notification lost on a dropped connection."""

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from procrastinate.exceptions import ConnectorException
 
-from bot.delivery_writer import GroupCommit, IncomingDelivery, QueuedDelivery, Result
+from bot.intake.delivery_writer import GroupCommit, IncomingDelivery, QueuedDelivery, Result
 from bot.log import get_logger
 from bot.postgres.store import PostgresStore
 from bot.queue.postgres import insert_jobs, job_manager

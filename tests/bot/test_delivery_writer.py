@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bot.delivery_writer import DeliveryWriter, IncomingDelivery
+from bot.intake.delivery_writer import DeliveryWriter, IncomingDelivery
 from bot.queue.base import JobStatus
 from bot.queue.sqlite import SqliteJobQueue
 from bot.store import Store, StoreError

@@ -20,11 +20,11 @@ import pytest
 
 from bot import metrics
 from bot.backend import job_queue
+from bot.intake.web import create_app
 from bot.postgres.store import PostgresStore
 from bot.settings import Settings
 from bot.storage import Storage
 from bot.store import Store
-from bot.web import create_app
 from policies.github_events import GITHUB_EVENTS
 from tests.scripted import metric_sample
 

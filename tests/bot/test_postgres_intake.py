@@ -11,7 +11,7 @@ import anyio.lowlevel
 import psycopg
 import pytest
 
-from bot.delivery_writer import IncomingDelivery
+from bot.intake.delivery_writer import IncomingDelivery
 from bot.postgres.intake import PostgresIntake
 from bot.postgres.store import PostgresStore
 from bot.queue.base import JobStatus

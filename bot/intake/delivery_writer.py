@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from bot.intake.segments import SEGMENT_SIZE, SegmentWriter, bodies_dir
 from bot.log import get_logger
 from bot.queue.sqlite import insert_jobs
-from bot.segments import SEGMENT_SIZE, SegmentWriter, bodies_dir
 from bot.store import StoreError, connect
 
 log = get_logger(__name__)

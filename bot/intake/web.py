@@ -22,8 +22,8 @@ from starlette.types import Receive, Scope, Send
 
 from bot import metrics
 from bot.backend import job_queue
-from bot.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
-from bot.intake_budget import IntakeBudget, Reservation
+from bot.intake.budget import IntakeBudget, Reservation
+from bot.intake.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.log import get_logger
 from bot.settings import Settings
 from bot.storage import Storage, StoreError, storable
@@ -107,7 +107,7 @@ class WebhookReceiver:
     (401), a missing event or delivery header, one that is not a short token of safe
     characters, or an event name that is not one of GitHub's (`policies.github_events`) (400),
     a declared length over the cap (413), and a declared length the memory budget cannot hold
-    now (503 with Retry-After; see `bot/intake_budget.py`). While the body streams in, the
+    now (503 with Retry-After; see `bot/intake/budget.py`). While the body streams in, the
     HMAC is updated piece by piece for every configured secret, and the pieces are kept (an
     unverified body can only be judged at its end): a chunked body that passes the cap is 413,
     one the budget cannot hold is 503, one that has not arrived within `body_deadline` seconds

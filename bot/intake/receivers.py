@@ -14,7 +14,7 @@ Chosen over SO_REUSEPORT (a socket per receiver, connections spread by a hash of
 Fresh interpreters rather than `fork`: by then the parent has an open database and threads.
 
 The worker pool runs in the parent (none with `--no-worker`), in exactly one process as with
-one receiver. A receiver that commits new jobs wakes it through a pipe (bot/wakeup.py).
+one receiver. A receiver that commits new jobs wakes it through a pipe (bot/intake/wakeup.py).
 
 Stopping. SIGTERM or SIGINT to the parent stops the pool and sends SIGTERM to each receiver,
 which answers its requests in flight, commits what its writer holds and exits; a receiver
@@ -35,12 +35,15 @@ import socket
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 
-from bot import wakeup
+from bot.intake import wakeup
 from bot.log import get_logger
-from bot.worker import Worker
+
+if TYPE_CHECKING:
+    from bot.worker import Worker
 
 log = get_logger(__name__)
 

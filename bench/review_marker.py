@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bot.intake.web import create_app  # noqa: E402
 from bot.review.memory import mirror_line  # noqa: E402
 from bot.settings import Settings  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.store.sqlite import Store  # noqa: E402
 from policies.review_state import ReviewState, StoredFinding, encode_marker  # noqa: E402
 
 KEY = hashlib.sha256(b"bench").digest()

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.intake.web import create_app  # noqa: E402
 from bot.settings import Settings  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.store.sqlite import Store  # noqa: E402
 from tests.ui.seed import Call, details, payload, transcript_entry  # noqa: E402
 
 TOKEN = "bench-operator-token-0123456789"

@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.exactly_once import database_url  # noqa: E402
-from bot.postgres.store import PostgresStore  # noqa: E402
-from bot.queue.base import Job  # noqa: E402
-from bot.queue.postgres import PostgresJobQueue  # noqa: E402
+from bot.store.postgres.store import PostgresStore  # noqa: E402
+from bot.store.queue.base import Job  # noqa: E402
+from bot.store.queue.postgres import PostgresJobQueue  # noqa: E402
 from bot.worker import Worker, WorkerHooks  # noqa: E402
 from tests.conftest import with_search_path  # noqa: E402
 

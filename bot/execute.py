@@ -53,12 +53,12 @@ from bot.github.render import Progress
 from bot.leftovers import clear_interrupted
 from bot.log import bound, get_logger
 from bot.progress import Tracker, clean_model_text, usage_of
-from bot.queue.base import Deferred, GiveUp
-from bot.queue.fence import fence_lost
 from bot.redact import redact
 from bot.replies import answer_command, answer_unknown
 from bot.review.flow import SUPERSEDED, run_review
-from bot.store import REPORTER_REPLY, BodyMissing
+from bot.store.queue.base import Deferred, GiveUp
+from bot.store.queue.fence import fence_lost
+from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from bot.engine.workflow import WorkflowFn, WorkflowMeta
     from bot.git.checkout import Mirrors
     from bot.github.client import GitHubApp, InstallationClient
-    from bot.storage import RunRecord, Storage
+    from bot.store.contract import RunRecord, Storage
     from policies.event import Trigger
 
 log = get_logger(__name__)

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from bot.execute import RunExecutor
     from bot.github.client import InstallationClient
     from bot.github.models import IssueComment
-    from bot.storage import RunRecord, Storage
+    from bot.store.contract import RunRecord, Storage
     from policies.event import Trigger
 
 log = get_logger(__name__)

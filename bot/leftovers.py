@@ -26,7 +26,7 @@ from bot.review.suggest import reclaim
 from policies.outcome import OUTCOME_STATUSES
 
 if TYPE_CHECKING:
-    from bot.storage import Storage
+    from bot.store.contract import Storage
 
 log = get_logger(__name__)
 

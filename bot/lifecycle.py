@@ -40,8 +40,8 @@ from policies.outcome import OUTCOME_STATUSES, RunFacts, failed_outcome
 from policies.outcome_json import outcome_to_json
 
 if TYPE_CHECKING:
-    from bot.queue.base import JobQueue
-    from bot.storage import DeliveryRecord, RunRecord, Storage
+    from bot.store.contract import DeliveryRecord, RunRecord, Storage
+    from bot.store.queue.base import JobQueue
 
 log = get_logger(__name__)
 

@@ -45,7 +45,7 @@ from policies.redelivery import (
 if TYPE_CHECKING:
     from bot.github.client import GitHubApp
     from bot.github.models import HookDelivery
-    from bot.storage import Storage
+    from bot.store.contract import Storage
 
 log = get_logger(__name__)
 

@@ -19,7 +19,7 @@ from policies.untrusted_text import code_span
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
     from bot.github.publish import Publisher
-    from bot.storage import Storage
+    from bot.store.contract import Storage
 
 log = get_logger(__name__)
 

@@ -149,7 +149,7 @@ class Settings(BaseModel):
 
     @property
     def database_dsn(self) -> str | None:
-        """BOT_DATABASE_URL's value; never log it (see `bot.postgres.connection.display_dsn`)."""
+        """BOT_DATABASE_URL's value; never log it (see `bot.store.postgres.connection.display_dsn`)."""
         return None if self.database_url is None else self.database_url.get_secret_value()
 
     @property

@@ -30,7 +30,7 @@ import anyio
 from bot.log import get_logger
 from bot.redact import install as install_redactor
 from bot.settings import Settings
-from bot.storage import Storage
+from bot.store.contract import Storage
 from bot.worker import DEFAULT_APP_SLUG, WorkerHooks, default_config, unknown_permission
 from policies.config import (
     CONFIG_PATH,

@@ -20,7 +20,8 @@ from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
-from bot.queue.base import (
+from bot.store.contract import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
+from bot.store.queue.base import (
     Deferred,
     GiveUp,
     Job,
@@ -30,8 +31,7 @@ from bot.queue.base import (
     ThreadedQueue,
     Watch,
 )
-from bot.queue.fence import Fence, fenced
-from bot.storage import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
+from bot.store.queue.fence import Fence, fenced
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.interaction import resolve_run_interaction_policy

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.postgres.store import PostgresStore
-from bot.storage import Storage
-from bot.store import Store
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 
 BACKENDS = ("sqlite", "postgres")
 

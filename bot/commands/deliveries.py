@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bot.backend import open_store
 from bot.events import parse_event
 from bot.settings import SettingsError, load_settings
-from bot.storage import DeliverySummary, StoreError
+from bot.store.backend import open_store
+from bot.store.contract import DeliverySummary, StoreError
 from bot.worker import DEFAULT_APP_SLUG
 from policies.config import ConfigError, parse_repo_config
 from policies.event import Skip

@@ -21,7 +21,6 @@ import uvicorn
 from starlette.applications import Starlette
 
 from bot import metrics
-from bot.backend import job_queue, job_watch, open_store
 from bot.github.setup import missing_credentials
 from bot.intake import wakeup
 from bot.intake.receivers import Receivers, default_receivers, die_with_parent, listen, supervise
@@ -29,7 +28,8 @@ from bot.intake.web import WEBHOOK_PATH, create_app
 from bot.log import configure, get_logger
 from bot.redact import install as install_redactor
 from bot.settings import Settings, SettingsError, load_settings
-from bot.storage import Storage, StoreError
+from bot.store.backend import job_queue, job_watch, open_store
+from bot.store.contract import Storage, StoreError
 from bot.wiring import build_worker_hooks, has_credentials
 from bot.worker import DEFAULT_APP_SLUG, Worker
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from bot.followup import FollowUp, Resumed
     from bot.github.installation import InstallationClient
     from bot.github.publish import Publisher
-    from bot.store import RunRecord
+    from bot.store.sqlite import RunRecord
     from policies.event import Trigger
 
 log = get_logger(__name__)

@@ -49,7 +49,7 @@ import anyio.to_thread
 
 from bot.git import gitguard, hostgit
 from bot.log import get_logger
-from bot.queue.fence import check_fence
+from bot.store.queue.fence import check_fence
 
 log = get_logger(__name__)
 

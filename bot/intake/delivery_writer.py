@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bot.intake.segments import SEGMENT_SIZE, SegmentWriter, bodies_dir
 from bot.log import get_logger
-from bot.queue.sqlite import insert_jobs
-from bot.store import StoreError, connect
+from bot.store.queue.sqlite import insert_jobs
+from bot.store.segments import SEGMENT_SIZE, SegmentWriter, bodies_dir
+from bot.store.sqlite import StoreError, connect
 
 log = get_logger(__name__)
 
@@ -91,7 +91,7 @@ class IntakeWriter(Protocol):
     """How the webhook route stores a delivery: `submit` returns once the delivery and its
     job are committed, True when new and False when its GUID was stored before, and raises
     StoreError when they cannot be. This module's `DeliveryWriter` is SQLite's;
-    `bot.postgres.intake.PostgresIntake` is Postgres's."""
+    `bot.intake.postgres_writer.PostgresIntake` is Postgres's."""
 
     @property
     def running(self) -> bool: ...

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -21,15 +22,17 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from bot import metrics
-from bot.backend import job_queue
 from bot.intake.budget import IntakeBudget, Reservation
 from bot.intake.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.log import get_logger
 from bot.settings import Settings
-from bot.storage import Storage, StoreError, storable
-from bot.store import Store
-from bot.worker import Worker
+from bot.store.backend import job_queue
+from bot.store.contract import Storage, StoreError, storable
+from bot.store.sqlite import Store
 from policies.github_events import GITHUB_EVENTS
+
+if TYPE_CHECKING:
+    from bot.worker import Worker
 
 log = get_logger(__name__)
 
@@ -296,7 +299,7 @@ class WebhookReceiver:
             return
         action = payload.get("action")
 
-        # Text columns get no NUL on either backend (see bot.storage.storable); the JSON of
+        # Text columns get no NUL on either backend (see bot.store.contract.storable); the JSON of
         # the headers escapes one already, and the body is kept as it came.
         kept = {
             key.decode(): storable(headers[key].decode("latin-1"))
@@ -384,8 +387,8 @@ def _writer(
             on_commit=on_commit,
             durability=durability,
         )
-    from bot.postgres.intake import PostgresIntake  # psycopg is imported only for Postgres
-    from bot.postgres.store import PostgresStore
+    from bot.intake.postgres_writer import PostgresIntake  # psycopg is imported only for Postgres
+    from bot.store.postgres.store import PostgresStore
 
     if isinstance(store, PostgresStore):
         return PostgresIntake(store, on_commit=on_commit)

@@ -23,7 +23,7 @@ from bot.github.errors import GitHubError
 from bot.github.models import IssueComment, ReviewThread
 from bot.github.render import parse_markers
 from bot.log import get_logger
-from bot.storage import Storage
+from bot.store.contract import Storage
 from policies.review_state import (
     ReviewState,
     StoredFinding,

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from bot.engine.details import RunDetails
     from bot.github.installation import InstallationClient
     from bot.github.models import IssueComment, PullRequest
-    from bot.storage import Storage
+    from bot.store.contract import Storage
 
 log = get_logger(__name__)
 

@@ -16,8 +16,8 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from bot.records import RunRecord, optional_str, run_record
-from bot.storage import DELIVERY_COLUMNS, RUN_COLUMNS, BodyMissing, DeliveryRecord, Storage
+from bot.store.contract import DELIVERY_COLUMNS, RUN_COLUMNS, BodyMissing, DeliveryRecord, Storage
+from bot.store.records import RunRecord, optional_str, run_record
 from policies.ui_costs import DAY, RunCost, Usage
 from policies.ui_pages import Cursor, encode_cursor
 

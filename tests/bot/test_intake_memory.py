@@ -29,7 +29,7 @@ from bot.intake.budget import IntakeBudget
 from bot.intake.delivery_writer import DeliveryWriter
 from bot.intake.web import WebhookReceiver, create_app
 from bot.settings import SettingsError, load_settings
-from bot.store import Store
+from bot.store.sqlite import Store
 
 SECRET = b"memory-test-secret"
 ROOT = Path(__file__).resolve().parents[2]

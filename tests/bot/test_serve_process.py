@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.queue.sqlite import SqliteJobQueue
-from bot.store import Store
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import Store
 from tests.conftest import PAYLOADS
 
 pytestmark = pytest.mark.slow

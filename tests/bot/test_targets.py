@@ -21,15 +21,15 @@ import pytest
 
 from bot.agents.runtime import build_runner
 from bot.agents.sandbox import SandboxStatus
-from bot.backend import InspectableQueue, job_queue
 from bot.engine.engine import Engine
 from bot.execute import RunExecutor
 from bot.git.checkout import Mirrors
 from bot.github.client import GitHubApp, RetryPolicy
-from bot.postgres.store import PostgresStore
 from bot.settings import Settings
-from bot.storage import RunRecord, Storage
-from bot.store import Store
+from bot.store.backend import InspectableQueue, job_queue
+from bot.store.contract import RunRecord, Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 from bot.worker import Worker, WorkerHooks
 from policies.event import Event
 from tests.backends import BACKENDS, insert_delivery

@@ -12,7 +12,7 @@ import pytest
 
 from bot.execute import RunExecutor
 from bot.settings import Settings
-from bot.store import Store
+from bot.store.sqlite import Store
 from bot.wiring import build_worker_hooks
 from policies.config import ConfigError
 from policies.event import Event

@@ -13,10 +13,10 @@ import pytest
 
 from bot import log as bot_log
 from bot.github.errors import RateLimited
-from bot.queue.base import JobStatus
-from bot.queue.sqlite import SqliteJobQueue, insert_job
 from bot.settings import Settings
-from bot.store import RunRecord, Store, transaction
+from bot.store.queue.base import JobStatus
+from bot.store.queue.sqlite import SqliteJobQueue, insert_job
+from bot.store.sqlite import RunRecord, Store, transaction
 from bot.wiring import build_worker_hooks
 from bot.worker import Worker, WorkerHooks
 from policies.config import RepoConfig, parse_repo_config

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.postgres.store import PostgresStore
-from bot.storage import Storage
-from bot.store import Store
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 from bot.ui import queries
 from bot.ui.runview import agent_view, run_view
 from policies.ui_pages import decode_cursor

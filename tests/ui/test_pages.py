@@ -11,7 +11,7 @@ import httpx
 from bot.doctor import DoctorContext, check_ui
 from bot.intake.web import create_app
 from bot.settings import Settings
-from bot.store import Store
+from bot.store.sqlite import Store
 from tests.ui.conftest import Seeded, sign_in, ui_settings
 from tests.ui.seed import PLANTED_TOKEN
 

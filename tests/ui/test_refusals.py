@@ -15,9 +15,9 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from bot.postgres.store import PostgresStore
-from bot.storage import Storage
-from bot.store import Store
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 from bot.ui.app import operator_page
 from tests.backends import BACKENDS
 from tests.ui.conftest import TOKEN, Seeded, seed, sign_in, ui_settings

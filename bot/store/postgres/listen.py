@@ -27,7 +27,7 @@ import psycopg
 from psycopg import sql
 
 from bot.log import get_logger
-from bot.postgres.connection import CONNECT_TIMEOUT
+from bot.store.postgres.connection import CONNECT_TIMEOUT
 
 log = get_logger(__name__)
 

@@ -24,9 +24,9 @@ from procrastinate.exceptions import ConnectorException
 
 from bot.intake.delivery_writer import GroupCommit, IncomingDelivery, QueuedDelivery, Result
 from bot.log import get_logger
-from bot.postgres.store import PostgresStore
-from bot.queue.postgres import insert_jobs, job_manager
-from bot.storage import StoreError
+from bot.store.contract import StoreError
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.postgres import insert_jobs, job_manager
 
 log = get_logger(__name__)
 

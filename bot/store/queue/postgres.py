@@ -33,7 +33,7 @@ procrastinate like this:
   abort reaches the retry strategy as `JobAborted`, which it does not retry.
 
 - wake-ups: procrastinate's insert trigger notifies `procrastinate_queue_v1#bot` when a job
-  is committed; `watch` listens there and wakes the pool (`bot.postgres.listen`).
+  is committed; `watch` listens there and wakes the pool (`bot.store.postgres.listen`).
 
 procrastinate's own worker does not run: `bot.worker` claims through this contract. So
 `procrastinate_workers` stays empty and a running job's `worker_id` stays NULL, which
@@ -57,9 +57,9 @@ from procrastinate import sql as psql
 from procrastinate.exceptions import JobAborted
 from procrastinate.manager import JobManager
 
-from bot.postgres.listen import channel, listen
-from bot.postgres.store import PostgresStore
-from bot.queue.base import (
+from bot.store.postgres.listen import channel, listen
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
     DELIVERY_JOB,
     Job,
@@ -243,7 +243,7 @@ class PostgresJobQueue(ThreadedQueue):
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Call `wake` when a job is committed from any machine (`bot.postgres.listen`)."""
+        """Call `wake` when a job is committed from any machine (`bot.store.postgres.listen`)."""
         conninfo = self.store.pool.conninfo  # the pool's own DSN (a callable makes one)
         dsn = conninfo() if callable(conninfo) else conninfo
         await listen(dsn, channel(QUEUE), wake, task_status=task_status)

@@ -1,6 +1,6 @@
 """The Postgres schema, migrated by the app: procrastinate's job tables beside ours.
 
-Versioned like the SQLite schema (`bot.store.MIGRATIONS`): each step migrates from version i
+Versioned like the SQLite schema (`bot.store.sqlite.MIGRATIONS`): each step migrates from version i
 to i + 1 and is never edited once shipped. Step 1 is procrastinate's own schema, as the
 pinned version ships it; upgrading the pin means adding procrastinate's migration files for
 the versions in between as new steps, and `migrate` refuses a database whose procrastinate
@@ -16,7 +16,7 @@ import procrastinate
 import psycopg
 from procrastinate.schema import SchemaManager
 
-from bot.storage import StoreError
+from bot.store.contract import StoreError
 
 # A fixed key for pg_advisory_xact_lock: one migration at a time per database.
 _LOCK = 0x626F745F736368  # "bot_sch"
@@ -134,7 +134,7 @@ CREATE TABLE ui_sessions (
 CREATE INDEX ui_sessions_expiry ON ui_sessions (expires_at);
 """
 
-# The fencing token of a job's lease (`bot.queue.fence`): each claim increments it.
+# The fencing token of a job's lease (`bot.store.queue.fence`): each claim increments it.
 JOB_LEASE_TOKENS = """
 ALTER TABLE bot_jobs ADD COLUMN lease_token bigint NOT NULL DEFAULT 0;
 """

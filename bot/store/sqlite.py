@@ -1,6 +1,6 @@
 """The embedded backend: SQLite (WAL) holds deliveries, runs and the job table in one file.
 
-The queries are `bot.storage.Storage`'s; this module adds the file, its connections (one per
+The queries are `bot.store.contract.Storage`'s; this module adds the file, its connections (one per
 thread), its versioned schema, and the bodies that the intake keeps in segment files.
 """
 
@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bot.intake.segments import SegmentError, bodies_dir, read_body
 from bot.log import get_logger
-from bot.storage import (
+from bot.store.contract import (
     REPORTER_REPLY,
     BodyMissing,
     DeliveryRecord,
@@ -27,6 +26,7 @@ from bot.storage import (
     new_run_id,
     storable_params,
 )
+from bot.store.segments import SegmentError, bodies_dir, read_body
 
 __all__ = [
     "MIGRATIONS",
@@ -131,7 +131,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE UNIQUE INDEX runs_delivery_workflow ON runs (delivery_id, workflow);
     """,
-    # A body kept in a segment file (bot/intake/segments.py): `body` is then empty. Rows written
+    # A body kept in a segment file (bot/store/segments.py): `body` is then empty. Rows written
     # before this version keep their body inline, with these columns NULL.
     """
     ALTER TABLE deliveries ADD COLUMN body_segment INTEGER;
@@ -243,7 +243,7 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 
 class _Conn:
-    """`bot.storage.Sql` over a sqlite3 connection (text parameters as `storable_params`)."""
+    """`bot.store.contract.Sql` over a sqlite3 connection (text parameters as `storable_params`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn

@@ -3,8 +3,8 @@
 `Storage` holds every query the worker, the executor and the commands make, in the SQL that
 SQLite and Postgres share (`?` placeholders, `ON CONFLICT`, `RETURNING`); a backend supplies
 only its connections (`_session`, `_transaction`) and the few words that differ between the
-two (`_rowid`, `_for_update`, where a delivery's body lives). `bot.store.Store` is the
-embedded SQLite backend, `bot.postgres.store.PostgresStore` the scale-out one. Methods are
+two (`_rowid`, `_for_update`, where a delivery's body lives). `bot.store.sqlite.Store` is the
+embedded SQLite backend, `bot.store.postgres.store.PostgresStore` the scale-out one. Methods are
 blocking: async code calls them from a worker thread.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
-from bot.records import (
+from bot.store.records import (
     REPORTER_REPLY,
     BodyMissing,
     DeliveryRecord,

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.queue.base import DEFAULT_MAX_ATTEMPTS, DELIVERY_JOB, Job, JobQueue, QueueStats, Watch
-from bot.queue.sqlite import SqliteJobQueue
 from bot.settings import Settings
-from bot.storage import Storage
-from bot.store import Store
+from bot.store.contract import Storage
+from bot.store.queue.base import (
+    DEFAULT_MAX_ATTEMPTS,
+    DELIVERY_JOB,
+    Job,
+    JobQueue,
+    QueueStats,
+    Watch,
+)
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import Store
 
 
 class InspectableQueue(JobQueue, Protocol):
@@ -36,7 +43,7 @@ def open_store(settings: Settings) -> Storage:
     """The deployment's store, its schema migrated; StoreError when it cannot be opened."""
     dsn = settings.database_dsn
     if settings.uses_postgres and dsn is not None:
-        from bot.postgres.store import PostgresStore
+        from bot.store.postgres.store import PostgresStore
 
         return PostgresStore.open(dsn)
     return Store.open(settings.sqlite_path)
@@ -46,8 +53,8 @@ def job_queue(store: Storage) -> InspectableQueue:
     """The job queue that lives in the store's database."""
     if isinstance(store, Store):
         return SqliteJobQueue(store)
-    from bot.postgres.store import PostgresStore
-    from bot.queue.postgres import PostgresJobQueue
+    from bot.store.postgres.store import PostgresStore
+    from bot.store.queue.postgres import PostgresJobQueue
 
     if isinstance(store, PostgresStore):
         return PostgresJobQueue(store)
@@ -60,6 +67,6 @@ def job_watch(queue: JobQueue) -> Watch | None:
     (`bot.intake.wakeup`), and for any other queue."""
     if isinstance(queue, SqliteJobQueue):
         return None
-    from bot.queue.postgres import PostgresJobQueue
+    from bot.store.queue.postgres import PostgresJobQueue
 
     return queue.watch if isinstance(queue, PostgresJobQueue) else None

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 from bot.log import get_logger
-from bot.queue.base import LeaseLost
+from bot.store.queue.base import LeaseLost
 
 log = get_logger(__name__)
 

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from bot.queue.base import (
+from bot.store.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
     DELIVERY_JOB,
     Job,
@@ -16,7 +16,7 @@ from bot.queue.base import (
     ThreadedQueue,
     backoff_seconds,
 )
-from bot.store import Store, transaction
+from bot.store.sqlite import Store, transaction
 
 T = TypeVar("T")
 _BATCH = 500  # ids per statement, well under SQLite's limit on bound parameters

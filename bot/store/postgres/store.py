@@ -1,7 +1,7 @@
 """The scale-out backend: deliveries, runs and review state in Postgres, beside the jobs.
 
-The queries are `bot.storage.Storage`'s; this module adds the connection pool and the schema
-(`bot.postgres.schema`, migrated when the store opens). A delivery's body is a `bytea` in its
+The queries are `bot.store.contract.Storage`'s; this module adds the connection pool and the schema
+(`bot.store.postgres.schema`, migrated when the store opens). A delivery's body is a `bytea` in its
 row: the segment files are the SQLite backend's way around its write-ahead log, and every
 process on every machine must be able to read every body. So must every run artifact: the
 engine writes each to its run folder and here (`run_artifacts`), so that a run interrupted on
@@ -18,9 +18,16 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from bot.log import get_logger
-from bot.postgres.connection import POOL_SIZE, PgConn, connect, display_dsn, open_pool, transaction
-from bot.postgres.schema import migrate
-from bot.storage import Storage
+from bot.store.contract import Storage
+from bot.store.postgres.connection import (
+    POOL_SIZE,
+    PgConn,
+    connect,
+    display_dsn,
+    open_pool,
+    transaction,
+)
+from bot.store.postgres.schema import migrate
 
 log = get_logger(__name__)
 
@@ -30,7 +37,7 @@ class PostgresStore(Storage):
 
     _rowid = "seq"
     _for_update = " FOR UPDATE"
-    # A delivery's job is procrastinate's row and ours (bot.queue.postgres), named as the
+    # A delivery's job is procrastinate's row and ours (bot.store.queue.postgres), named as the
     # JobQueue names them: an aborted job is one cancelled while it ran.
     _delivery_jobs = (
         "SELECT bj.delivery_id, CASE pj.status WHEN 'todo' THEN 'queued'"

@@ -13,7 +13,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from bot.storage import storable
+from bot.store.contract import storable
 
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ class JobQueue(Protocol):
     again either, and its holder, if any, loses the lease. Each claim carries a fencing
     token (`Job.lease_token`, larger at every claim of the job): a worker that was paused
     past its lease learns from `still_holds` that the job is no longer its own before it
-    acts (`bot.queue.fence`), where its heartbeat would tell it only later.
+    acts (`bot.store.queue.fence`), where its heartbeat would tell it only later.
     """
 
     async def enqueue(
@@ -114,7 +114,7 @@ class JobQueue(Protocol):
         """Whether the claim that gave `token` to `worker_id` still holds the job now: it is
         running, leased to that worker under that token, and its lease has not run out (once
         it has, any claim may take the job). One read by primary key, cheap enough to ask
-        before every model call and every GitHub write (`bot.queue.fence`)."""
+        before every model call and every GitHub write (`bot.store.queue.fence`)."""
         ...
 
     async def complete(self, job_id: int, worker_id: str) -> None:

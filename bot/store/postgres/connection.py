@@ -17,7 +17,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from bot.storage import StoreError, storable_params
+from bot.store.contract import StoreError, storable_params
 
 POOL_SIZE = 10
 """Connections per process at most; two receivers and two workers stay far under Postgres's
@@ -32,7 +32,7 @@ def to_pyformat(sql: str) -> str:
 
 
 class PgConn:
-    """`bot.storage.Sql` over a psycopg connection (text parameters as `storable_params`:
+    """`bot.store.contract.Sql` over a psycopg connection (text parameters as `storable_params`:
     Postgres refuses a NUL in text, and a refusal would fail the same write for ever)."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:

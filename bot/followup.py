@@ -40,7 +40,7 @@ from bot.github.errors import RateLimited
 from bot.github.publish import FOLLOW_UP_KIND, Publisher, find_run_comment
 from bot.github.render import Progress, answered_note, follow_up_note, render_reply
 from bot.log import get_logger
-from bot.progress import Tracker, clean_model_text
+from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.decide import (
     Chosen,
@@ -61,9 +61,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from bot.engine.details import RunDetails
-    from bot.execute import RunExecutor
     from bot.github.client import InstallationClient
     from bot.github.models import IssueComment
+    from bot.runs.execute import RunExecutor
     from bot.store.contract import RunRecord, Storage
     from policies.event import Trigger
 
@@ -272,7 +272,7 @@ async def answer_blocked(
     started: float,
 ) -> None:
     """`decide` end to end (see the module docstring); `publisher` posts the short replies."""
-    from bot.execute import PUBLISHING  # the executor imports this module
+    from bot.runs.execute import PUBLISHING  # the executor imports this module
 
     found = await anyio.to_thread.run_sync(lambda: find_question(ex.store, trigger, run))
     if run.status == PUBLISHING and run.outcome is not None and found is not None:
@@ -398,7 +398,7 @@ async def _finish(
     The mark comes before the final status, so a job retried because the mark failed (a
     rate limit) makes it again; a follow-up that failed leaves the question open.
     """
-    from bot.execute import PUBLISHING  # the executor imports this module
+    from bot.runs.execute import PUBLISHING  # the executor imports this module
 
     await ex._record(run.id, PUBLISHING, outcome)
     await follow.finish(outcome)

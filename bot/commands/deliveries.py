@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.events import parse_event
+from bot.runs.worker import DEFAULT_APP_SLUG
 from bot.settings import SettingsError, load_settings
 from bot.store.backend import open_store
 from bot.store.contract import DeliverySummary, StoreError
-from bot.worker import DEFAULT_APP_SLUG
 from policies.config import ConfigError, parse_repo_config
 from policies.event import Skip
 from policies.interaction import resolve_run_interaction_policy

@@ -27,11 +27,11 @@ from bot.intake.receivers import Receivers, default_receivers, die_with_parent, 
 from bot.intake.web import WEBHOOK_PATH, create_app
 from bot.log import configure, get_logger
 from bot.redact import install as install_redactor
+from bot.runs.worker import DEFAULT_APP_SLUG, Worker
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store.backend import job_queue, job_watch, open_store
 from bot.store.contract import Storage, StoreError
 from bot.wiring import build_worker_hooks, has_credentials
-from bot.worker import DEFAULT_APP_SLUG, Worker
 
 log = get_logger("bot.serve")
 

@@ -33,9 +33,9 @@ from bot.github.errors import GitHubError, RateLimited
 from bot.github.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
 from bot.github.render import Progress
 from bot.log import get_logger
-from bot.progress import Tracker, clean_model_text
 from bot.review.runner import reclaim_run
 from bot.review.suggest import check_commit
+from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import fix as fix_workflow
 from policies.config import FixConfig, RepoConfig
 from policies.decide import Refused, approved_by, no_arguments
@@ -56,10 +56,10 @@ from policies.untrusted_text import code_span
 
 if TYPE_CHECKING:
     from bot.engine.details import RunDetails
-    from bot.execute import RunExecutor
     from bot.followup import FollowUp, Resumed
     from bot.github.installation import InstallationClient
     from bot.github.publish import Publisher
+    from bot.runs.execute import RunExecutor
     from bot.store.sqlite import RunRecord
     from policies.event import Trigger
 

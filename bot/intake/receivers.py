@@ -43,7 +43,7 @@ from bot.intake import wakeup
 from bot.log import get_logger
 
 if TYPE_CHECKING:
-    from bot.worker import Worker
+    from bot.runs.worker import Worker
 
 log = get_logger(__name__)
 

@@ -32,7 +32,7 @@ from bot.store.sqlite import Store
 from policies.github_events import GITHUB_EVENTS
 
 if TYPE_CHECKING:
-    from bot.worker import Worker
+    from bot.runs.worker import Worker
 
 log = get_logger(__name__)
 

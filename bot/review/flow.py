@@ -1,6 +1,6 @@
 """The executor's path for `review` runs (see `bot.review.runner` for the steps).
 
-Kept apart from `bot.execute` because a review does more than map a workflow's result onto
+Kept apart from `bot.runs.execute` because a review does more than map a workflow's result onto
 one comment: it posts a review, answers and resolves threads, and keeps the pull request's
 memory. Like every run, it ends with a published outcome: the sticky summary (with the memory
 mirrored in its hidden marker) and the `review` check run on the reviewed head.
@@ -25,17 +25,17 @@ from bot.github.context import fetch_context
 from bot.github.errors import RateLimited
 from bot.github.render import Progress
 from bot.log import get_logger
-from bot.progress import Tracker, clean_model_text
 from bot.review import diffs, runner
 from bot.review.memory import mirror_line
+from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import review as review_workflow
 from policies.config import RepoConfig
 from policies.outcome import Outcome, RunFacts, outcome_from_run
 
 if TYPE_CHECKING:
-    from bot.execute import RunExecutor
     from bot.github.installation import InstallationClient
     from bot.github.publish import Publisher
+    from bot.runs.execute import RunExecutor
     from bot.store.sqlite import RunRecord
     from policies.event import Trigger
 

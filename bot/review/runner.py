@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from bot.github.context import sanitize
 from bot.log import get_logger
-from bot.progress import clean_model_text
 from bot.review import diffs
 from bot.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.review.suggest import prove_suggestion, reclaim
+from bot.runs.progress import clean_model_text
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review

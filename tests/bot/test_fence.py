@@ -22,6 +22,7 @@ from bot.agents.runtime import AgentRuntime
 from bot.agents.sandbox import SandboxStatus
 from bot.engine.artifacts import RunStore
 from bot.git.checkout import Mirrors
+from bot.runs.worker import Worker, WorkerHooks
 from bot.store.contract import RunRecord, Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import JobStatus, LeaseLost
@@ -29,7 +30,6 @@ from bot.store.queue.fence import Fence, check_fence, current_fence, fence_lost,
 from bot.store.queue.postgres import PostgresJobQueue
 from bot.store.queue.sqlite import SqliteJobQueue
 from bot.store.sqlite import Store
-from bot.worker import Worker, WorkerHooks
 from policies.event import Trigger
 from tests.agents.conftest import FAST, invocation
 from tests.backends import BACKENDS, insert_delivery

@@ -17,11 +17,11 @@ import anyio.to_thread
 import psycopg
 import pytest
 
+from bot.runs.worker import WATCHED_POLL_INTERVAL, Worker, WorkerHooks
 from bot.store.postgres.listen import APPLICATION_NAME, channel, listen
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import Job, Watch
 from bot.store.queue.postgres import QUEUE, PostgresJobQueue
-from bot.worker import WATCHED_POLL_INTERVAL, Worker, WorkerHooks
 
 pytestmark = pytest.mark.anyio
 

@@ -199,13 +199,13 @@ def test_every_worker_log_line_carries_the_delivery_id(
     handling = [
         line
         for line in lines
-        if line["logger"] in ("bot.intake.web", "bot.worker")
+        if line["logger"] in ("bot.intake.web", "bot.runs.worker")
         and line["msg"] != "worker pool started"
     ]
     assert handling
     for line in handling:
         assert line.get("delivery_id"), line
-    decided = {line["delivery_id"] for line in handling if line["logger"] == "bot.worker"}
+    decided = {line["delivery_id"] for line in handling if line["logger"] == "bot.runs.worker"}
     assert set(all_posted) <= decided
     received = [line for line in lines if line["logger"] == "bot.intake.web"]
     assert {line["outcome"] for line in received} <= {"accepted", "duplicate"}

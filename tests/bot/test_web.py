@@ -17,13 +17,13 @@ from starlette.applications import Starlette
 
 from bot.intake.delivery_writer import DeliveryWriter
 from bot.intake.web import MAX_BODY, WebhookReceiver, create_app, signature_matches
+from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
 from bot.store.backend import job_queue
 from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import JobStatus
 from bot.store.sqlite import Store
-from bot.worker import Worker, WorkerHooks
 from tests.backends import BACKENDS, execute
 
 pytestmark = pytest.mark.anyio

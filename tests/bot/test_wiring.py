@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bot.execute import RunExecutor
+from bot.runs.execute import RunExecutor
 from bot.settings import Settings
 from bot.store.sqlite import Store
 from bot.wiring import build_worker_hooks
@@ -77,7 +77,7 @@ async def test_config_follows_extends_and_local_values_win(
         for job in hooks.background
     ] == [
         "bot.git.checkout.sweep_forever",
-        "bot.leftovers.sweep_forever",
+        "bot.runs.leftovers.sweep_forever",
         "bot.wiring.close_when_stopped",
     ]
     assert (await hooks.config_loader(event())).triage.enabled is True  # no file: defaults

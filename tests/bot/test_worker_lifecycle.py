@@ -16,12 +16,12 @@ import pytest
 
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.github.errors import AccessRevoked
+from bot.runs.worker import Worker, WorkerHooks
 from bot.store.backend import job_queue
 from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import JobStatus
 from bot.store.sqlite import Store
-from bot.worker import Worker, WorkerHooks
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event
 from policies.lifecycle import InstallationState

@@ -9,7 +9,7 @@ and a pool starts on a new job within a round trip instead of at its next poll.
 One connection per process listens, outside the pool (a pooled connection goes back and
 forgets its LISTEN). A notification only says "look now": the pool claims as usual, so a
 spurious one costs a claim that finds nothing, and one that is lost costs the time to the
-pool's next poll, which stays as the fallback (`bot.worker.WATCHED_POLL_INTERVAL`). Notifications sent while
+pool's next poll, which stays as the fallback (`bot.runs.worker.WATCHED_POLL_INTERVAL`). Notifications sent while
 the connection was down are lost, so a reconnect wakes the pool once. A connection that
 died without a word (a vanished server, a cut network) is found by a `SELECT 1` after
 `IDLE_CHECK` seconds without a notification. Retries back off from `RETRY_MIN` to

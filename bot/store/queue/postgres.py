@@ -35,7 +35,7 @@ procrastinate like this:
 - wake-ups: procrastinate's insert trigger notifies `procrastinate_queue_v1#bot` when a job
   is committed; `watch` listens there and wakes the pool (`bot.store.postgres.listen`).
 
-procrastinate's own worker does not run: `bot.worker` claims through this contract. So
+procrastinate's own worker does not run: `bot.runs.worker` claims through this contract. So
 `procrastinate_workers` stays empty and a running job's `worker_id` stays NULL, which
 procrastinate's own stalled-job query would read as stalled: do not point `procrastinate
 worker` or its stalled-job recovery at this database. Blocking work runs on anyio's thread

@@ -50,12 +50,12 @@ from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
 from bot.github.publish import CommentKind, Publisher
 from bot.github.render import Progress
-from bot.leftovers import clear_interrupted
 from bot.log import bound, get_logger
-from bot.progress import Tracker, clean_model_text, usage_of
 from bot.redact import redact
-from bot.replies import answer_command, answer_unknown
 from bot.review.flow import SUPERSEDED, run_review
+from bot.runs.leftovers import clear_interrupted
+from bot.runs.progress import Tracker, clean_model_text, usage_of
+from bot.runs.replies import answer_command, answer_unknown
 from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing

@@ -18,8 +18,8 @@ import anyio.to_thread
 from bot import metrics
 from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
-from bot.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.log import bound, get_logger
+from bot.runs.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.store.contract import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from bot.store.queue.base import (
     Deferred,
@@ -355,7 +355,7 @@ class Worker:
         await self._start_run(delivery, decision)
 
     async def _lifecycle(self, delivery: DeliveryRecord, change: LifecycleChange) -> None:
-        """Carry out an installation's lifecycle change (`bot.lifecycle`) and record it."""
+        """Carry out an installation's lifecycle change (`bot.runs.lifecycle`) and record it."""
         with bound(installation_id=change.installation_id):
             reason = await apply_change(
                 change,
@@ -394,7 +394,7 @@ class Worker:
             log.exception("payload could not be read")
             return None
         inflight = self._inflight.get(delivery.guid)
-        if inflight is not None:  # before the state is read: see bot.lifecycle
+        if inflight is not None:  # before the state is read: see bot.runs.lifecycle
             inflight.installation_id, inflight.repo = event.installation_id, event.repo_full_name
         change = lifecycle_change(event)
         if change is not None:

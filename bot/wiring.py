@@ -117,9 +117,9 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.github.client import GitHubApp
     from bot.github.errors import GitHubError, RetryableError
     from bot.redeliver import redeliver_forever
-    from bot.review.memory import review_state_key
     from bot.runs.execute import RunExecutor
     from bot.runs.leftovers import sweep_forever
+    from bot.workflows.review.memory import review_state_key
 
     slug = _learn_slug(settings)
     github = GitHubApp.from_settings(settings, app_slug=slug)

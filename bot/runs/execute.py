@@ -4,13 +4,13 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
 
 1. reacts 👀 on the command's comment (commands only);
 2. answers `help`, `status` and `stop` itself, without a model, as a sticky reply;
-3. hands `decide` to `follow_up` (`bot.followup`): it resumes the newest BLOCKED run here
+3. hands `decide` to `follow_up` (`bot.workflows.decide.flow`): it resumes the newest BLOCKED run here
    with the maintainer's answer, or says in a sticky reply why it cannot;
 4. otherwise reads the context (`bot.github.context`), makes sure the mirror holds the commit
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
    engine in webhook mode, maps its return value onto an Outcome and publishes it
    (`bot.github.publish`), editing the progress comment as the run goes (`review` and `fix`
-   have their own paths: `bot.review.flow`, `bot.fix.flow`);
+   have their own paths: `bot.workflows.review.flow`, `bot.workflows.fix.flow`);
 5. for triage, offers the repository's labels to the workflow and, where `.github/bot.yml`
    says `triage.apply_labels: true`, applies the existing ones it chose before posting
    (`bot.github.labels`; a refusal becomes a note in the comment); a `needs_info` outcome
@@ -43,8 +43,6 @@ import anyio.to_thread
 from bot import metrics
 from bot.engine.artifacts import JOURNAL, RunNotFound
 from bot.engine.details import RunDetails
-from bot.fix.flow import run_fix
-from bot.followup import answer_blocked
 from bot.github.context import default_branch_of, fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
@@ -52,7 +50,6 @@ from bot.github.publish import CommentKind, Publisher
 from bot.github.render import Progress
 from bot.log import bound, get_logger
 from bot.redact import redact
-from bot.review.flow import SUPERSEDED, run_review
 from bot.runs.leftovers import clear_interrupted
 from bot.runs.progress import Tracker, clean_model_text, usage_of
 from bot.runs.replies import answer_command, answer_unknown
@@ -60,6 +57,9 @@ from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
+from bot.workflows.decide.flow import answer_blocked
+from bot.workflows.fix.flow import run_fix
+from bot.workflows.review.flow import SUPERSEDED, run_review
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
@@ -118,7 +118,7 @@ class RunExecutor:
         review_key: bytes | None = None,
     ) -> None:
         self.github = github
-        # Signs the review memory mirrored in sticky summaries (`bot.review.memory`); without
+        # Signs the review memory mirrored in sticky summaries (`bot.workflows.review.memory`); without
         # one from the settings, a key of this process (the store stays the memory).
         self.review_key = review_key if review_key is not None else secrets.token_bytes(32)
         self.config_reader = config_reader
@@ -658,7 +658,7 @@ class RunExecutor:
         started: float,
     ) -> None:
         """Answer the newest BLOCKED run here with `decide`'s answer: build a `FollowUp` and
-        run the handler for the blocked workflow (`bot.followup.FOLLOW_UPS`, else the generic
+        run the handler for the blocked workflow (`bot.workflows.decide.flow.FOLLOW_UPS`, else the generic
         one for built-in workflows), or reply why not. `publisher` posts those replies."""
         await answer_blocked(self, client, trigger, run, payload, publisher, started)
 

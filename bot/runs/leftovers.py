@@ -22,7 +22,7 @@ import anyio.to_thread
 from bot.agents.gitread import run_git
 from bot.git.gitguard import WORKTREES_DIR
 from bot.log import get_logger
-from bot.review.suggest import reclaim
+from bot.workflows.review.suggest import reclaim
 from policies.outcome import OUTCOME_STATUSES
 
 if TYPE_CHECKING:

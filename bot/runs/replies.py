@@ -12,7 +12,7 @@ from bot.engine.artifacts import RunNotFound
 from bot.engine.sanitize import strip_terminal
 from bot.github.render import RunRow, render_help, render_reply, render_status, render_stop
 from bot.log import get_logger
-from bot.review.memory import load_state, save_state
+from bot.workflows.review.memory import load_state, save_state
 from policies.commands import render_help as help_text
 from policies.untrusted_text import code_span
 

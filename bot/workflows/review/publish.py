@@ -19,7 +19,7 @@ from typing import Any
 from bot.github.errors import GitHubError, NotFound, RateLimited
 from bot.github.installation import InstallationClient
 from bot.log import get_logger
-from bot.review.render import Shown, comment_body, fallback_body, finding_of
+from bot.workflows.review.render import Shown, comment_body, fallback_body, finding_of
 from policies.diff import Anchor
 
 log = get_logger(__name__)

@@ -33,7 +33,7 @@ import yaml
 from bot.agents import sandbox
 from bot.agents.gitread import run_git
 from bot.log import get_logger
-from bot.review.diffs import is_ancestor, read_file
+from bot.workflows.review.diffs import is_ancestor, read_file
 
 log = get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """Review a pull request: unit by unit, each finding verified, fixes proven, then a summary.
 
-The review runner (`bot.review.runner`) prepares `args["review"]`: the units to review (each a
+The review runner (`bot.workflows.review.runner`) prepares `args["review"]`: the units to review (each a
 few files with their patches, fenced as data), the findings already raised on this pull
 request (so none is raised twice), the open findings whose code changed (to re-check), and
 how many fixes to try. This workflow only talks to agents; deciding what is posted, where,

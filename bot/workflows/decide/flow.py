@@ -33,7 +33,6 @@ import anyio
 import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
-from bot.fix.flow import resume_fix
 from bot.git.checkout import CheckoutError
 from bot.github.context import default_branch_of, sanitize
 from bot.github.errors import RateLimited
@@ -42,6 +41,7 @@ from bot.github.render import Progress, answered_note, follow_up_note, render_re
 from bot.log import get_logger
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import MODEL_FREE, get_workflow
+from bot.workflows.fix.flow import resume_fix
 from policies.decide import (
     Chosen,
     Question,

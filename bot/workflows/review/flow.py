@@ -1,4 +1,4 @@
-"""The executor's path for `review` runs (see `bot.review.runner` for the steps).
+"""The executor's path for `review` runs (see `bot.workflows.review.runner` for the steps).
 
 Kept apart from `bot.runs.execute` because a review does more than map a workflow's result onto
 one comment: it posts a review, answers and resolves threads, and keeps the pull request's
@@ -25,10 +25,10 @@ from bot.github.context import fetch_context
 from bot.github.errors import RateLimited
 from bot.github.render import Progress
 from bot.log import get_logger
-from bot.review import diffs, runner
-from bot.review.memory import mirror_line
 from bot.runs.progress import Tracker, clean_model_text
-from bot.workflows import review as review_workflow
+from bot.workflows.review import diffs, runner
+from bot.workflows.review import workflow as review_workflow
+from bot.workflows.review.memory import mirror_line
 from policies.config import RepoConfig
 from policies.outcome import Outcome, RunFacts, outcome_from_run
 

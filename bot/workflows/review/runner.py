@@ -3,19 +3,19 @@
 1. The pull request's head is read fresh. An automatic review of a head that is no longer the
    head is skipped: the newer push has its own review coming.
 2. The head (and the base) are fetched into the mirror (`refs/pull/N/head`: forks work,
-   read-only); the changes are computed locally (`bot.review.diffs`).
-3. The review memory is loaded (`bot.review.memory`) and the app's threads are read: what
+   read-only); the changes are computed locally (`bot.workflows.review.diffs`).
+3. The review memory is loaded (`bot.workflows.review.memory`) and the app's threads are read: what
    people with write permission resolved, declined or 👎'd is dismissed.
 4. On a follow-up, files whose pull request patch is the same as at the last review are not
    reviewed again; for the others the reviewer is shown what the push changed (when the last
    reviewed head is an ancestor) or the whole patch (after a force push or rebase). Open
    findings in changed files are re-checked. `@app review full` reviews everything again.
-5. The `review` workflow runs on the engine (`bot.workflows.review`), resuming a superseded
+5. The `review` workflow runs on the engine (`bot.workflows.review.workflow`), resuming a superseded
    run of the same pull request so its finished read-only calls replay.
 6. The head is read again: a stale result is never posted as inline comments.
 7. Findings are fingerprinted and compared with the memory (none is posted twice), suggested
-   fixes are proven (`bot.review.suggest`), anchors are checked against the hunks, and one
-   review is posted (`bot.review.publish`); fixed findings get "Fixed in <sha>" on their
+   fixes are proven (`bot.workflows.review.suggest`), anchors are checked against the hunks, and one
+   review is posted (`bot.workflows.review.publish`); fixed findings get "Fixed in <sha>" on their
    thread, which is resolved.
 8. The memory is saved, and mirrored in the sticky summary the executor publishes.
 """
@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from bot.github.context import sanitize
 from bot.log import get_logger
-from bot.review import diffs
-from bot.review.memory import apply_threads, load_state, save_state, writers_among
-from bot.review.publish import Posted, close_fixed, fixed_replies, post_review
-from bot.review.render import Shown, SummaryFacts, review_body, summary_text
-from bot.review.suggest import prove_suggestion, reclaim
 from bot.runs.progress import clean_model_text
+from bot.workflows.review import diffs
+from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
+from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
+from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
+from bot.workflows.review.suggest import prove_suggestion, reclaim
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review

@@ -11,7 +11,7 @@ the change and commits it.
 Phase "Review": a reviewer reads the diff against the request with acceptance criteria (the
 request is met, nothing unrelated changed, tests where the repository has them).
 
-The workflow never pushes: it returns the commit, and the runner (`bot.fix.flow`) classifies
+The workflow never pushes: it returns the commit, and the runner (`bot.workflows.fix.flow`) classifies
 the real change again, runs the check command, and pushes the branch and opens the pull
 request itself. `diff_of(commit)` gives the reviewer the change's diff; the runner binds it.
 """
@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.github.context import context_prompt
-from bot.workflows.decision import decision_note
+from bot.workflows.decide.note import decision_note
 from policies.config import FixConfig
 from policies.fix import (
     OPTION_NARROW,

@@ -68,7 +68,7 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     insecure_no_signature: bool = False
     github_write_interval: float = Field(default=1.0, ge=0, le=60)
-    # Seconds between passes that ask GitHub again for missed deliveries (bot/redeliver.py);
+    # Seconds between passes that ask GitHub again for missed deliveries (bot/ops/redeliver.py);
     # unset: never, `bot redeliver` by hand.
     redeliver_interval: float | None = Field(default=None, gt=0)
     # Request bodies held at once by the webhook route (bot/intake/budget.py); at least 34 so

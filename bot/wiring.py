@@ -11,7 +11,7 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
 - `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
   installation's lifecycle change drops and stops (`bot.runs.lifecycle`);
 - `background`: the mirror sweep, and with BOT_REDELIVER_INTERVAL the periodic redelivery
-  of missed deliveries (`bot.redeliver`).
+  of missed deliveries (`bot.ops.redeliver`).
 
 Without credentials: default config, unknown permissions (commands fail closed) and no executor
 (runs are recorded as queued). In both cases the log redactor is installed with the deployment's
@@ -116,7 +116,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.git.checkout import Mirrors
     from bot.github.client import GitHubApp
     from bot.github.errors import GitHubError, RetryableError
-    from bot.redeliver import redeliver_forever
+    from bot.ops.redeliver import redeliver_forever
     from bot.runs.execute import RunExecutor
     from bot.runs.leftovers import sweep_forever
     from bot.workflows.review.memory import review_state_key

@@ -1,4 +1,4 @@
-"""The text and names `fix` writes: the `bot/workflows/fix-*` branch, the pull request, the trailer.
+"""The text and names `fix` writes: the `bot/fix-*` branch, the pull request, the trailer.
 
 Everything here is built from values the caller passes in; titles, commands, summaries,
 assumptions and the agent's commit messages come from people or models, so they pass
@@ -65,7 +65,7 @@ def _slug(title: str) -> str:
 
 
 def branch_name(issue_number: int, title: str, existing: Collection[str]) -> str:
-    """`bot/workflows/fix-<n>-<slug>`, with `-2`, `-3`, ... when that name is taken.
+    """`bot/fix-<n>-<slug>`, with `-2`, `-3`, ... when that name is taken.
 
     The slug holds only lower-case ASCII letters, digits and single dashes, so git accepts it.
     Names in `existing` may carry `refs/heads/`; they are compared without regard to case.
@@ -73,9 +73,7 @@ def branch_name(issue_number: int, title: str, existing: Collection[str]) -> str
     if issue_number < 1:
         raise ValueError(f"an issue number is positive, got {issue_number}")
     slug = _slug(title)
-    base = (
-        f"bot/workflows/fix-{issue_number}-{slug}" if slug else f"bot/workflows/fix-{issue_number}"
-    )
+    base = f"bot/fix-{issue_number}-{slug}" if slug else f"bot/fix-{issue_number}"
     taken = {name.removeprefix("refs/heads/").lower() for name in existing}
     name, n = base, 1
     while name.lower() in taken:
@@ -87,9 +85,7 @@ def branch_name(issue_number: int, title: str, existing: Collection[str]) -> str
 def is_fix_branch(name: str, issue_number: int) -> bool:
     """Whether `name` is a branch `branch_name` could have made for this issue."""
     return bool(
-        re.fullmatch(
-            rf"bot/workflows/fix-{issue_number}(?:-[a-z0-9-]+)?", name.removeprefix("refs/heads/")
-        )
+        re.fullmatch(rf"bot/fix-{issue_number}(?:-[a-z0-9-]+)?", name.removeprefix("refs/heads/"))
     )
 
 

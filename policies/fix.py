@@ -87,7 +87,7 @@ FixChoice = Literal["proceed", "patch", "narrow", "stop", "answer"]
 wrote), which the implementer acts on. None of them approves a risk: see `asked_for`."""
 
 OPTION_PROCEED = (
-    "Go ahead as described: push the change to a new `bot/workflows/fix-*` branch and open a draft "
+    "Go ahead as described: push the change to a new `bot/fix-*` branch and open a draft "
     "pull request"
 )
 OPTION_PATCH = "Make the change but push nothing: attach it as a patch to apply by hand"

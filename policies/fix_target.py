@@ -1,11 +1,11 @@
 """Where a `fix` starts from and where its commit goes: pure, from facts the caller read.
 
-- An issue: a `bot/workflows/fix-<n>-<slug>` branch from the default branch's head, and a draft pull
+- An issue: a `bot/fix-<n>-<slug>` branch from the default branch's head, and a draft pull
   request into the default branch; when an open pull request of the app already has such a
   branch for this issue, the new commit goes onto that branch instead (same pull request).
 - The app's own pull request (head `bot/...` in the same repository): new commits on its
   head branch.
-- Anyone else's pull request in the same repository: a new `bot/workflows/fix-<n>-...` branch from its
+- Anyone else's pull request in the same repository: a new `bot/fix-<n>-...` branch from its
   head, and a draft pull request into its head branch.
 - A pull request from a fork: nothing can be pushed there (and the app never pushes to a
   fork); the change is attached as a patch.
@@ -50,7 +50,7 @@ class FixTarget:
 
 
 def for_issue(number: int, default_branch: str, open_fix_branches: dict[str, str]) -> FixTarget:
-    """An issue's fix; `open_fix_branches` are this issue's `bot/workflows/fix-*` branches that have an
+    """An issue's fix; `open_fix_branches` are this issue's `bot/fix-*` branches that have an
     open pull request (name -> head commit)."""
     own = sorted(name for name in open_fix_branches if is_fix_branch(name, number))
     if own:

@@ -182,4 +182,4 @@ def agent_branches(mirror: Path) -> list[str]:
         text=True,
         check=True,
     ).stdout.split()
-    return [name for name in out if not name.startswith("bot/workflows/fix-")]
+    return [name for name in out if not name.startswith("bot/fix-")]

@@ -122,7 +122,7 @@ def test_fix_on_an_issue_pushes_a_branch_and_opens_a_draft_pull_request(world: W
 
     branches = world.branches()
     (branch,) = [b for b in branches if b.startswith("bot/")]
-    assert branch == "bot/workflows/fix-1-greet-says-helo"
+    assert branch == "bot/fix-1-greet-says-helo"
     assert branches["main"] == main_before
     assert world.git("show", f"{branch}:app/greet.py") == GREET_FIXED
     message = world.git("log", "-1", "--format=%B", branch)
@@ -188,7 +188,7 @@ def test_a_fix_on_someone_elses_pull_request_opens_one_into_its_branch(world: Wo
     new = [p for p in world.pulls().values() if p["base"]["ref"] == "feature"]
     (fix_pull,) = new
     branch = fix_pull["head"]["ref"]
-    assert branch.startswith(f"bot/workflows/fix-{pull['number']}-") and fix_pull["draft"]
+    assert branch.startswith(f"bot/fix-{pull['number']}-") and fix_pull["draft"]
     assert world.git("rev-parse", f"{branch}~1").strip() == before
     assert f"Requested in #{pull['number']}" in fix_pull["body"]
 

@@ -96,16 +96,14 @@ def _blocked_first(world: World, number: int, words: str) -> dict[str, Any]:
 
 
 def _fix_branches(world: World, number: int) -> list[str]:
-    return [b for b in world.branches() if b.startswith(f"bot/workflows/fix-{number}")]
+    return [b for b in world.branches() if b.startswith(f"bot/fix-{number}")]
 
 
 def _assert_blocked_again(world: World, number: int, follow_id: str, pushes: int) -> str:
     """The follow-up stopped with a new report naming every risk, and pushed nothing."""
     assert len(world.fake.pushes) == pushes
     assert _fix_branches(world, number) == []
-    assert not any(
-        p["head"]["ref"].startswith(f"bot/workflows/fix-{number}") for p in world.pulls().values()
-    )
+    assert not any(p["head"]["ref"].startswith(f"bot/fix-{number}") for p in world.pulls().values())
     decision = str(world.outcome(follow_id)["blocked"]["decision"])
     for path in ("package.json", "deploy/prod.sh", "OLD.md"):
         assert path in decision, decision

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 
 from bot.github.errors import AuthError, GitHubError
-from bot.redeliver import Done, redeliver_missed
+from bot.ops.redeliver import Done, redeliver_missed
 from bot.settings import SettingsError, load_settings
 from bot.store.backend import open_store
 from bot.store.contract import StoreError

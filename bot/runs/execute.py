@@ -6,10 +6,10 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
 2. answers `help`, `status` and `stop` itself, without a model, as a sticky reply;
 3. hands `decide` to `follow_up` (`bot.workflows.decide.flow`): it resumes the newest BLOCKED run here
    with the maintainer's answer, or says in a sticky reply why it cannot;
-4. otherwise reads the context (`bot.github.context`), makes sure the mirror holds the commit
+4. otherwise reads the context (`bot.runs.context`), makes sure the mirror holds the commit
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
    engine in webhook mode, maps its return value onto an Outcome and publishes it
-   (`bot.github.publish`), editing the progress comment as the run goes (`review` and `fix`
+   (`bot.publish.publisher`), editing the progress comment as the run goes (`review` and `fix`
    have their own paths: `bot.workflows.review.flow`, `bot.workflows.fix.flow`);
 5. for triage, offers the repository's labels to the workflow and, where `.github/bot.yml`
    says `triage.apply_labels: true`, applies the existing ones it chose before posting
@@ -43,13 +43,13 @@ import anyio.to_thread
 from bot import metrics
 from bot.engine.artifacts import JOURNAL, RunNotFound
 from bot.engine.details import RunDetails
-from bot.github.context import default_branch_of, fetch_context, sanitize
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
-from bot.github.publish import CommentKind, Publisher
-from bot.github.render import Progress
 from bot.log import bound, get_logger
+from bot.publish.publisher import CommentKind, Publisher
+from bot.publish.render import Progress
 from bot.redact import redact
+from bot.runs.context import default_branch_of, fetch_context, sanitize
 from bot.runs.leftovers import clear_interrupted
 from bot.runs.progress import Tracker, clean_model_text, usage_of
 from bot.runs.replies import answer_command, answer_unknown

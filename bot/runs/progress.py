@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from bot.engine.details import RunDetails
 from bot.engine.sanitize import strip_terminal
-from bot.github.render import AgentLine, Progress
+from bot.publish.render import AgentLine, Progress
 from policies.outcome import UsageSummary
 from policies.untrusted_text import untrusted
 

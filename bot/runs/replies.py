@@ -10,15 +10,15 @@ import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
 from bot.engine.sanitize import strip_terminal
-from bot.github.render import RunRow, render_help, render_reply, render_status, render_stop
 from bot.log import get_logger
+from bot.publish.render import RunRow, render_help, render_reply, render_status, render_stop
 from bot.workflows.review.memory import load_state, save_state
 from policies.commands import render_help as help_text
 from policies.untrusted_text import code_span
 
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
-    from bot.github.publish import Publisher
+    from bot.publish.publisher import Publisher
     from bot.store.contract import Storage
 
 log = get_logger(__name__)

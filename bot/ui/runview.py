@@ -11,7 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from bot.engine.details import AgentDetails, RunDetails
-from bot.github.render import render_outcome
+from bot.publish.render import render_outcome
 from bot.store.contract import Storage
 from bot.store.records import RunRecord
 from bot.ui import queries

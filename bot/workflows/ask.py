@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
-from bot.github.context import context_prompt
+from bot.runs.context import context_prompt
 from bot.workflows.decide.note import decision_note
 from bot.workflows.schemas import AskAnswer, ExplorerReport
 from policies.untrusted_text import code_span

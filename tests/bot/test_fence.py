@@ -332,5 +332,5 @@ async def test_no_push_leaves_a_run_whose_lease_is_lost(tmp_path: Path, data_dir
         assert isinstance(mirrors, Mirrors)
         sha = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
         with fenced(fence_of(reads)), pytest.raises(LeaseLost):
-            await mirrors.push_branch(client_for(fake), sha, "bot/workflows/fix-1-crash")
+            await mirrors.push_branch(client_for(fake), sha, "bot/fix-1-crash")
     assert fake.pushes == [] and fake.calls_to("POST", "/octo/hello.git/git-receive-pack") == []

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.redeliver import redeliver_forever, redeliver_missed
+from bot.ops.redeliver import redeliver_forever, redeliver_missed
 from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.sqlite import Store

@@ -39,11 +39,11 @@ def test_message_follows_the_reference_layout() -> None:
         state="error",
         error="acceptance rejected: tests-pass",
         acceptance={"status": "rejected"},
-        worktree_branch="bot/workflows/fix-6789ab-3",
+        worktree_branch="bot/fix-6789ab-3",
         worktree_path="/data/repos/x.git/bot-worktrees/wf_0123456789ab/3",
         worktree_cleanup={
             "commits": 2,
-            "branch": "bot/workflows/fix-6789ab-3",
+            "branch": "bot/fix-6789ab-3",
             "reason": "uncommitted changes",
         },
         worktree_handoff="worktrees/agent-3.json",
@@ -68,7 +68,7 @@ def test_message_follows_the_reference_layout() -> None:
         "  scanned 2 files",
         "",
         "Isolated worktrees:",
-        "- [fix] 2 commits on bot/workflows/fix-6789ab-3; kept at "
+        "- [fix] 2 commits on bot/fix-6789ab-3; kept at "
         "/data/repos/x.git/bot-worktrees/wf_0123456789ab/3 (uncommitted changes); "
         "handoff worktrees/agent-3.json",
         "",

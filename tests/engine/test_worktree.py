@@ -41,7 +41,7 @@ def test_sparse_worktree_starts_empty_and_materializes_on_demand(
     repo = make_repo(tmp_path, bare=bare)
     head = git(repo, "rev-parse", "HEAD")
     wt = create_worktree(repo, base="HEAD", run_id="wf_0123456789ab", index=3, label="Fix: A/B!")
-    assert wt.branch == "bot/workflows/fix-a-b-6789ab-3" and wt.base == head
+    assert wt.branch == "bot/fix-a-b-6789ab-3" and wt.base == head
     assert "bot-worktrees" in wt.path.parts
     assert files_in(wt.path) == []
     assert is_sparse(wt.path) and base_commit(wt.path) == head

@@ -333,22 +333,13 @@ async def test_only_bot_branches_are_pushed(
     mirrors = Mirrors(data_dir, web_url=base_url, allow_http=True)
     git_dir = await mirrors.ensure_commit(gh, rev(bare, "main"), branch="main")
     worktree = tmp_path / "agent"
-    sh(
-        git_dir,
-        "worktree",
-        "add",
-        "--quiet",
-        "-b",
-        "bot/workflows/fix-wf1-1",
-        str(worktree),
-        "main",
-    )
+    sh(git_dir, "worktree", "add", "--quiet", "-b", "bot/fix-wf1-1", str(worktree), "main")
     (worktree / "fix.txt").write_text("fixed\n")
     in_tree(worktree, "add", "fix.txt")
     in_tree(worktree, "commit", "-qm", "Fix")
     head = rev(git_dir, "refs/heads/bot/fix-wf1-1")
 
-    await mirrors.push_branch(gh, head, "bot/workflows/fix-wf1-1")
+    await mirrors.push_branch(gh, head, "bot/fix-wf1-1")
     assert rev(bare, "refs/heads/bot/fix-wf1-1") == head
     for branch in ("main", "feature", "bot/../main"):
         with pytest.raises(CheckoutError, match="bot/"):
@@ -371,12 +362,9 @@ async def test_a_new_bot_branch_is_pushed_then_fast_forwarded_with_the_token_in_
     gh = client_for(fake)
     mirrors, git_dir = await mirror_with_main(fake, base_url, data_dir)
     first = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
-    assert (
-        await mirrors.push_branch(gh, first, "bot/workflows/fix-7-crash", default_branch="main")
-        == first
-    )
+    assert await mirrors.push_branch(gh, first, "bot/fix-7-crash", default_branch="main") == first
     second = commit_files(git_dir, "work", {"more.txt": "more\n"}, "More")
-    assert await mirrors.push_branch(gh, second, "bot/workflows/fix-7-crash") == second
+    assert await mirrors.push_branch(gh, second, "bot/fix-7-crash") == second
 
     bare = fake.repos["octo/hello"].git_dir
     assert rev(bare, "refs/heads/bot/fix-7-crash") == second
@@ -446,13 +434,11 @@ async def test_a_rewritten_branch_is_never_force_pushed(
     gh = client_for(fake)
     mirrors, git_dir = await mirror_with_main(fake, base_url, data_dir)
     first = commit_files(git_dir, "work", {"fix.txt": "fixed\n"}, "Fix", base="main")
-    await mirrors.push_branch(gh, first, "bot/workflows/fix-7")
+    await mirrors.push_branch(gh, first, "bot/fix-7")
     rewritten = commit_files(git_dir, "other", {"fix.txt": "other\n"}, "Redo", base="main")
     with pytest.raises(PushRefused) as refused:
-        await mirrors.push_branch(gh, rewritten, "bot/workflows/fix-7")
-    assert refused.value.branch == "bot/workflows/fix-7" and "bot/workflows/fix-7" in str(
-        refused.value
-    )
+        await mirrors.push_branch(gh, rewritten, "bot/fix-7")
+    assert refused.value.branch == "bot/fix-7" and "bot/fix-7" in str(refused.value)
     assert any("rejected" in line for line in refused.value.lines), refused.value.lines
     assert rev(fake.repos["octo/hello"].git_dir, "refs/heads/bot/fix-7") == first
     assert len(fake.pushes) == 1

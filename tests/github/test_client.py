@@ -306,15 +306,13 @@ async def test_reviews_are_found_by_marker_and_updated(fake: FakeGitHub) -> None
 
 async def test_a_pull_request_is_opened_from_a_branch(fake: FakeGitHub) -> None:
     bare = fake.repos["octo/hello"].git_dir
-    commit_files(bare, "bot/workflows/fix-1", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    commit_files(bare, "bot/fix-1", {"fix.txt": "fixed\n"}, "Fix", base="main")
     gh = make_app(fake).installation(42, "octo", "hello")
-    pull = await gh.create_pull(
-        head="bot/workflows/fix-1", base="main", title="Fix it", body="Why."
-    )
-    assert pull.head.ref == "bot/workflows/fix-1" and pull.user is not None and pull.user.is_bot
+    pull = await gh.create_pull(head="bot/fix-1", base="main", title="Fix it", body="Why.")
+    assert pull.head.ref == "bot/fix-1" and pull.user is not None and pull.user.is_bot
     assert [f.filename for f in await gh.list_pull_files(pull.number)] == ["fix.txt"]
     with pytest.raises(GitHubError) as again:
-        await gh.create_pull(head="bot/workflows/fix-1", base="main", title="Fix it", body="Why.")
+        await gh.create_pull(head="bot/fix-1", base="main", title="Fix it", body="Why.")
     assert again.value.status == 422
 
 

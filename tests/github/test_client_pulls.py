@@ -23,11 +23,7 @@ def fake(tmp_path: Path) -> FakeGitHub:
     fake = hello_world(tmp_path)
     fake.set_permission("octo", "hello", "alice", "write")
     commit_files(
-        fake.repos["octo/hello"].git_dir,
-        "bot/workflows/fix-1-crash",
-        {"f": "1\n"},
-        "Fix",
-        base="main",
+        fake.repos["octo/hello"].git_dir, "bot/fix-1-crash", {"f": "1\n"}, "Fix", base="main"
     )
     return fake
 
@@ -40,27 +36,19 @@ def gh(fake: FakeGitHub) -> InstallationClient:
 async def test_a_draft_pull_is_opened_once_and_found_by_its_branch(
     fake: FakeGitHub, gh: InstallationClient
 ) -> None:
-    assert await gh.find_open_pull_by_head("bot/workflows/fix-1-crash") is None
+    assert await gh.find_open_pull_by_head("bot/fix-1-crash") is None
     pull = await gh.create_pull(
-        head="bot/workflows/fix-1-crash",
-        base="main",
-        title="Fix the crash",
-        body="Fixes #1",
-        draft=True,
+        head="bot/fix-1-crash", base="main", title="Fix the crash", body="Fixes #1", draft=True
     )
     assert pull.draft and fake.repos["octo/hello"].pulls[pull.number]["draft"] is True
-    found = await gh.find_open_pull_by_head("bot/workflows/fix-1-crash")
+    found = await gh.find_open_pull_by_head("bot/fix-1-crash")
     assert found is not None and found.number == pull.number
-    assert await gh.find_open_pull_by_head("bot/workflows/fix-1-crash", base="other") is None
-    assert await gh.find_open_pull_by_head("bot/workflows/fix-2") is None
+    assert await gh.find_open_pull_by_head("bot/fix-1-crash", base="other") is None
+    assert await gh.find_open_pull_by_head("bot/fix-2") is None
     with pytest.raises(GitHubError) as again:
-        await gh.create_pull(
-            head="bot/workflows/fix-1-crash", base="main", title="Fix", body="Fixes #1"
-        )
+        await gh.create_pull(head="bot/fix-1-crash", base="main", title="Fix", body="Fixes #1")
     assert again.value.status == 422
-    assert (
-        "A pull request already exists for octo:bot/workflows/fix-1-crash." in again.value.message
-    )
+    assert "A pull request already exists for octo:bot/fix-1-crash." in again.value.message
 
 
 async def test_a_lost_answer_to_a_draft_pull_finds_the_one_it_made(
@@ -68,7 +56,7 @@ async def test_a_lost_answer_to_a_draft_pull_finds_the_one_it_made(
 ) -> None:
     fake.fail_next("POST", "/repos/octo/hello/pulls", 502, after_apply=True)
     pull = await gh.create_pull(
-        head="bot/workflows/fix-1-crash", base="main", title="Fix", body="Fixes #1", draft=True
+        head="bot/fix-1-crash", base="main", title="Fix", body="Fixes #1", draft=True
     )
     assert pull.draft and len(fake.repos["octo/hello"].pulls) == 1
     assert len(fake.calls_to("POST", "/repos/octo/hello/pulls")) == 1
@@ -88,9 +76,7 @@ async def test_a_branch_with_no_commits_gets_no_pull(
 async def test_the_requester_is_asked_to_review_but_never_the_app_or_a_stranger(
     fake: FakeGitHub, gh: InstallationClient
 ) -> None:
-    pull = await gh.create_pull(
-        head="bot/workflows/fix-1-crash", base="main", title="Fix", body="b"
-    )
+    pull = await gh.create_pull(head="bot/fix-1-crash", base="main", title="Fix", body="b")
     asked = await gh.request_reviewers(pull.number, ["alice"])
     assert [u["login"] for u in asked.raw["requested_reviewers"]] == ["alice"]
     for login in (fake.bot_login, "mallory"):

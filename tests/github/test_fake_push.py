@@ -128,7 +128,7 @@ async def test_new_branches_and_fast_forwards_are_recorded_and_force_pushes_refu
     other = commit(clone, "other.txt", "rewritten\n")
     forced = git(clone, "push", "--force", "origin", "HEAD:refs/heads/bot/fix-1", ok=False)
     assert forced.returncode != 0 and "non-fast-forward" in forced.stderr
-    assert tip(fake, "bot/workflows/fix-1") == second and other not in {p.new for p in fake.pushes}
+    assert tip(fake, "bot/fix-1") == second and other not in {p.new for p in fake.pushes}
 
 
 async def test_a_push_moves_the_open_pull_request_of_its_branch(
@@ -138,13 +138,7 @@ async def test_a_push_moves_the_open_pull_request_of_its_branch(
     git(clone, "push", "-q", "origin", "HEAD:refs/heads/bot/fix-1")
     opened = await http.post(
         "/repos/octo/hello/pulls",
-        json={
-            "head": "bot/workflows/fix-1",
-            "base": "main",
-            "title": "Fix",
-            "body": "b",
-            "draft": True,
-        },
+        json={"head": "bot/fix-1", "base": "main", "title": "Fix", "body": "b", "draft": True},
     )
     assert opened.status_code == 201 and opened.json()["draft"] is True
     newer = commit(clone, "more.txt", "more\n")
@@ -169,7 +163,7 @@ async def test_pull_requests_are_refused_as_github_refuses_them(
     fake: FakeGitHub, http: httpx.AsyncClient
 ) -> None:
     bare = fake.repos["octo/hello"].git_dir
-    commit_files(bare, "bot/workflows/fix-1", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    commit_files(bare, "bot/fix-1", {"fix.txt": "fixed\n"}, "Fix", base="main")
     git(bare, f"--git-dir={bare}", "update-ref", "refs/heads/bot/same", tip(fake, "main"))
 
     def pull(head: str, base: str = "main") -> dict[str, object]:
@@ -179,22 +173,17 @@ async def test_pull_requests_are_refused_as_github_refuses_them(
     assert validation_messages(same) == ["No commits between main and bot/same"]
     missing = await http.post("/repos/octo/hello/pulls", json=pull("bot/nope"))
     assert validation_messages(missing) == ["head invalid"]
-    no_base = await http.post("/repos/octo/hello/pulls", json=pull("bot/workflows/fix-1", "nope"))
+    no_base = await http.post("/repos/octo/hello/pulls", json=pull("bot/fix-1", "nope"))
     assert validation_messages(no_base) == ["base invalid"]
-    fork = await http.post("/repos/octo/hello/pulls", json=pull("mallory:bot/workflows/fix-1"))
+    fork = await http.post("/repos/octo/hello/pulls", json=pull("mallory:bot/fix-1"))
     assert validation_messages(fork) == ["head invalid"]
 
-    first = await http.post("/repos/octo/hello/pulls", json=pull("octo:bot/workflows/fix-1"))
+    first = await http.post("/repos/octo/hello/pulls", json=pull("octo:bot/fix-1"))
     assert first.status_code == 201, first.text
-    assert (
-        first.json()["head"]["label"] == "octo:bot/workflows/fix-1"
-        and first.json()["draft"] is False
-    )
-    again = await http.post("/repos/octo/hello/pulls", json=pull("bot/workflows/fix-1"))
-    assert validation_messages(again) == [
-        "A pull request already exists for octo:bot/workflows/fix-1."
-    ]
-    listed = await http.get("/repos/octo/hello/pulls", params={"head": "octo:bot/workflows/fix-1"})
+    assert first.json()["head"]["label"] == "octo:bot/fix-1" and first.json()["draft"] is False
+    again = await http.post("/repos/octo/hello/pulls", json=pull("bot/fix-1"))
+    assert validation_messages(again) == ["A pull request already exists for octo:bot/fix-1."]
+    listed = await http.get("/repos/octo/hello/pulls", params={"head": "octo:bot/fix-1"})
     assert [p["number"] for p in listed.json()] == [first.json()["number"]]
     assert len(fake.repos["octo/hello"].pulls) == 1
 
@@ -202,12 +191,9 @@ async def test_pull_requests_are_refused_as_github_refuses_them(
 async def test_reviewers_must_be_collaborators_other_than_the_author(
     fake: FakeGitHub, http: httpx.AsyncClient
 ) -> None:
-    commit_files(
-        fake.repos["octo/hello"].git_dir, "bot/workflows/fix-1", {"f": "1\n"}, "Fix", base="main"
-    )
+    commit_files(fake.repos["octo/hello"].git_dir, "bot/fix-1", {"f": "1\n"}, "Fix", base="main")
     opened = await http.post(
-        "/repos/octo/hello/pulls",
-        json={"head": "bot/workflows/fix-1", "base": "main", "title": "Fix"},
+        "/repos/octo/hello/pulls", json={"head": "bot/fix-1", "base": "main", "title": "Fix"}
     )
     path = f"/repos/octo/hello/pulls/{opened.json()['number']}/requested_reviewers"
     author = await http.post(path, json={"reviewers": [fake.bot_login]})

@@ -317,12 +317,12 @@ async def test_a_pull_request_opened_behind_a_502_is_not_opened_again(
     fake: FakeGitHub,
 ) -> None:
     bare = fake.repos["octo/hello"].git_dir
-    commit_files(bare, "bot/workflows/fix-2", {"fix.txt": "fixed\n"}, "Fix", base="main")
+    commit_files(bare, "bot/fix-2", {"fix.txt": "fixed\n"}, "Fix", base="main")
     gh = make_app(fake).installation(42, "octo", "hello")
     await gh.token()
     fake.fail_next("POST", "/repos/octo/hello/pulls", 502, after_apply=True)
-    pull = await gh.create_pull(head="bot/workflows/fix-2", base="main", title="Fix", body="Why.")
-    assert pull.head.ref == "bot/workflows/fix-2"
+    pull = await gh.create_pull(head="bot/fix-2", base="main", title="Fix", body="Why.")
+    assert pull.head.ref == "bot/fix-2"
     assert len(fake.repos["octo/hello"].pulls) == 1
     assert len(fake.calls_to("POST", "/repos/octo/hello/pulls")) == 1
 

@@ -435,38 +435,34 @@ def test_choice_of(text: str, choice: str | None) -> None:
 _GIT_REFUSES = re.compile(r"\.\.|[~^:?*\[\\\x00-\x20\x7f]|@\{|\.lock$|/$|//|\.$|/\.")
 
 BRANCHES = [
-    pytest.param(
-        12, "Crash on empty input", set(), "bot/workflows/fix-12-crash-on-empty-input", id="plain"
-    ),
-    pytest.param(3, "", set(), "bot/workflows/fix-3", id="empty-title"),
-    pytest.param(3, "💥 !!! ✨", set(), "bot/workflows/fix-3", id="no-ascii-words"),
-    pytest.param(
-        4, "Ünïcödé naïve café", set(), "bot/workflows/fix-4-unicode-naive-cafe", id="accents"
-    ),
+    pytest.param(12, "Crash on empty input", set(), "bot/fix-12-crash-on-empty-input", id="plain"),
+    pytest.param(3, "", set(), "bot/fix-3", id="empty-title"),
+    pytest.param(3, "💥 !!! ✨", set(), "bot/fix-3", id="no-ascii-words"),
+    pytest.param(4, "Ünïcödé naïve café", set(), "bot/fix-4-unicode-naive-cafe", id="accents"),
     pytest.param(
         5,
         "refs/heads/../x~1^2:y?*[z\\ .lock",
         set(),
-        "bot/workflows/fix-5-refs-heads-x-1-2-y-z-lock",
+        "bot/fix-5-refs-heads-x-1-2-y-z-lock",
         id="git-metacharacters",
     ),
     pytest.param(
         6,
         "Make the parser accept trailing commas in nested arrays and objects",
         set(),
-        "bot/workflows/fix-6-make-the-parser-accept-trailing-commas",
+        "bot/fix-6-make-the-parser-accept-trailing-commas",
         id="long-cut-at-a-word",
     ),
-    pytest.param(7, "x" * 100, set(), "bot/workflows/fix-7-" + "x" * 40, id="one-long-word"),
-    pytest.param(8, "Typo", {"bot/workflows/fix-8-typo"}, "bot/workflows/fix-8-typo-2", id="taken"),
+    pytest.param(7, "x" * 100, set(), "bot/fix-7-" + "x" * 40, id="one-long-word"),
+    pytest.param(8, "Typo", {"bot/fix-8-typo"}, "bot/fix-8-typo-2", id="taken"),
     pytest.param(
         8,
         "Typo",
-        {"refs/heads/bot/fix-8-typo", "BOT/FIX-8-TYPO-2", "bot/workflows/fix-8-typo-4"},
-        "bot/workflows/fix-8-typo-3",
+        {"refs/heads/bot/fix-8-typo", "BOT/FIX-8-TYPO-2", "bot/fix-8-typo-4"},
+        "bot/fix-8-typo-3",
         id="taken-refs-and-case",
     ),
-    pytest.param(9, "", {"bot/workflows/fix-9"}, "bot/workflows/fix-9-2", id="taken-without-slug"),
+    pytest.param(9, "", {"bot/fix-9"}, "bot/fix-9-2", id="taken-without-slug"),
 ]
 
 
@@ -475,7 +471,7 @@ def test_branch_name(number: int, title: str, existing: set[str], expected: str)
     name = branch_name(number, title, existing)
     assert name == expected
     assert not _GIT_REFUSES.search(name) and name.isascii()
-    assert len(name.removeprefix(f"bot/workflows/fix-{number}-")) <= 45
+    assert len(name.removeprefix(f"bot/fix-{number}-")) <= 45
     assert is_fix_branch(name, number)
 
 
@@ -487,13 +483,13 @@ def test_branch_name_needs_an_issue_number() -> None:
 @pytest.mark.parametrize(
     ("name", "number", "ok"),
     [
-        pytest.param("bot/workflows/fix-1", 1, True, id="bare"),
+        pytest.param("bot/fix-1", 1, True, id="bare"),
         pytest.param("refs/heads/bot/fix-1-typo-2", 1, True, id="ref"),
-        pytest.param("bot/workflows/fix-12", 1, False, id="other-issue-prefix"),
-        pytest.param("bot/workflows/fix-1", 12, False, id="other-issue"),
-        pytest.param("bot/workflows/review-1", 1, False, id="other-kind"),
+        pytest.param("bot/fix-12", 1, False, id="other-issue-prefix"),
+        pytest.param("bot/fix-1", 12, False, id="other-issue"),
+        pytest.param("bot/review-1", 1, False, id="other-kind"),
         pytest.param("feature/bot/fix-1", 1, False, id="not-at-the-start"),
-        pytest.param("bot/workflows/fix-1-Typo", 1, False, id="not-a-slug"),
+        pytest.param("bot/fix-1-Typo", 1, False, id="not-a-slug"),
     ],
 )
 def test_is_fix_branch(name: str, number: int, ok: bool) -> None:

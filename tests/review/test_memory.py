@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from bot.github.models import IssueComment, User
-from bot.github.render import run_marker, sticky_marker
+from bot.publish.render import run_marker, sticky_marker
 from bot.settings import Settings, load_settings
 from bot.workflows.review import memory
 from policies.review_state import ReviewState, StoredFinding, encode_marker

@@ -8,7 +8,7 @@ import re
 
 from markdown_it import MarkdownIt
 
-from bot.github.render import render_outcome
+from bot.publish.render import render_outcome
 from bot.workflows.fix.workflow import review_lines
 from bot.workflows.review.render import Shown, SummaryFacts, comment_body, review_body, summary_text
 from policies.outcome import Outcome

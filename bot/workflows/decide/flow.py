@@ -34,11 +34,11 @@ import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
 from bot.git.checkout import CheckoutError
-from bot.github.context import default_branch_of, sanitize
 from bot.github.errors import RateLimited
-from bot.github.publish import FOLLOW_UP_KIND, Publisher, find_run_comment
-from bot.github.render import Progress, answered_note, follow_up_note, render_reply
 from bot.log import get_logger
+from bot.publish.publisher import FOLLOW_UP_KIND, Publisher, find_run_comment
+from bot.publish.render import Progress, answered_note, follow_up_note, render_reply
+from bot.runs.context import default_branch_of, sanitize
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import MODEL_FREE, get_workflow
 from bot.workflows.fix.flow import resume_fix

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from bot.github.context import plain
+from bot.runs.context import plain
 
 _TEXT = 1_000
 _QUESTION = 500

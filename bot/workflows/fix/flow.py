@@ -1,7 +1,7 @@
 """The executor's path for `fix` runs: workspace, workflow, then the worker's push and PR.
 
 1. Where the fix goes (`policies.fix_target`): an issue's fix starts from the default branch's
-   head, or from this issue's open `bot/workflows/fix-*` branch (a second `fix` adds to the same pull
+   head, or from this issue's open `bot/fix-*` branch (a second `fix` adds to the same pull
    request); a pull request's fix starts from its head.
 2. The workflow (`bot.workflows.fix.workflow`) plans, implements in a worktree and reviews. It stops
    with BLOCKED before anything is written when the request or the plan needs a decision.
@@ -27,11 +27,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.github.context import default_branch_of, fetch_context, sanitize
 from bot.github.errors import GitHubError, RateLimited
-from bot.github.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
-from bot.github.render import Progress
 from bot.log import get_logger
+from bot.publish.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
+from bot.publish.render import Progress
+from bot.runs.context import default_branch_of, fetch_context, sanitize
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.fix import gitops
 from bot.workflows.fix import workflow as fix_workflow
@@ -57,7 +57,7 @@ from policies.untrusted_text import code_span
 if TYPE_CHECKING:
     from bot.engine.details import RunDetails
     from bot.github.installation import InstallationClient
-    from bot.github.publish import Publisher
+    from bot.publish.publisher import Publisher
     from bot.runs.execute import RunExecutor
     from bot.store.sqlite import RunRecord
     from bot.workflows.decide.flow import FollowUp, Resumed
@@ -78,7 +78,7 @@ class Place:
     target: FixTarget
     default: str
     branches: dict[str, str] | None
-    """The remote's `bot/workflows/fix-<n>*` branches (name -> commit); None when not listed yet."""
+    """The remote's `bot/fix-<n>*` branches (name -> commit); None when not listed yet."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,7 +132,7 @@ async def _target(
     default: str,
     branches: dict[str, str],
 ) -> FixTarget:
-    """Where the fix goes; `branches` is the remote's `bot/workflows/fix-<n>*` listing, filled for an
+    """Where the fix goes; `branches` is the remote's `bot/fix-<n>*` listing, filled for an
     issue (a pull request's fix lists them only if it needs a new branch name)."""
     if trigger.target_kind == "pull_request":
         pull = await client.get_pull(trigger.number)
@@ -144,7 +144,7 @@ async def _target(
             base_ref=pull.base.ref,
         )
         return for_pull(facts, trigger.repo_full_name, default)
-    branches.update(await ex.mirrors.remote_branches(client, f"bot/workflows/fix-{trigger.number}"))
+    branches.update(await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}"))
     open_ones: dict[str, str] = {}
     for name in sorted(branches):
         if is_fix_branch(name, trigger.number) and await client.find_open_pull_by_head(name):
@@ -448,7 +448,7 @@ async def _conclude(
     else:
         taken = place.branches
         if taken is None:
-            taken = await ex.mirrors.remote_branches(client, f"bot/workflows/fix-{trigger.number}")
+            taken = await ex.mirrors.remote_branches(client, f"bot/fix-{trigger.number}")
         branch = branch_name(trigger.number, title or summary[:60], taken)
     await ex.mirrors.push_branch(client, sha, branch, default_branch=place.default)
     text = PullText(title, summary, check, [str(a) for a in base["assumptions"]], facts.usage)

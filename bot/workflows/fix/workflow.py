@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.engine.workflow import Workflow, WorkflowMeta
-from bot.github.context import context_prompt
+from bot.runs.context import context_prompt
 from bot.workflows.decide.note import decision_note
 from policies.config import FixConfig
 from policies.fix import (

@@ -21,10 +21,10 @@ import anyio
 import anyio.to_thread
 
 from bot.engine.artifacts import RunNotFound
-from bot.github.context import fetch_context
 from bot.github.errors import RateLimited
-from bot.github.render import Progress
 from bot.log import get_logger
+from bot.publish.render import Progress
+from bot.runs.context import fetch_context
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.review import diffs, runner
 from bot.workflows.review import workflow as review_workflow
@@ -34,7 +34,7 @@ from policies.outcome import Outcome, RunFacts, outcome_from_run
 
 if TYPE_CHECKING:
     from bot.github.installation import InstallationClient
-    from bot.github.publish import Publisher
+    from bot.publish.publisher import Publisher
     from bot.runs.execute import RunExecutor
     from bot.store.sqlite import RunRecord
     from policies.event import Trigger

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from bot.github.errors import GitHubError
 from bot.github.models import IssueComment, ReviewThread
-from bot.github.render import parse_markers
 from bot.log import get_logger
+from bot.publish.render import parse_markers
 from bot.store.contract import Storage
 from policies.review_state import (
     ReviewState,

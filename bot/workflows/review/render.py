@@ -16,13 +16,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.github.markdown_out import (
+from bot.publish.markdown_out import (
     END_COLLAPSIBLE,
     clean_model_markdown,
     clean_within,
     collapsible,
 )
-from bot.github.render import run_marker
+from bot.publish.render import run_marker
 from policies.untrusted_text import code_span, untrusted
 
 FINDING_MARKER = "<!-- bot:finding={} -->"

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.github.context import sanitize
 from bot.log import get_logger
+from bot.runs.context import sanitize
 from bot.runs.progress import clean_model_text
 from bot.workflows.review import diffs
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
@@ -100,7 +100,7 @@ def limits_of(config: ReviewConfig) -> PlanLimits:
 
 
 def fenced(name: str, text: str, fence: str, *, trusted: bool, author: str | None) -> str:
-    """A data block in the run's fence (see `bot.github.context`): data, never instructions."""
+    """A data block in the run's fence (see `bot.runs.context`): data, never instructions."""
     tag = "data" if trusted else "untrusted-data"
     who = f' author="{sanitize(author, markup=False)[:60]}"' if author else ""
     body = text.replace(fence, "[fence]")

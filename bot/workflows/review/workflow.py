@@ -27,7 +27,7 @@ import json
 from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
-from bot.github.context import context_prompt, plain
+from bot.runs.context import context_prompt, plain
 from bot.workflows.schemas import (
     RecheckReport,
     ReviewFinding,

@@ -34,14 +34,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from bot.github.models import IssueComment
-from bot.github.render import (
+from bot.log import get_logger
+from bot.publish.render import (
     Progress,
     parse_markers,
     render_check_output,
     render_outcome,
     render_progress,
 )
-from bot.log import get_logger
 from bot.redact import redact
 from policies.outcome import Outcome, check_conclusion
 

@@ -14,7 +14,7 @@ from bot.github.setup import missing_credentials
 from bot.settings import SettingsError
 
 if TYPE_CHECKING:
-    from bot.doctor import Check, CheckResult, DoctorContext
+    from bot.ops.doctor import Check, CheckResult, DoctorContext
 
 TIMEOUT_S = 30.0
 SHOWN_INSTALLATIONS = 10
@@ -24,7 +24,7 @@ def make_github_check(transport: httpx.AsyncBaseTransport | None = None) -> Chec
     """The check, talking to BOT_GITHUB_API_URL (or through `transport`, for tests)."""
 
     async def check_github_app(ctx: DoctorContext) -> CheckResult:
-        from bot.doctor import CheckResult
+        from bot.ops.doctor import CheckResult
 
         settings = ctx.settings
         if settings is None:

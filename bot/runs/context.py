@@ -20,7 +20,7 @@ author can make the app *do* is decided elsewhere (commands need checked write p
 Sanitizing removes what a reader on GitHub would not see: HTML comments (where hidden
 instructions hide), `<script>`/`<style>` blocks, Markdown "comment" link definitions
 (`[//]: # (...)`), images with their alt text (replaced by `[image]`), link and reference
-titles and HTML attributes (`bot.github.hidden_text`, with a CommonMark parser; code is kept
+titles and HTML attributes (`bot.publish.hidden_text`, with a CommonMark parser; code is kept
 as written), zero-width, bidirectional and other format characters, Unicode tag characters and
 variation-selector smuggling, and control characters. HTML comments go even inside code
 blocks, where GitHub would show them: losing a visible comment costs less than passing a
@@ -40,9 +40,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bot.github.hidden_text import drop_hidden_text
 from bot.github.models import Issue, IssueComment, PullRequest, ReviewComment
-from bot.github.render import parse_markers
+from bot.publish.hidden_text import drop_hidden_text
+from bot.publish.render import parse_markers
 from policies.triggers import WRITE_PERMISSIONS
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """`bot doctor`: check the settings, the model endpoint, the sandbox, the data dir and git.
 
 Each check is an async function `(DoctorContext) -> CheckResult`, listed in `CHECKS`;
-`default_checks()` adds the GitHub App check (a real `GET /app`, bot/github/doctor_checks.py).
+`default_checks()` adds the GitHub App check (a real `GET /app`, bot/ops/doctor_checks.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from bot.agents.models import ModelError
 from bot.agents.runtime import build_model
 from bot.agents.sandbox import probe_sandbox
 from bot.agents.sandbox_limits import SandboxLimits
-from bot.github.doctor_checks import make_github_check
+from bot.ops.doctor_checks import make_github_check
 from bot.settings import Settings, SettingsError, load_settings
 
 Status = Literal["ok", "warn", "fail"]

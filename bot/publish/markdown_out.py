@@ -40,7 +40,7 @@ import re
 from html.parser import HTMLParser
 from typing import NamedTuple
 
-from bot.github._markdown_source import (
+from bot.publish._markdown_source import (
     InlineBlock,
     ParsedSource,
     Span,

@@ -2,7 +2,7 @@
 
 Every body starts with `<!-- bot:run=<run id> kind=<kind> -->`; a sticky comment also carries
 `<!-- bot:sticky=<kind> -->`, which is how a later run finds and edits it (see
-`bot.github.publish`). Nothing here talks to GitHub or redacts: the publisher redacts each
+`bot.publish.publisher`). Nothing here talks to GitHub or redacts: the publisher redacts each
 body just before it is sent.
 
 Every body is put together by `_compose`: the markers at its head and the footer are the app's
@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.github.markdown_out import END_COLLAPSIBLE, clean_within, collapsible
+from bot.publish.markdown_out import END_COLLAPSIBLE, clean_within, collapsible
 from policies.outcome import Outcome
 from policies.untrusted_text import code_span, defuse
 

@@ -119,6 +119,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.ops.redeliver import redeliver_forever
     from bot.runs.execute import RunExecutor
     from bot.runs.leftovers import sweep_forever
+    from bot.workflows.flows import FLOWS
     from bot.workflows.review.memory import review_state_key
 
     slug = _learn_slug(settings)
@@ -189,6 +190,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         redactor=redactor,
         config_reader=read_config,
         review_key=review_state_key(settings),
+        flows=FLOWS,
     )
 
     async def permission_lookup(event: Event) -> str | None:

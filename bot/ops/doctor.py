@@ -11,10 +11,8 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -22,39 +20,12 @@ from bot.agents.models import ModelError
 from bot.agents.runtime import build_model
 from bot.agents.sandbox import probe_sandbox
 from bot.agents.sandbox_limits import SandboxLimits
+from bot.ops.checks import Check, CheckResult, DoctorContext
 from bot.ops.doctor_checks import make_github_check
 from bot.settings import Settings, SettingsError, load_settings
 
-Status = Literal["ok", "warn", "fail"]
 MIN_FREE_BYTES = 1 << 30
 MIN_GIT = (2, 35)
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        label = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[self.status]
-        detail = "; ".join(part.strip() for part in self.detail.splitlines() if part.strip())
-        text = f"{label}  {self.name}: {detail}"
-        return f"{text} -> {self.fix}" if self.fix and self.status != "ok" else text
-
-
-@dataclass(slots=True)
-class DoctorContext:
-    """What the checks share: the settings (None when they could not be read) and limits."""
-
-    settings: Settings | None
-    settings_error: str | None = None
-    model_timeout: float = 20.0
-    skip_model: bool = False
-
-
-Check = Callable[[DoctorContext], Awaitable[CheckResult]]
 
 
 def _is_set(settings: Settings, name: str) -> bool:

@@ -11,10 +11,11 @@ import jwt
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.github.errors import AuthError, GitHubError
 from bot.github.setup import missing_credentials
+from bot.ops.checks import CheckResult
 from bot.settings import SettingsError
 
 if TYPE_CHECKING:
-    from bot.ops.doctor import Check, CheckResult, DoctorContext
+    from bot.ops.checks import Check, DoctorContext
 
 TIMEOUT_S = 30.0
 SHOWN_INSTALLATIONS = 10
@@ -24,8 +25,6 @@ def make_github_check(transport: httpx.AsyncBaseTransport | None = None) -> Chec
     """The check, talking to BOT_GITHUB_API_URL (or through `transport`, for tests)."""
 
     async def check_github_app(ctx: DoctorContext) -> CheckResult:
-        from bot.ops.doctor import CheckResult
-
         settings = ctx.settings
         if settings is None:
             return CheckResult(

@@ -9,8 +9,8 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
 4. otherwise reads the context (`bot.runs.context`), makes sure the mirror holds the commit
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
    engine in webhook mode, maps its return value onto an Outcome and publishes it
-   (`bot.publish.publisher`), editing the progress comment as the run goes (`review` and `fix`
-   have their own paths: `bot.workflows.review.flow`, `bot.workflows.fix.flow`);
+   (`bot.publish.publisher`), editing the progress comment as the run goes (`review`, `fix`
+   and `decide` have their own flows, from the table the wiring hands over: `bot.runs.flows`);
 5. for triage, offers the repository's labels to the workflow and, where `.github/bot.yml`
    says `triage.apply_labels: true`, applies the existing ones it chose before posting
    (`bot.github.labels`; a refusal becomes a note in the comment); a `needs_info` outcome
@@ -50,6 +50,7 @@ from bot.publish.publisher import CommentKind, Publisher
 from bot.publish.render import Progress
 from bot.redact import redact
 from bot.runs.context import default_branch_of, fetch_context, sanitize
+from bot.runs.flows import PUBLISHING, SUPERSEDED, Flows
 from bot.runs.leftovers import clear_interrupted
 from bot.runs.progress import Tracker, clean_model_text, usage_of
 from bot.runs.replies import answer_command, answer_unknown
@@ -57,9 +58,6 @@ from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
-from bot.workflows.decide.flow import answer_blocked
-from bot.workflows.fix.flow import run_fix
-from bot.workflows.review.flow import SUPERSEDED, run_review
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
@@ -83,7 +81,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-PUBLISHING = "publishing"  # the outcome is recorded and being posted
 INTERRUPTIONS_BEFORE_GIVING_UP = 3
 TARGET_LEASE_S = 30.0  # a target held by a worker that died frees itself after this
 TARGET_POLL_S = 1.0  # how often a run renews its target and looks for a stop request
@@ -91,6 +88,13 @@ TARGET_POLL_S = 1.0  # how often a run renews its target and looks for a stop re
 # review ends within it), then gives the slot back and is tried again this much later.
 TARGET_WAIT_IN_SLOT_S = 10.0
 TARGET_RETRY_S = 15.0
+
+
+def _builtin_flows() -> Flows:
+    """The built-in flows, for an executor made without the wiring's table (tests, benchmarks)."""
+    from bot.workflows.flows import FLOWS
+
+    return FLOWS
 
 
 def describe_error(exc: BaseException) -> str:
@@ -116,8 +120,12 @@ class RunExecutor:
         clock: Callable[[], float] = time.monotonic,
         config_reader: Callable[[InstallationClient], Awaitable[RepoConfig]] | None = None,
         review_key: bytes | None = None,
+        flows: Flows | None = None,
     ) -> None:
         self.github = github
+        # The flows by workflow name (`review`, `fix`, `decide`), built by the wiring; without
+        # one, the built-in table.
+        self.flows = flows if flows is not None else _builtin_flows()
         # Signs the review memory mirrored in sticky summaries (`bot.workflows.review.memory`); without
         # one from the settings, a key of this process (the store stays the memory).
         self.review_key = review_key if review_key is not None else secrets.token_bytes(32)
@@ -145,7 +153,7 @@ class RunExecutor:
                 return
             if trigger.installation_id is None or "/" not in trigger.repo_full_name:
                 log.error("the trigger names no installation or repository; nothing can be posted")
-                await self._record(run.id, "failed", None)
+                await self.record(run.id, "failed", None)
                 metrics.run_finished(trigger.workflow, "failed", None)
                 return
             owner, repo = trigger.repo_full_name.split("/", 1)
@@ -158,7 +166,7 @@ class RunExecutor:
                 # (one whose outcome is recorded stays `publishing`, and is posted then).
                 current = await anyio.to_thread.run_sync(self.store.get_run, run.id)
                 if current is not None and current.status == "running":
-                    await self._record(run.id, "queued", None)
+                    await self.record(run.id, "queued", None)
                 raise
             finally:
                 self._resuming.discard(run.id)
@@ -210,7 +218,7 @@ class RunExecutor:
             outcome = failed_outcome(
                 facts, stopped[0], summary=f"The run was stopped: {stopped[0]}."
             )
-            await self._publish(self._publisher(client, trigger, run, payload), run.id, outcome)
+            await self.publish(self.publisher_for(client, trigger, run, payload), run.id, outcome)
 
     async def _begin_attempt(
         self, client: InstallationClient, trigger: Trigger, run: RunRecord
@@ -279,14 +287,14 @@ class RunExecutor:
         """Post a failed outcome for a run whose attempts keep killing their worker, and end
         its job for good (`GiveUp`): a fourth try would most likely kill the next one too."""
         payload = await self._payload(run.delivery_id)
-        publisher = self._publisher(client, trigger, run, payload)
+        publisher = self.publisher_for(client, trigger, run, payload)
         facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
         reason = (
             f"the run was interrupted {interrupted} times (its worker stopped: a crash, a kill "
             "or a lost lease), so it was given up"
         )
         log.error("giving up a run that keeps stopping its worker", extra={"times": interrupted})
-        await self._publish(publisher, run.id, failed_outcome(facts, reason))
+        await self.publish(publisher, run.id, failed_outcome(facts, reason))
         raise GiveUp(reason)
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -309,7 +317,7 @@ class RunExecutor:
         )
         return failed_outcome(facts, self.redactor(describe_error(exc)))
 
-    async def _record(self, run_id: str, status: str, outcome: Outcome | None) -> None:
+    async def record(self, run_id: str, status: str, outcome: Outcome | None) -> None:
         data = outcome_to_json(outcome) if outcome is not None else None
         await anyio.to_thread.run_sync(
             lambda: self.store.update_run(run_id, status=status, outcome=data)
@@ -328,7 +336,7 @@ class RunExecutor:
             return None
         return data if isinstance(data, dict) else None
 
-    def _publisher(
+    def publisher_for(
         self,
         client: InstallationClient,
         trigger: Trigger,
@@ -373,10 +381,10 @@ class RunExecutor:
     async def _execute(self, client: InstallationClient, trigger: Trigger, run: RunRecord) -> None:
         started = self.clock()
         payload = await self._payload(run.delivery_id)
-        publisher = self._publisher(client, trigger, run, payload)
+        publisher = self.publisher_for(client, trigger, run, payload)
         await publisher.acknowledge()
         if run.status != PUBLISHING:
-            await self._record(run.id, "running", None)
+            await self.record(run.id, "running", None)
         if trigger.workflow == "decide":
             await self.follow_up(client, trigger, run, payload, publisher, started)
             return
@@ -388,27 +396,23 @@ class RunExecutor:
                 log.warning("the recorded outcome is unreadable; running the workflow again")
             else:
                 log.info("posting the outcome recorded before the last attempt failed")
-                await self._publish(publisher, run.id, recorded)
+                await self.publish(publisher, run.id, recorded)
                 return
         if trigger.workflow in MODEL_FREE:
             await self._model_free(publisher, trigger, run)
             return
         if trigger.workflow == "review" and trigger.target_kind == "pull_request":
-            await run_review(
-                self, client, trigger, run, payload, publisher, started, self._repo_config
-            )
+            await self.flows["review"](self, client, trigger, run, payload, publisher, started)
             return
         if trigger.workflow == "fix":
-            await run_fix(
-                self, client, trigger, run, payload, publisher, started, self._repo_config
-            )
+            await self.flows["fix"](self, client, trigger, run, payload, publisher, started)
             return
         entry = get_workflow(trigger.workflow)
         facts = RunFacts(run_id=run.id, workflow=trigger.workflow, status="failed")
         if entry is None:
             if trigger.command is None:
                 log.info("no built-in workflow of this name; nothing is posted")
-                await self._record(run.id, "skipped", None)
+                await self.record(run.id, "skipped", None)
                 return
             outcome = failed_outcome(
                 facts,
@@ -416,7 +420,7 @@ class RunExecutor:
                 summary=f"The `{trigger.workflow}` workflow is not available in this version "
                 f"of the app. Comment `@{self.app_slug} help` for the commands it knows.",
             )
-            await self._publish(publisher, run.id, outcome)
+            await self.publish(publisher, run.id, outcome)
             return
 
         meta, fn = entry
@@ -440,7 +444,7 @@ class RunExecutor:
                 publisher.head_sha = context.head_sha  # a command on a PR: the head from the API
             first = Progress(run_id=run.id, workflow=trigger.workflow, phases=_titles(meta))
             await publisher.start(first, defer=True)
-            git_dir, base = await self._workspace(client, trigger, payload, context.head_sha)
+            git_dir, base = await self.workspace(client, trigger, payload, context.head_sha)
             if triage:
                 repo_labels = await label_names(client)
             args = {
@@ -473,7 +477,7 @@ class RunExecutor:
             )
             if triage:
                 outcome = await apply_labels(
-                    client, trigger.number, outcome, repo_labels, self._repo_config
+                    client, trigger.number, outcome, repo_labels, self.repo_config
                 )
         except RateLimited:
             log.warning("rate limited beyond the cap; the job goes back to the queue")
@@ -481,7 +485,7 @@ class RunExecutor:
         except Exception as exc:
             log.exception("the run failed")
             outcome = self.failed_by(exc, run.id, trigger.workflow, details, started)
-        await self._publish(publisher, run.id, outcome)
+        await self.publish(publisher, run.id, outcome)
         log.info(
             "run published",
             extra={
@@ -584,7 +588,7 @@ class RunExecutor:
             usage=usage_of(finished, self.clock() - started),
         )
 
-    async def _publish(
+    async def publish(
         self,
         publisher: Publisher,
         run_id: str,
@@ -598,11 +602,11 @@ class RunExecutor:
 
         `hidden` is app-written text appended to the comment unseen (a review's memory
         marker); `conclusion` overrides the check run's conclusion."""
-        await self._record(run_id, PUBLISHING, outcome)
+        await self.record(run_id, PUBLISHING, outcome)
         await publisher.finish(outcome, hidden=hidden, conclusion=conclusion)
-        await self._record(run_id, outcome.status, outcome)
+        await self.record(run_id, outcome.status, outcome)
 
-    async def _repo_config(self, client: InstallationClient) -> RepoConfig:
+    async def repo_config(self, client: InstallationClient) -> RepoConfig:
         """The repository's `.github/bot.yml` (defaults when no reader is configured)."""
         if self.config_reader is None:
             return parse_repo_config(None)
@@ -631,7 +635,7 @@ class RunExecutor:
             except Exception as exc:
                 log.warning("progress edit failed", extra={"error": self.redactor(str(exc))})
 
-    async def _workspace(
+    async def workspace(
         self,
         client: InstallationClient,
         trigger: Trigger,
@@ -660,7 +664,7 @@ class RunExecutor:
         """Answer the newest BLOCKED run here with `decide`'s answer: build a `FollowUp` and
         run the handler for the blocked workflow (`bot.workflows.decide.flow.FOLLOW_UPS`, else the generic
         one for built-in workflows), or reply why not. `publisher` posts those replies."""
-        await answer_blocked(self, client, trigger, run, payload, publisher, started)
+        await self.flows["decide"](self, client, trigger, run, payload, publisher, started)
 
     # -- help, status, stop, unknown commands ----------------------------------------------------
 
@@ -711,7 +715,7 @@ class RunExecutor:
             engine=self.engine,
             app_slug=self.app_slug,
         )
-        await self._record(run.id, "succeeded", None)
+        await self.record(run.id, "succeeded", None)
 
 
 def _issue_author(payload: Mapping[str, Any] | None) -> str | None:

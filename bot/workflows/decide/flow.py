@@ -25,8 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,8 +38,10 @@ from bot.log import get_logger
 from bot.publish.publisher import FOLLOW_UP_KIND, Publisher, find_run_comment
 from bot.publish.render import Progress, answered_note, follow_up_note, render_reply
 from bot.runs.context import default_branch_of, sanitize
+from bot.runs.flows import PUBLISHING
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import MODEL_FREE, get_workflow
+from bot.workflows.decide.handler import FollowUp, FollowUpHandler, Resumed
 from bot.workflows.fix.flow import resume_fix
 from policies.decide import (
     Chosen,
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from bot.engine.details import RunDetails
     from bot.github.client import InstallationClient
     from bot.github.models import IssueComment
-    from bot.runs.execute import RunExecutor
+    from bot.runs.flows import RunHost
     from bot.store.contract import RunRecord, Storage
     from policies.event import Trigger
 
@@ -73,49 +74,11 @@ RECENT = 100  # runs on one issue or pull request searched for the newest BLOCKE
 EARLIER = 5  # earlier answers in a chain of follow-ups passed on to the next one
 
 
-@dataclass(frozen=True, slots=True)
-class FollowUp:
-    """Everything a follow-up handler needs to resume one BLOCKED run.
-
-    The follow-up runs under the `decide` run's id (`run.id`: the store's and the engine's),
-    and resumes `blocked` (`resume_from=blocked.id`). `args` are the arguments the blocked
-    run's workflow was given (None when they were not recorded); `decision` is what the
-    follow-up adds as `args["decision"]` (`policies.decide.decision_args`).
-    """
-
-    client: InstallationClient
-    trigger: Trigger
-    run: RunRecord
-    payload: Mapping[str, Any] | None
-    blocked: RunRecord
-    workflow: str
-    question: Blocked
-    decision: dict[str, Any]
-    args: dict[str, Any] | None
-    publisher: Publisher
-    """The follow-up's own comment (and check run on a pull request), for progress."""
-    started: float
-
-
-@dataclass(frozen=True, slots=True)
-class Resumed:
-    """What a handler's follow-up concluded; `details` gives the replay count."""
-
-    outcome: Outcome
-    details: RunDetails | None = None
-
-
-FollowUpHandler = Callable[["RunExecutor", FollowUp], Awaitable[Resumed | Refused]]
-"""Runs one follow-up and returns its outcome, unpublished (the caller records, posts and
-links it), or `Refused` when it cannot run (its reply is posted, nothing else). An exception
-becomes a published `failed` outcome, except `RateLimited`, which re-queues the job."""
-
-
 def _titles(meta: Any) -> tuple[str, ...]:
     return tuple(p.title for p in meta.phase_list())
 
 
-async def _workspace(ex: RunExecutor, fu: FollowUp) -> tuple[Path, str, str | None]:
+async def _workspace(ex: RunHost, fu: FollowUp) -> tuple[Path, str, str | None]:
     """The mirror, the commit the blocked run read, and the run to resume from.
 
     The same commit (not the branch's newest) keeps the workspace identity the replay keys
@@ -144,11 +107,11 @@ async def _workspace(ex: RunExecutor, fu: FollowUp) -> tuple[Path, str, str | No
         else:
             return git_dir, previous.base, previous.run_id
     head = (await client.get_pull(trigger.number)).head.sha if is_pull else None
-    git_dir, base = await ex._workspace(client, trigger, fu.payload, head)
+    git_dir, base = await ex.workspace(client, trigger, fu.payload, head)
     return git_dir, base, previous.run_id if previous is not None else None
 
 
-async def resume_workflow(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused:
+async def resume_workflow(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
     """The follow-up of a built-in workflow: the same arguments plus the decision, on the
     engine with `resume_from`, so the read-only calls before the decision replay."""
     entry = get_workflow(fu.workflow)
@@ -256,14 +219,14 @@ def _earlier(args: dict[str, Any] | None) -> list[dict[str, Any]]:
 # -- the flow ----------------------------------------------------------------------------------
 
 
-async def _refuse(ex: RunExecutor, publisher: Publisher, run: RunRecord, refused: Refused) -> None:
+async def _refuse(ex: RunHost, publisher: Publisher, run: RunRecord, refused: Refused) -> None:
     await publisher.reply(render_reply(run.id, "decide", refused.reply))
-    await ex._record(run.id, "skipped", None)
+    await ex.record(run.id, "skipped", None)
     log.info("decide answered without a follow-up")
 
 
 async def answer_blocked(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     run: RunRecord,
@@ -272,8 +235,6 @@ async def answer_blocked(
     started: float,
 ) -> None:
     """`decide` end to end (see the module docstring); `publisher` posts the short replies."""
-    from bot.runs.execute import PUBLISHING  # the executor imports this module
-
     found = await anyio.to_thread.run_sync(lambda: find_question(ex.store, trigger, run))
     if run.status == PUBLISHING and run.outcome is not None and found is not None:
         blocked, _ = found
@@ -284,7 +245,7 @@ async def answer_blocked(
             log.warning("the recorded outcome is unreadable; answering again")
         else:
             log.info("posting the follow-up recorded before the last attempt failed")
-            follow = ex._publisher(
+            follow = ex.publisher_for(
                 client, trigger, run, payload, kind=FOLLOW_UP_KIND, workflow=workflow
             )
             decision = (run.args or {}).get("decision")
@@ -319,7 +280,7 @@ async def answer_blocked(
 
 
 async def _follow(
-    ex: RunExecutor,
+    ex: RunHost,
     handler: FollowUpHandler,
     client: InstallationClient,
     trigger: Trigger,
@@ -342,7 +303,7 @@ async def _follow(
         return
     workflow = blocked_workflow(blocked)
     comments = await client.list_issue_comments(trigger.number)
-    follow = ex._publisher(client, trigger, run, payload, kind=FOLLOW_UP_KIND, workflow=workflow)
+    follow = ex.publisher_for(client, trigger, run, payload, kind=FOLLOW_UP_KIND, workflow=workflow)
     follow.know_comments(comments)
     fu = FollowUp(
         client=client,
@@ -385,7 +346,7 @@ async def _follow(
 
 
 async def _finish(
-    ex: RunExecutor,
+    ex: RunHost,
     follow: Publisher,
     run: RunRecord,
     blocked: RunRecord,
@@ -398,13 +359,11 @@ async def _finish(
     The mark comes before the final status, so a job retried because the mark failed (a
     rate limit) makes it again; a follow-up that failed leaves the question open.
     """
-    from bot.runs.execute import PUBLISHING  # the executor imports this module
-
-    await ex._record(run.id, PUBLISHING, outcome)
+    await ex.record(run.id, PUBLISHING, outcome)
     await follow.finish(outcome)
     if outcome.status != "failed":
         await _mark_answered(ex, follow, blocked, decision, comments)
-    await ex._record(run.id, outcome.status, outcome)
+    await ex.record(run.id, outcome.status, outcome)
     log.info(
         "follow-up published",
         extra={
@@ -416,7 +375,7 @@ async def _finish(
 
 
 async def _mark_answered(
-    ex: RunExecutor,
+    ex: RunHost,
     follow: Publisher,
     blocked: RunRecord,
     decision: Mapping[str, Any],

@@ -33,6 +33,7 @@ from bot.publish.markdown_out import END_COLLAPSIBLE, clean_model_markdown, coll
 from bot.publish.render import Progress
 from bot.runs.context import default_branch_of, fetch_context, sanitize
 from bot.runs.progress import Tracker, clean_model_text
+from bot.workflows.decide.handler import Resumed
 from bot.workflows.fix import gitops
 from bot.workflows.fix import workflow as fix_workflow
 from bot.workflows.review.runner import reclaim_run
@@ -58,9 +59,9 @@ if TYPE_CHECKING:
     from bot.engine.details import RunDetails
     from bot.github.installation import InstallationClient
     from bot.publish.publisher import Publisher
-    from bot.runs.execute import RunExecutor
+    from bot.runs.flows import RunHost
     from bot.store.sqlite import RunRecord
-    from bot.workflows.decide.flow import FollowUp, Resumed
+    from bot.workflows.decide.handler import FollowUp
     from policies.event import Trigger
 
 log = get_logger(__name__)
@@ -126,7 +127,7 @@ def patch_section(diff: str) -> list[str]:
 
 
 async def _target(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     default: str,
@@ -154,7 +155,7 @@ async def _target(
 
 
 async def _workspace(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     target: FixTarget,
@@ -179,27 +180,24 @@ async def _workspace(
 
 
 async def run_fix(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     run: RunRecord,
     payload: Mapping[str, Any] | None,
     publisher: Publisher,
     started: float,
-    read_config: ConfigReader,
 ) -> None:
     """A `fix` command's run, published: see the module docstring."""
     outcome, _ = await fix_outcome(
-        ex, client, trigger, run, payload, publisher, started, read_config
+        ex, client, trigger, run, payload, publisher, started, ex.repo_config
     )
-    await ex._publish(publisher, run.id, outcome)
+    await ex.publish(publisher, run.id, outcome)
 
 
-async def resume_fix(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused:
+async def resume_fix(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
     """`decide`'s handler for a BLOCKED fix (`bot.workflows.decide.flow.FOLLOW_UPS`): the blocked run's
     arguments plus the decision, resumed from it; the caller publishes the outcome."""
-    from bot.workflows.decide.flow import Resumed  # bot.workflows.decide.flow imports this module
-
     if fu.args is None:
         return no_arguments(fu.blocked.id)
     approved = approved_by(fu.question, fu.decision.get("option"))
@@ -212,14 +210,14 @@ async def resume_fix(ex: RunExecutor, fu: FollowUp) -> Resumed | Refused:
         fu.payload,
         fu.publisher,
         fu.started,
-        ex._repo_config,
+        ex.repo_config,
         resume=resume,
     )
     return Resumed(outcome, details)
 
 
 async def fix_outcome(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     run: RunRecord,
@@ -330,7 +328,7 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 
 async def _conclude(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     finished: RunDetails,
@@ -469,7 +467,7 @@ class PullText:
 
 
 async def _pull_request(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     target: FixTarget,

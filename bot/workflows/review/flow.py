@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,25 +25,23 @@ from bot.github.errors import RateLimited
 from bot.log import get_logger
 from bot.publish.render import Progress
 from bot.runs.context import fetch_context
+from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.review import diffs, runner
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
-from policies.config import RepoConfig
 from policies.outcome import Outcome, RunFacts, outcome_from_run
 
 if TYPE_CHECKING:
     from bot.github.installation import InstallationClient
     from bot.publish.publisher import Publisher
-    from bot.runs.execute import RunExecutor
+    from bot.runs.flows import RunHost
     from bot.store.sqlite import RunRecord
     from policies.event import Trigger
 
 log = get_logger(__name__)
 
-SUPERSEDED = "superseded by a newer review of this pull request"
 WAIT_FOR_PREVIOUS_S = 30.0
-ConfigReader = Callable[["InstallationClient"], Awaitable[RepoConfig]]
 
 
 def _full(trigger: Trigger) -> bool:
@@ -51,7 +49,7 @@ def _full(trigger: Trigger) -> bool:
     return trigger.command == "review" and bool(words) and words[0] == "full"
 
 
-async def _supersede(ex: RunExecutor, trigger: Trigger, run: RunRecord) -> None:
+async def _supersede(ex: RunHost, trigger: Trigger, run: RunRecord) -> None:
     """Stop this process's running reviews of the same pull request; wait until they posted."""
     others = await anyio.to_thread.run_sync(
         lambda: ex.store.runs_on_target(
@@ -74,15 +72,15 @@ async def _supersede(ex: RunExecutor, trigger: Trigger, run: RunRecord) -> None:
 
 
 async def run_review(
-    ex: RunExecutor,
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     run: RunRecord,
     payload: Mapping[str, Any] | None,
     publisher: Publisher,
     started: float,
-    read_config: ConfigReader,
 ) -> None:
+    read_config = ex.repo_config
     facts = RunFacts(run_id=run.id, workflow="review", status="failed")
     tracker = Tracker("review", started, clock=ex.clock)
     details = None
@@ -91,7 +89,7 @@ async def run_review(
         pull = await client.get_pull(trigger.number)
         if trigger.command is None and trigger.head_sha and pull.head.sha != trigger.head_sha:
             log.info("the pull request moved on; the newer push gets its own review")
-            await ex._record(run.id, "skipped", None)
+            await ex.record(run.id, "skipped", None)
             return
         config = (await read_config(client)).review
         publisher.head_sha = pull.head.sha
@@ -120,7 +118,7 @@ async def run_review(
         )
         if state.paused and trigger.command is None:
             log.info("automatic reviews are paused on this pull request")
-            await ex._record(run.id, "skipped", None)
+            await ex.record(run.id, "skipped", None)
             return
         phases = tuple(p.title for p in review_workflow.meta.phase_list())
         await publisher.start(Progress(run_id=run.id, workflow="review", phases=phases), defer=True)
@@ -194,7 +192,7 @@ async def run_review(
                 )
                 summary = runner.summary_of(prep, None, "", superseded=True)
                 outcome = Outcome("skipped", summary, run.id, "review", usage=facts.usage)
-                await ex._publish(publisher, run.id, outcome)
+                await ex.publish(publisher, run.id, outcome)
                 return
             if finished.status != "completed" or not isinstance(finished.result, dict):
                 await runner.reclaim_run(git_dir, finished)
@@ -243,11 +241,11 @@ async def run_review(
         hidden = await mirror_line(
             state, key=ex.review_key, repo=trigger.repo_full_name, number=trigger.number
         )
-        await ex._publish(publisher, run.id, outcome, hidden=hidden, conclusion=conclusion)
+        await ex.publish(publisher, run.id, outcome, hidden=hidden, conclusion=conclusion)
     except RateLimited:
         raise
     except Exception as exc:
         log.exception("the review failed")
         if git_dir is not None:
             await runner.reclaim_run(git_dir, details)
-        await ex._publish(publisher, run.id, ex.failed_by(exc, run.id, "review", details, started))
+        await ex.publish(publisher, run.id, ex.failed_by(exc, run.id, "review", details, started))

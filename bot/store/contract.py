@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
@@ -78,6 +78,10 @@ ARTIFACT_CAP = 32 * 1024 * 1024
 """The most characters of one run artifact the database keeps; the engine caps its own well
 under this (transcripts at 16 MiB, the journal at 2 MiB), so only a bug meets it."""
 _BATCH = 500  # ids per `IN (...)`: far under both backends' limits on parameters
+
+
+# When a run's usage counts: when it ended, or (not ended) when it began.
+_USED_AT = "coalesce(finished_at, created_at)"
 
 
 def _marks(n: int) -> str:
@@ -632,6 +636,131 @@ class Storage(ABC):
                 " ON CONFLICT (repo, number) DO UPDATE SET state = excluded.state,"
                 " updated_at = excluded.updated_at",
                 (repo, number, state, self.clock()),
+            )
+
+    # -- the operator page's reads -------------------------------------------------------
+
+    def _readable(self, row: tuple[Any, ...]) -> tuple[DeliveryRecord, bool]:
+        try:
+            return self._delivery(row), True
+        except BodyMissing:
+            return self._delivery(row, read=False), False
+
+    def deliveries_newest_first(
+        self,
+        *,
+        event: str = "",
+        decision: str = "",
+        before: tuple[float, str] | None = None,
+        limit: int,
+    ) -> Iterator[tuple[DeliveryRecord, bool]]:
+        """At most `limit` deliveries, newest first (then by GUID, descending), each with
+        whether its body could be read (when not, the record's body is empty). Only those of
+        `event` and `decision` when given ("pending": not decided yet), and only those after
+        `before` (received at, GUID) in that order. Bodies are read as the rows are taken."""
+        where: list[str] = []
+        params: list[object] = []
+        if event:
+            where.append("event = ?")
+            params.append(event)
+        if decision == "pending":
+            where.append("decision IS NULL")
+        elif decision:
+            where.append("decision = ?")
+            params.append(decision)
+        if before is not None:
+            where.append("received_at <= ? AND (received_at < ? OR guid < ?)")
+            params += [before[0], before[0], before[1]]
+        sql = f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY received_at DESC, guid DESC LIMIT ?"
+        with self._session() as db:
+            rows = db.all(sql, [*params, limit])
+        for row in rows:
+            yield self._readable(row)
+
+    def find_delivery(self, guid: str) -> tuple[DeliveryRecord, bool] | None:
+        """The delivery and whether its body could be read (when not, its body is empty)."""
+        with self._session() as db:
+            row = db.one(
+                f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries WHERE guid = ?",
+                (guid,),
+            )
+        return None if row is None else self._readable(row)
+
+    def delivery_jobs(self, guids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """The job of each delivery that has one, by GUID: (guid, status, attempts,
+        max_attempts, last error)."""
+        if not guids:
+            return {}
+        with self._session() as db:
+            rows = db.all(self._delivery_jobs.format(marks=_marks(len(guids))), guids)
+        return {str(row[0]): row for row in rows}
+
+    def runs_newest_first(
+        self,
+        *,
+        repo: str = "",
+        workflow: str = "",
+        status: str = "",
+        before: tuple[float, str] | None = None,
+        limit: int,
+    ) -> list[RunRecord]:
+        """At most `limit` runs, newest first (then by id, descending), of `repo`, `workflow`
+        and `status` when given, after `before` (created at, run id) in that order."""
+        clauses: list[str] = []
+        args: list[object] = []
+        for column, value in (("repo", repo), ("workflow", workflow), ("status", status)):
+            if value:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        if before is not None:
+            clauses.append("created_at <= ? AND (created_at < ? OR id < ?)")
+            args += [before[0], before[0], before[1]]
+        sql = f"SELECT {RUN_COLUMNS} FROM runs"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        with self._session() as db:
+            return [run_record(row) for row in db.all(sql, [*args, limit])]
+
+    def run_repos_and_workflows(self) -> tuple[list[str], list[str]]:
+        """The repositories and the workflows that have runs, each sorted."""
+        with self._session() as db:
+            repos = [str(r[0]) for r in db.all("SELECT DISTINCT repo FROM runs ORDER BY repo")]
+            flows = [
+                str(r[0]) for r in db.all("SELECT DISTINCT workflow FROM runs ORDER BY workflow")
+            ]
+        return repos, flows
+
+    def usage_per_day(self, start: float, end: float, day: int) -> list[tuple[Any, ...]]:
+        """The usage of the runs in [start, end), added up per (day of `day` seconds,
+        repository, workflow): (day, repo, workflow, runs, input tokens, output tokens, cost).
+
+        The day is whole seconds divided by whole seconds, which both backends floor alike (a
+        cast of the time to an integer truncates in SQLite and rounds in Postgres: half a
+        second at most, at midnight)."""
+        with self._session() as db:
+            return db.all(
+                f"SELECT CAST({_USED_AT} AS BIGINT) / {int(day)}, repo, workflow, count(*),"
+                " sum(coalesce(input_tokens, 0)), sum(coalesce(output_tokens, 0)),"
+                f" sum(coalesce(cost, 0)) FROM runs WHERE {_USED_AT} >= ? AND {_USED_AT} < ?"
+                " GROUP BY 1, 2, 3",
+                (start, end),
+            )
+
+    def costliest_runs(self, start: float, end: float, limit: int) -> list[tuple[Any, ...]]:
+        """The `limit` runs in [start, end) that cost most (most tokens first among equals):
+        (id, repo, workflow, when, input tokens, output tokens, cost)."""
+        with self._session() as db:
+            return db.all(
+                f"SELECT id, repo, workflow, {_USED_AT}, input_tokens, output_tokens, cost"
+                f" FROM runs WHERE {_USED_AT} >= ? AND {_USED_AT} < ?"
+                " AND (cost > 0 OR input_tokens > 0)"
+                " ORDER BY coalesce(cost, 0) DESC,"
+                " coalesce(input_tokens, 0) + coalesce(output_tokens, 0) DESC, id LIMIT ?",
+                (start, end, limit),
             )
 
     # -- the operator page's sessions ----------------------------------------------------

@@ -26,13 +26,14 @@ from markdown_it.rules_block import StateBlock
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
+from policies._markdown_spans import InlineRule, wrap_inline_rules
+
 MAX_NESTING = 100
 _SPANS = "bot_inline_spans"
 _STARTS = "bot_line_starts"
 _REFS = "bot_reference_lines"
 _GAVE_UP = "bot_gave_up"
 
-InlineRule = Callable[[StateInline, bool], bool]
 BlockRule = Callable[[StateBlock, int, int, bool], bool]
 
 
@@ -144,9 +145,7 @@ def _build() -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.disable("inline")  # the core rule; inline content is parsed below, span by span
     md.validateLink = lambda url: True  # type: ignore[method-assign]
-    for name in md.inline.ruler.get_all_rules():
-        rule = md.inline.ruler.__rules__[md.inline.ruler.__find__(name)]
-        md.inline.ruler.at(name, _recording(name, rule.fn), {"alt": rule.alt})
+    wrap_inline_rules(md, _recording)
     for name in ("heading", "table", "reference"):
         block_rule = md.block.ruler.__rules__[md.block.ruler.__find__(name)]
         md.block.ruler.at(name, _line_starts(name, block_rule.fn), {"alt": block_rule.alt})

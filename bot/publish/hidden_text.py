@@ -21,7 +21,7 @@ plain text a reader sees (`plain_text`), which cannot carry them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
 from typing import Any
@@ -30,6 +30,8 @@ from markdown_it import MarkdownIt
 from markdown_it.common.utils import isStrSpace
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
+
+from policies._markdown_spans import recording, wrap_inline_rules
 
 IMAGE = "[image]"
 _SPANS = "hidden_text_spans"
@@ -51,8 +53,6 @@ _DEFINITION = re.compile(
 )
 _PLAIN_ESCAPES = re.compile(r"([\\\[\]<`])")
 _LEAVES = frozenset({"inline", "fence", "code_block", "html_block", "hr"})
-
-InlineRule = Callable[[StateInline, bool], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,38 +105,30 @@ def _inline_dest(state: StateInline, start: int) -> tuple[tuple[int, int], tuple
     return (start + 1, label_end), (pos, found.pos)
 
 
-def _recording(rule: InlineRule, kind: str) -> InlineRule:
-    """`rule` that also notes where it matched, for the rewrite."""
-
-    def wrapped(state: StateInline, silent: bool) -> bool:
-        start, first_token = state.pos, len(state.tokens)
-        if not rule(state, silent):
-            return False
-        spans = _spans(state)
-        if silent or spans is None:
-            return True
-        end = state.pos
-        if kind != "link":
-            spans.append(_Span(kind, start, end))
-            return True
-        # The rule may flush pending text first: its link_open is the first one it pushed.
-        pushed = state.tokens[first_token:]
-        opened = next((t for t in pushed if t.type == "link_open"), None)
-        if opened is not None and opened.attrGet("title"):
-            ranges = _inline_dest(state, start)
-            if ranges is not None:
-                spans.append(_Span(kind, start, end, *ranges))
-        return True
-
-    return wrapped
+def _note(state: StateInline, kind: str, start: int, first_token: int) -> None:
+    """Where an image, a titled inline link or an HTML tag matched, for the rewrite."""
+    spans = _spans(state)
+    if spans is None:
+        return
+    end = state.pos
+    if kind != "link":
+        spans.append(_Span(kind, start, end))
+        return
+    # The rule may flush pending text first: its link_open is the first one it pushed.
+    pushed = state.tokens[first_token:]
+    opened = next((t for t in pushed if t.type == "link_open"), None)
+    if opened is not None and opened.attrGet("title"):
+        ranges = _inline_dest(state, start)
+        if ranges is not None:
+            spans.append(_Span(kind, start, end, *ranges))
 
 
 def _inline_parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark")
-    rules = {rule.name: rule.fn for rule in md.inline.ruler.__rules__}
-    for name in ("image", "link", "html_inline"):
-        md.inline.ruler.at(name, _recording(rules[name], name))
-    return md
+    return wrap_inline_rules(
+        MarkdownIt("commonmark"),
+        lambda name, rule: recording(name, rule, _note),
+        ("image", "link", "html_inline"),
+    )
 
 
 _BLOCK = MarkdownIt("commonmark")

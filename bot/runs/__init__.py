@@ -1,2 +1,2 @@
-"""Runs: the worker pool, the run executor, progress, model-free replies, leftovers and the
-installation lifecycle. Below the workflows: the executor reaches them through the wiring."""
+"""Runs: the worker pool, the run executor, the run's context, progress, model-free replies, leftovers
+and the installation lifecycle. The flows come from the wiring by name (`bot.runs.flows`)."""

@@ -1,1 +1,2 @@
-"""The Postgres backend: connections, schema, store and intake for scale-out deployments."""
+"""The Postgres backend of the store: connections, schema, the store and its LISTEN wake-up.
+It imports nothing above the store."""

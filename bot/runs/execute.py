@@ -4,7 +4,7 @@ The worker calls `RunExecutor(trigger, run)` for every Trigger. The executor
 
 1. reacts 👀 on the command's comment (commands only);
 2. answers `help`, `status` and `stop` itself, without a model, as a sticky reply;
-3. hands `decide` to `follow_up` (`bot.workflows.decide.flow`): it resumes the newest BLOCKED run here
+3. hands `decide` to the `decide` flow (`bot.workflows.decide.flow`): it resumes the newest BLOCKED run here
    with the maintainer's answer, or says in a sticky reply why it cannot;
 4. otherwise reads the context (`bot.runs.context`), makes sure the mirror holds the commit
    the agents read (the PR head, or the default branch for issues), runs the workflow on the
@@ -386,7 +386,9 @@ class RunExecutor:
         if run.status != PUBLISHING:
             await self.record(run.id, "running", None)
         if trigger.workflow == "decide":
-            await self.follow_up(client, trigger, run, payload, publisher, started)
+            # Answer the newest BLOCKED run here with the decision, or reply why not: the
+            # `decide` flow (`bot.workflows.decide.flow`).
+            await self.flows["decide"](self, client, trigger, run, payload, publisher, started)
             return
 
         if run.status == PUBLISHING and run.outcome is not None:
@@ -649,22 +651,6 @@ class RunExecutor:
         branch = default_branch_of(payload) or (await client.get_repo()).default_branch
         git_dir = await self.mirrors.fetch(client, [f"+refs/heads/{branch}:refs/heads/{branch}"])
         return git_dir, f"refs/heads/{branch}"
-
-    # -- decide ---------------------------------------------------------------------------------
-
-    async def follow_up(
-        self,
-        client: InstallationClient,
-        trigger: Trigger,
-        run: RunRecord,
-        payload: Mapping[str, Any] | None,
-        publisher: Publisher,
-        started: float,
-    ) -> None:
-        """Answer the newest BLOCKED run here with `decide`'s answer: build a `FollowUp` and
-        run the handler for the blocked workflow (`bot.workflows.decide.flow.FOLLOW_UPS`, else the generic
-        one for built-in workflows), or reply why not. `publisher` posts those replies."""
-        await self.flows["decide"](self, client, trigger, run, payload, publisher, started)
 
     # -- help, status, stop, unknown commands ----------------------------------------------------
 

@@ -84,6 +84,23 @@ _BATCH = 500  # ids per `IN (...)`: far under both backends' limits on parameter
 _USED_AT = "coalesce(finished_at, created_at)"
 
 
+def _newest_first(
+    select: str,
+    clauses: list[str],
+    params: list[object],
+    before: tuple[float, str] | None,
+    order: tuple[str, str],
+) -> tuple[str, list[object]]:
+    """`select` where all `clauses` hold, newest first by `order` (a time, then a key, both
+    descending), after `before` in that order; the caller adds the LIMIT's parameter."""
+    at, key = order
+    if before is not None:
+        clauses = [*clauses, f"{at} <= ? AND ({at} < ? OR {key} < ?)"]
+        params = [*params, before[0], before[0], before[1]]
+    sql = select + (" WHERE " + " AND ".join(clauses) if clauses else "")
+    return sql + f" ORDER BY {at} DESC, {key} DESC LIMIT ?", params
+
+
 def _marks(n: int) -> str:
     return ", ".join(["?"] * n)
 
@@ -668,13 +685,13 @@ class Storage(ABC):
         elif decision:
             where.append("decision = ?")
             params.append(decision)
-        if before is not None:
-            where.append("received_at <= ? AND (received_at < ? OR guid < ?)")
-            params += [before[0], before[0], before[1]]
-        sql = f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY received_at DESC, guid DESC LIMIT ?"
+        sql, params = _newest_first(
+            f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries",
+            where,
+            params,
+            before,
+            ("received_at", "guid"),
+        )
         with self._session() as db:
             rows = db.all(sql, [*params, limit])
         for row in rows:
@@ -715,13 +732,9 @@ class Storage(ABC):
             if value:
                 clauses.append(f"{column} = ?")
                 args.append(value)
-        if before is not None:
-            clauses.append("created_at <= ? AND (created_at < ? OR id < ?)")
-            args += [before[0], before[0], before[1]]
-        sql = f"SELECT {RUN_COLUMNS} FROM runs"
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        sql, args = _newest_first(
+            f"SELECT {RUN_COLUMNS} FROM runs", clauses, args, before, ("created_at", "id")
+        )
         with self._session() as db:
             return [run_record(row) for row in db.all(sql, [*args, limit])]
 

@@ -1,6 +1,6 @@
 """`decide`: answer a BLOCKED run by resuming its workflow with the maintainer's decision.
 
-`RunExecutor.follow_up` calls `answer_blocked` for a `decide` command from a writer:
+The executor runs `answer_blocked`, the `decide` flow, for a `decide` command from a writer:
 
 1. The question: for a retried job, the run this `decide` run already answers; else the
    newest run on the issue or pull request whose status is `blocked` (model-free commands

@@ -407,6 +407,30 @@ def _joined(entry: RawEntry, parts: Sequence[FilePatch]) -> FilePatch:
     )
 
 
+def raw_diff_args(context: int) -> tuple[str, ...]:
+    """The `git diff-tree` arguments whose output `parse_raw_diff` reads, with `context` lines
+    around each change.
+
+    `diff-tree` compares two commits' trees and nothing else (no work tree, so no submodule is
+    ever entered, and a submodule pointer's move shows up); the raw records (`-z`) name every
+    file exactly, with its modes, and the patch after them gives the hunks. No external diff,
+    text conversion or colour: what the repository configures never shapes what is parsed.
+    """
+    return (
+        "diff-tree",
+        "-r",
+        "-z",
+        "--raw",
+        "-p",
+        "--no-abbrev",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "-M",
+        f"--unified={context}",
+    )
+
+
 def parse_raw_diff(text: str) -> list[FilePatch]:
     """Every change of `git diff-tree -r -z --raw -p` output (or of a patch alone), in order.
 

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.sqlite import Store
 
 BACKENDS = ("sqlite", "postgres")
+
+
+def backend_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Storage]:
+    """The body of a fixture parametrised over BACKENDS: a fresh store of that backend, closed
+    after the test (Postgres through the `postgres_dsn` fixture, which skips without one)."""
+    opened: Storage
+    if request.param == "sqlite":
+        opened = Store.open(data_dir / "bot.db")
+    else:
+        opened = PostgresStore.open(request.getfixturevalue("postgres_dsn"))
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 def execute(store: Storage, sql: str, *params: object) -> None:

@@ -124,11 +124,17 @@ async def test_a_fork_bomb_is_capped_and_leaves_nothing_behind(
 
 
 UNPRIVILEGED = """
+import ctypes
 import sys
 from pathlib import Path
 import anyio
 from bot.agents.sandbox import run_sandboxed
 from bot.agents.sandbox_limits import SandboxLimits
+
+# Programs this process starts (bwrap, the command) get none of its capabilities:
+# PR_CAP_AMBIENT (47), PR_CAP_AMBIENT_CLEAR_ALL (4).
+if ctypes.CDLL(None, use_errno=True).prctl(47, 4, 0, 0, 0) != 0:
+    raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
 
 async def main() -> None:
     limits = SandboxLimits(pids=16, use_cgroups=False)
@@ -147,11 +153,22 @@ def test_a_fork_bomb_is_capped_for_an_unprivileged_app_without_cgroups() -> None
         (tree / "bomb.py").write_text(FORK_BOMB)
         argv = [sys.executable, "-c", UNPRIVILEGED, str(tree)]
         if os.getuid() == 0:
-            # The tests run as root here; drop to `nobody` for the unprivileged path.
+            # The tests run as root here; drop to `nobody` for the unprivileged path. The
+            # checkout, its .venv and the interpreter may lie in private directories (a home,
+            # `mktemp -d`), so `nobody` keeps CAP_DAC_READ_SEARCH to read them, ambient so it
+            # survives the exec; the child clears its ambient set before starting anything, so
+            # bwrap and the fork bomb run with no capability at all. RLIMIT_NPROC exempts only
+            # CAP_SYS_RESOURCE and CAP_SYS_ADMIN, so the limit binds as it would for any user.
             setpriv = shutil.which("setpriv")
             assert setpriv is not None
             tree.chmod(0o777)
-            argv = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", *argv]
+            keep = "+dac_read_search"
+            argv = [
+                setpriv,
+                *("--reuid", "65534", "--regid", "65534", "--clear-groups"),
+                *(f"--inh-caps={keep}", f"--ambient-caps={keep}"),
+                *argv,
+            ]
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT), "HOME": tmp}
         done = subprocess.run(argv, capture_output=True, timeout=90, check=False, env=env)
     out = done.stdout.decode()

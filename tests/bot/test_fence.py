@@ -33,6 +33,7 @@ from bot.store.sqlite import Store
 from policies.event import Trigger
 from tests.agents.conftest import FAST, invocation
 from tests.backends import BACKENDS, insert_delivery
+from tests.bot.test_queue import FakeClock
 from tests.bot.test_worker import payload
 from tests.fakes.github import commit_files, make_fake_github, serve_fake_github
 from tests.fakes.llm import FakeLLM, text
@@ -42,17 +43,6 @@ from tests.github.test_checkout import client_for, mirror_with_main
 pytestmark = pytest.mark.anyio
 
 LEASE = 30.0
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass

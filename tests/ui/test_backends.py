@@ -9,27 +9,17 @@ from pathlib import Path
 import pytest
 
 from bot.store.contract import Storage
-from bot.store.postgres.store import PostgresStore
-from bot.store.sqlite import Store
 from bot.ui import queries
 from bot.ui.runview import agent_view, run_view
 from policies.ui_pages import decode_cursor
-from tests.backends import BACKENDS, query
+from tests.backends import BACKENDS, backend_store, query
 from tests.ui.conftest import NOW, seed
 from tests.ui.seed import PLANTED_TOKEN
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Storage]:
-    opened: Storage
-    if request.param == "sqlite":
-        opened = Store.open(data_dir / "bot.db")
-    else:
-        opened = PostgresStore.open(request.getfixturevalue("postgres_dsn"))
-    try:
-        yield opened
-    finally:
-        opened.close()
+    yield from backend_store(request, data_dir)
 
 
 def redact(text: str) -> str:

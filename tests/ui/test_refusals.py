@@ -16,10 +16,8 @@ import pytest
 from starlette.applications import Starlette
 
 from bot.store.contract import Storage
-from bot.store.postgres.store import PostgresStore
-from bot.store.sqlite import Store
 from bot.ui.app import operator_page
-from tests.backends import BACKENDS
+from tests.backends import BACKENDS, backend_store
 from tests.ui.conftest import TOKEN, Seeded, seed, sign_in, ui_settings
 from tests.ui.server import serve
 
@@ -29,15 +27,7 @@ Connect = Callable[..., httpx.Client]
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Storage]:
-    opened: Storage
-    if request.param == "sqlite":
-        opened = Store.open(data_dir / "bot.db")
-    else:
-        opened = PostgresStore.open(request.getfixturevalue("postgres_dsn"))
-    try:
-        yield opened
-    finally:
-        opened.close()
+    yield from backend_store(request, data_dir)
 
 
 @pytest.fixture

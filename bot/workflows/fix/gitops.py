@@ -16,7 +16,7 @@ from pathlib import Path
 from bot.agents.gitread import run_git
 from bot.git import hostgit
 from policies.config import FixConfig
-from policies.diff import SYMLINK_MODE, parse_raw_diff
+from policies.diff import SYMLINK_MODE, parse_raw_diff, raw_diff_args
 from policies.fix import Change, ModeChange, RiskReport, agent_commit_message, classify_change
 
 DIFF_CAP = 200_000
@@ -68,22 +68,8 @@ async def diff_text(git_dir: Path, base: str, commit: str, cap: int = DIFF_CAP) 
     return text
 
 
-_CHANGE_ARGS = [
-    "diff-tree",
-    "-r",
-    "-z",
-    "--raw",
-    "-p",
-    "--no-abbrev",
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "-M",
-    "--unified=0",
-]
-"""One pass over the two trees: git's NUL-separated records name each path exactly, with
-its modes, and the patch after them holds the added lines. `diff-tree` sees submodule
-pointers (plain `git diff` is made to ignore them on the host)."""
+_CHANGE_ARGS = raw_diff_args(0)
+"""One pass over the two trees: the patch after the records holds the added lines."""
 _TARGET_CAP = 4096
 _TREE_LINKS = 500
 """Links of the changed tree read to follow a changed link through the others; a tree with

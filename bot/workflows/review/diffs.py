@@ -24,28 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.agents.gitread import run_git
-from policies.diff import FilePatch, parse_raw_diff
+from policies.diff import FilePatch, parse_raw_diff, raw_diff_args
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 MAX_DIFF_BYTES = 64 * 1024 * 1024
-_DIFF_ARGS = (
-    "-c",
-    "core.quotePath=false",
-    "diff-tree",
-    "-r",
-    "-z",
-    "--raw",
-    "-p",
-    "--no-abbrev",
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "-M",
-    "-U3",
-)
-"""`diff-tree` compares two commits' trees and nothing else (no work tree, so no submodule is
-ever entered), which lets a submodule pointer's move show up to be listed; the raw records
-(`-z`) name every file exactly, the patch after them gives its hunks."""
+_DIFF_ARGS = ("-c", "core.quotePath=false", *raw_diff_args(3))
 
 
 class DiffError(RuntimeError):

@@ -39,11 +39,11 @@ SHARED = ROOT.parent / "shared" / "real-repos"
 from bot.agents.runtime import build_runner  # noqa: E402
 from bot.agents.sandbox import SandboxStatus  # noqa: E402
 from bot.engine.engine import Engine  # noqa: E402
-from bot.execute import RunExecutor  # noqa: E402
-from bot.github.checkout import Mirrors  # noqa: E402
+from bot.git.checkout import Mirrors  # noqa: E402
 from bot.github.client import GitHubApp, RetryPolicy  # noqa: E402
+from bot.runs.execute import RunExecutor  # noqa: E402
 from bot.settings import Settings  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.store.sqlite import Store  # noqa: E402
 from policies.event import Trigger  # noqa: E402
 from tests.fakes.github import FakeGitHub, serve_fake_github  # noqa: E402
 from tests.fakes.llm import FakeLLM  # noqa: E402

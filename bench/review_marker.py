@@ -2,8 +2,8 @@
 
 A pull request's review state with `--findings` findings (2,500 by default) is encoded into the
 signed marker line (`policies.review_state.encode_marker`): once through the review's own path
-(`bot.review.memory.mirror_line`, in a worker thread), and once called on the event loop, as
-the app used to. The real web app (`bot.web.create_app`) is served by uvicorn on that same
+(`bot.workflows.review.memory.mirror_line`, in a worker thread), and once called on the event loop, as
+the app used to. The real web app (`bot.intake.web.create_app`) is served by uvicorn on that same
 loop, on 127.0.0.1, and a thread asks it for `/healthz` every 20 ms; the figures are those
 answers' latency (median and maximum) and how long the encode took. The worker pool runs on
 the receiver's loop under `bot serve --receivers 1`, so a stall there is a stall of the
@@ -33,10 +33,10 @@ import uvicorn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.review.memory import mirror_line  # noqa: E402
+from bot.intake.web import create_app  # noqa: E402
 from bot.settings import Settings  # noqa: E402
-from bot.store import Store  # noqa: E402
-from bot.web import create_app  # noqa: E402
+from bot.store.sqlite import Store  # noqa: E402
+from bot.workflows.review.memory import mirror_line  # noqa: E402
 from policies.review_state import ReviewState, StoredFinding, encode_marker  # noqa: E402
 
 KEY = hashlib.sha256(b"bench").digest()

@@ -5,7 +5,7 @@ A SQLite store (in a temporary folder) gets `--deliveries` deliveries, each a 2 
 payload with its decision, one in ten with a run; and one run of `--calls` agent calls in 16
 concurrent lanes with its artifacts as the engine leaves them (workflow.json, transcripts.json
 with a 12-entry transcript per call, report.md). Each page is asked for through the real app
-(`bot.web.create_app`, signed in) over httpx's ASGI transport, so the figure is the server's
+(`bot.intake.web.create_app`, signed in) over httpx's ASGI transport, so the figure is the server's
 time: routing, the store's queries, the templates, redaction; not the network or the browser.
 The median of `--repeats` requests is printed (after two warm-up requests).
 
@@ -29,9 +29,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bot.intake.web import create_app  # noqa: E402
 from bot.settings import Settings  # noqa: E402
-from bot.store import Store  # noqa: E402
-from bot.web import create_app  # noqa: E402
+from bot.store.sqlite import Store  # noqa: E402
 from tests.ui.seed import Call, details, payload, transcript_entry  # noqa: E402
 
 TOKEN = "bench-operator-token-0123456789"

@@ -1,6 +1,6 @@
 """Latency from a job's enqueue to its claim by an idle worker pool on Postgres.
 
-A pool (`bot.worker.Worker`, two tasks) waits on one Postgres database (`--database-url`,
+A pool (`bot.runs.worker.Worker`, two tasks) waits on one Postgres database (`--database-url`,
 else BOT_TEST_DATABASE_URL, else a throwaway server from `scripts/postgres`), in a fresh
 schema. Jobs are enqueued one at a time through another connection pool, as a receiver on
 another machine would, spaced at random (0.3-1.3 s) so they do not fall in step with the
@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.exactly_once import database_url  # noqa: E402
-from bot.postgres.store import PostgresStore  # noqa: E402
-from bot.queue.base import Job  # noqa: E402
-from bot.queue.postgres import PostgresJobQueue  # noqa: E402
-from bot.worker import Worker, WorkerHooks  # noqa: E402
+from bot.runs.worker import Worker, WorkerHooks  # noqa: E402
+from bot.store.postgres.store import PostgresStore  # noqa: E402
+from bot.store.queue.base import Job  # noqa: E402
+from bot.store.queue.postgres import PostgresJobQueue  # noqa: E402
 from tests.conftest import with_search_path  # noqa: E402
 
 

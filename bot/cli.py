@@ -13,7 +13,7 @@ COMMAND_MODULES = (
     "bot.commands.deliveries",  # replay, deliveries
     "bot.commands.redeliver",  # redeliver
     "bot.engine.cli",  # workflow run | status | stop
-    "bot.doctor",  # doctor
+    "bot.ops.doctor",  # doctor
     "bot.github.setup",  # setup
 )
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.queue.base import QueueStats
+from bot.store.queue.base import QueueStats
 from policies.github_events import GITHUB_EVENTS
 
 if TYPE_CHECKING:

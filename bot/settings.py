@@ -68,13 +68,13 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     insecure_no_signature: bool = False
     github_write_interval: float = Field(default=1.0, ge=0, le=60)
-    # Seconds between passes that ask GitHub again for missed deliveries (bot/redeliver.py);
+    # Seconds between passes that ask GitHub again for missed deliveries (bot/ops/redeliver.py);
     # unset: never, `bot redeliver` by hand.
     redeliver_interval: float | None = Field(default=None, gt=0)
-    # Request bodies held at once by the webhook route (bot/intake_budget.py); at least 34 so
+    # Request bodies held at once by the webhook route (bot/intake/budget.py); at least 34 so
     # that three quarters of it still holds one 25 MB delivery.
     intake_buffer_mb: int = Field(default=64, ge=34, le=65536)
-    # What a 202 promises (bot/delivery_writer.py): "normal" survives a crash of the process,
+    # What a 202 promises (bot/intake/delivery_writer.py): "normal" survives a crash of the process,
     # "fsync" also a power loss.
     durability: Literal["normal", "fsync"] = "normal"
     # Agent runtime (bot/agents): provider, streaming, limits, per-role models, types, prices.
@@ -149,7 +149,7 @@ class Settings(BaseModel):
 
     @property
     def database_dsn(self) -> str | None:
-        """BOT_DATABASE_URL's value; never log it (see `bot.postgres.connection.display_dsn`)."""
+        """BOT_DATABASE_URL's value; never log it (see `bot.store.postgres.connection.display_dsn`)."""
         return None if self.database_url is None else self.database_url.get_secret_value()
 
     @property

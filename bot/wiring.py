@@ -7,11 +7,11 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
   merged over the defaults; an invalid file raises `ConfigError` with line references;
 - `permission_lookup`: the sender's collaborator permission (cached briefly by the client; any
   failure gives None, so commands fail closed);
-- `executor`: `bot.execute.RunExecutor` on the real runner, engine, mirrors and client;
+- `executor`: `bot.runs.execute.RunExecutor` on the real runner, engine, mirrors and client;
 - `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
-  installation's lifecycle change drops and stops (`bot.lifecycle`);
+  installation's lifecycle change drops and stops (`bot.runs.lifecycle`);
 - `background`: the mirror sweep, and with BOT_REDELIVER_INTERVAL the periodic redelivery
-  of missed deliveries (`bot.redeliver`).
+  of missed deliveries (`bot.ops.redeliver`).
 
 Without credentials: default config, unknown permissions (commands fail closed) and no executor
 (runs are recorded as queued). In both cases the log redactor is installed with the deployment's
@@ -29,9 +29,9 @@ import anyio
 
 from bot.log import get_logger
 from bot.redact import install as install_redactor
+from bot.runs.worker import DEFAULT_APP_SLUG, WorkerHooks, default_config, unknown_permission
 from bot.settings import Settings
-from bot.storage import Storage
-from bot.worker import DEFAULT_APP_SLUG, WorkerHooks, default_config, unknown_permission
+from bot.store.contract import Storage
 from policies.config import (
     CONFIG_PATH,
     ConfigError,
@@ -113,13 +113,14 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.agents.types import resolve_agent_types
     from bot.engine.artifacts import RunNotFound
     from bot.engine.engine import Engine
-    from bot.execute import RunExecutor
-    from bot.github.checkout import Mirrors
+    from bot.git.checkout import Mirrors
     from bot.github.client import GitHubApp
     from bot.github.errors import GitHubError, RetryableError
-    from bot.leftovers import sweep_forever
-    from bot.redeliver import redeliver_forever
-    from bot.review.memory import review_state_key
+    from bot.ops.redeliver import redeliver_forever
+    from bot.runs.execute import RunExecutor
+    from bot.runs.leftovers import sweep_forever
+    from bot.workflows.flows import FLOWS
+    from bot.workflows.review.memory import review_state_key
 
     slug = _learn_slug(settings)
     github = GitHubApp.from_settings(settings, app_slug=slug)
@@ -189,6 +190,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         redactor=redactor,
         config_reader=read_config,
         review_key=review_state_key(settings),
+        flows=FLOWS,
     )
 
     async def permission_lookup(event: Event) -> str | None:

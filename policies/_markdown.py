@@ -21,9 +21,10 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from markdown_it import MarkdownIt
-from markdown_it.parser_inline import RuleFuncInlineType
-from markdown_it.rules_inline import StateInline, backtick, html_inline, image, link
+from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
+
+from policies._markdown_spans import Note, recording, wrap_inline_rules
 
 __all__ = ["HIDING_ELEMENTS", "Prose", "normalize", "prose"]
 
@@ -103,44 +104,40 @@ class _Spans:
     """(start, end, raw HTML or "") for each hidden stretch."""
 
 
-def _recording(rule: RuleFuncInlineType, *, html: bool = False) -> RuleFuncInlineType:
-    """`rule`, also noting what it matched as hidden (for raw HTML, with its text)."""
+def _hidden(*, html: bool = False) -> Note:
+    """A note of what a rule matched as hidden (for raw HTML, with its text)."""
 
-    def run(state: StateInline, silent: bool) -> bool:
-        start = state.pos
-        if not rule(state, silent):
-            return False
+    def note(state: StateInline, name: str, start: int, first_token: int) -> None:
         spans: _Spans = state.env[_SPANS]
         # An image's alt text is parsed as a string of its own: the whole image is hidden.
-        if not silent and state.src is spans.src:
+        if state.src is spans.src:
             raw = state.src[start : state.pos] if html else ""
             spans.found.append((start, state.pos, raw))
-        return True
 
-    return run
+    return note
 
 
-def _link(state: StateInline, silent: bool) -> bool:
-    """The link rule, noting the destination and title (everything after the text) as hidden."""
-    start = state.pos
-    if not link(state, silent):
-        return False
+def _link_target(state: StateInline, name: str, start: int, first_token: int) -> None:
+    """A link's destination and title (everything after the text), noted as hidden."""
     spans: _Spans = state.env[_SPANS]
-    if not silent and state.src is spans.src:
+    if state.src is spans.src:
         label_end = state.md.helpers.parseLinkLabel(state, start, True)
         spans.found.append((label_end, state.pos, ""))
-    return True
+
+
+_NOTES: dict[str, Note] = {
+    "backticks": _hidden(),
+    "html_inline": _hidden(html=True),
+    "image": _hidden(),
+    "link": _link_target,
+}
 
 
 def _parser() -> MarkdownIt:
     parser = MarkdownIt("commonmark")
     # Block structure first; inline parsing only for the blocks that can be prose.
     parser.disable("inline")
-    parser.inline.ruler.at("backticks", _recording(backtick))
-    parser.inline.ruler.at("html_inline", _recording(html_inline, html=True))
-    parser.inline.ruler.at("image", _recording(image))
-    parser.inline.ruler.at("link", _link)
-    return parser
+    return wrap_inline_rules(parser, lambda name, rule: recording(name, rule, _NOTES[name]), _NOTES)
 
 
 _PARSER = _parser()

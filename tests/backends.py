@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.postgres.store import PostgresStore
-from bot.storage import Storage
-from bot.store import Store
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 
 BACKENDS = ("sqlite", "postgres")
 

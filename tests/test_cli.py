@@ -41,7 +41,7 @@ def test_each_subcommand_has_help(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["bot.agents.types", "bot.engine.types", "bot.worker", "bot.github.client"]
+    "module", ["bot.agents.types", "bot.engine.types", "bot.runs.worker", "bot.github.client"]
 )
 def test_module_imports_first_in_a_fresh_process(module: str) -> None:
     out = subprocess.run(

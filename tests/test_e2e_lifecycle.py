@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from bot.store import Store
+from bot.store.sqlite import Store
 from tests.conftest import PAYLOADS
 from tests.fakes.llm import hang
 from tests.scripted import bot_with_fakes, issues_opened

@@ -21,7 +21,7 @@ import httpx
 import psycopg
 import pytest
 
-from bot.postgres.store import PostgresStore
+from bot.store.postgres.store import PostgresStore
 from policies.outcome import OUTCOME_STATUSES
 from tests.fakes.github import make_fake_github
 from tests.fakes.llm import Reply
@@ -128,7 +128,7 @@ def test_serve_on_postgres_triages_an_issue_once(postgres_dsn: str, tmp_path: Pa
     # Everything lived in Postgres: no SQLite file was made.
     assert not (tmp_path / "data" / "bot.sqlite3").exists()
     assert '"database": "postgresql://bot@/' in log
-    # The pool listened for jobs committed anywhere (bot/postgres/listen.py), under uvloop.
+    # The pool listened for jobs committed anywhere (bot/store/postgres/listen.py), under uvloop.
     assert '"msg": "listening for new jobs"' in log
 
 

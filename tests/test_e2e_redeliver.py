@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 from bot.cli import main
-from bot.store import Store
+from bot.store.sqlite import Store
 from tests.fakes.github import FakeGitHub, make_fake_github, new_private_key_pem, serve_fake_github
 from tests.fakes.llm import FakeLLM, serve
 from tests.scripted import REPO_FILES, ModelScript, RunningBot, issues_opened, running_bot

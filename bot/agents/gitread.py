@@ -12,9 +12,9 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from bot import hostgit
 from bot.agents.large_files import WHOLE_READ_LIMIT, Sink
-from bot.gitguard import WorktreeQuarantined
+from bot.git import hostgit
+from bot.git.gitguard import WorktreeQuarantined
 
 _REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/~^@{}+-]{0,199}$")
 
@@ -40,7 +40,7 @@ class GitOutput:
 async def run_git(
     args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = None
 ) -> GitOutput:
-    """Run one git command through `bot.hostgit` and collect its output; GitError when the
+    """Run one git command through `bot.git.hostgit` and collect its output; GitError when the
     worktree it would run in is quarantined."""
     try:
         done = await hostgit.run_async(args, cwd=cwd, git_dir=git_dir)

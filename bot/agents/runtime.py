@@ -35,8 +35,8 @@ from bot.agents.toolspecs import (
 )
 from bot.agents.transcript import Transcript
 from bot.engine.types import AgentInvocation, AgentRunner, RunnerResult, Usage
-from bot.queue.fence import check_fence
 from bot.settings import Settings
+from bot.store.queue.fence import check_fence
 from policies.interaction import ASK_CLARIFICATION_TOOL_NAME, NO_HUMAN_TOOL_MESSAGE
 
 OUTPUT_CAP = 64 * 1024
@@ -273,7 +273,7 @@ class AgentRuntime:
         attempt = 0
         while True:
             # Every request to the model, retries too, only while the job's lease is held:
-            # LeaseLost is not a model error and ends the agent (`bot.queue.fence`).
+            # LeaseLost is not a model error and ends the agent (`bot.store.queue.fence`).
             await check_fence()
             try:
                 try:

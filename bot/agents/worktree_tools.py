@@ -1,6 +1,6 @@
 """The writing tools of an agent's own sparse worktree: write, edit, run a command, commit.
 
-Every tool first checks the worktree's `.git` (`bot.gitguard`): once it is found changed the
+Every tool first checks the worktree's `.git` (`bot.git.gitguard`): once it is found changed the
 worktree is quarantined, every tool call fails and the runtime ends the agent. Writes land only
 where `resolve_writable` allows (inside the tree, never in any `.git`) and never through a link.
 `commit` refuses nested repositories and gitlinks, so host git never has a submodule to enter.
@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 
-from bot import gitguard
 from bot.agents import sandbox
 from bot.agents.gitread import run_git
 from bot.agents.paths import (
@@ -31,7 +30,8 @@ from bot.agents.toolargs import int_arg, str_arg
 from bot.engine import worktree as worktree_ops
 from bot.engine.git import GitError as EngineGitError
 from bot.engine.types import Workspace
-from bot.gitguard import WorktreeQuarantined
+from bot.git import gitguard
+from bot.git.gitguard import WorktreeQuarantined
 
 WRITE_CAP = 2 * 1024 * 1024
 EDIT_CAP = 32 * 1024 * 1024

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bot.backend import open_store
 from bot.events import parse_event
+from bot.runs.worker import DEFAULT_APP_SLUG
 from bot.settings import SettingsError, load_settings
-from bot.storage import DeliverySummary, StoreError
-from bot.worker import DEFAULT_APP_SLUG
+from bot.store.backend import open_store
+from bot.store.contract import DeliverySummary, StoreError
 from policies.config import ConfigError, parse_repo_config
 from policies.event import Skip
 from policies.interaction import resolve_run_interaction_policy

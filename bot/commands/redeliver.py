@@ -8,11 +8,11 @@ from typing import Any
 
 import anyio
 
-from bot.backend import open_store
 from bot.github.errors import AuthError, GitHubError
-from bot.redeliver import Done, redeliver_missed
+from bot.ops.redeliver import Done, redeliver_missed
 from bot.settings import SettingsError, load_settings
-from bot.storage import StoreError
+from bot.store.backend import open_store
+from bot.store.contract import StoreError
 from bot.wiring import has_credentials
 from policies.redelivery import DEFAULT_SINCE, parse_duration
 

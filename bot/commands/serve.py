@@ -2,7 +2,7 @@
 
 `bot serve --receivers 1` runs the receiver and the pool in one process. With more (the
 default is one per core), the process binds the port, starts that many receiver processes on
-it and runs the pool itself (bot/receivers.py). A receiver is this same command with the
+it and runs the pool itself (bot/intake/receivers.py). A receiver is this same command with the
 hidden `--listen-fd`.
 """
 
@@ -20,17 +20,18 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 
-from bot import metrics, wakeup
-from bot.backend import job_queue, job_watch, open_store
+from bot import metrics
 from bot.github.setup import missing_credentials
+from bot.intake import wakeup
+from bot.intake.receivers import Receivers, default_receivers, die_with_parent, listen, supervise
+from bot.intake.web import WEBHOOK_PATH, create_app
 from bot.log import configure, get_logger
-from bot.receivers import Receivers, default_receivers, die_with_parent, listen, supervise
 from bot.redact import install as install_redactor
+from bot.runs.worker import DEFAULT_APP_SLUG, Worker
 from bot.settings import Settings, SettingsError, load_settings
-from bot.storage import Storage, StoreError
-from bot.web import WEBHOOK_PATH, create_app
+from bot.store.backend import job_queue, job_watch, open_store
+from bot.store.contract import Storage, StoreError
 from bot.wiring import build_worker_hooks, has_credentials
-from bot.worker import DEFAULT_APP_SLUG, Worker
 
 log = get_logger("bot.serve")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bot.engine.details import RunDetails
-from bot.queue.fence import fence_holds_now
+from bot.store.queue.fence import fence_holds_now
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class RunStore:
         if not _ARTIFACT_NAME.match(name):
             raise ValueError(f"not an artifact name: {name!r}")
         if not fence_holds_now():
-            # This attempt's job is another worker's now (`bot.queue.fence`): what it would
+            # This attempt's job is another worker's now (`bot.store.queue.fence`): what it would
             # write (a stale journal, "aborted" as it unwinds) must not replace the new
             # holder's.
             return

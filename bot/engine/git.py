@@ -1,4 +1,4 @@
-"""Running git for the engine: lock-error retries and a per-repository lock around `bot.hostgit`."""
+"""Running git for the engine: lock-error retries and a per-repository lock around `bot.git.hostgit`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bot import hostgit
+from bot.git import hostgit
 
 _LOCK_HINTS = (
     "index.lock",
@@ -43,11 +43,11 @@ def run_git(
     retry_locks: bool = False,
     optional_locks: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `git -C cwd args...` through `bot.hostgit`; raise GitError on failure when `check`.
+    """Run `git -C cwd args...` through `bot.git.hostgit`; raise GitError on failure when `check`.
 
     `retry_locks` retries a few times when git reports that another process holds one of
     its lock files (index.lock, config.lock, a ref lock). In a writing agent's worktree whose
-    `.git` was tampered with, raises `bot.gitguard.WorktreeQuarantined` and runs nothing.
+    `.git` was tampered with, raises `bot.git.gitguard.WorktreeQuarantined` and runs nothing.
     """
     extra = {} if optional_locks else {"GIT_OPTIONAL_LOCKS": "0"}
     attempts = _RETRIES if retry_locks else 1

@@ -1,6 +1,6 @@
 """The end of a writing agent's worktree: record what it did, then reclaim it only when safe.
 
-A quarantined worktree (its `.git` was tampered with: see `bot.gitguard`) is neither inspected
+A quarantined worktree (its `.git` was tampered with: see `bot.git.gitguard`) is neither inspected
 nor reclaimed with git: its record says why, and it stays where it is until the sweep deletes it.
 """
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot import gitguard
 from bot.engine.git import GitError, repo_lock, run_git
 from bot.engine.worktree import Worktree
-from bot.gitguard import WorktreeQuarantined
+from bot.git import gitguard
+from bot.git.gitguard import WorktreeQuarantined
 
 PATCH_CAP = 512 * 1024
 NAMES_CAP = 1000  # untracked or ignored names kept in the record (a build can leave many)

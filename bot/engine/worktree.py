@@ -11,9 +11,9 @@ at a path that was never materialized is still seen as a change.
 The sparse pattern file lists `/*` (everything), so any git operation that re-applies the
 patterns (a checkout, a merge) simply fills the tree in; sparseness lives in the index bits.
 
-Every git command here runs through `bot.hostgit`. The worktree's `.git` file is recorded when
-the worktree is made (`bot.gitguard.seal`) and checked before each command run inside it; a
-worktree whose `.git` changed raises `bot.gitguard.WorktreeQuarantined` and is never used again.
+Every git command here runs through `bot.git.hostgit`. The worktree's `.git` file is recorded when
+the worktree is made (`bot.git.gitguard.seal`) and checked before each command run inside it; a
+worktree whose `.git` changed raises `bot.git.gitguard.WorktreeQuarantined` and is never used again.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import gitguard
 from bot.engine.git import GitError, git_out, repo_lock, run_git
-from bot.gitguard import WORKTREES_DIR, WorktreeQuarantined, read_flat_config
+from bot.git import gitguard
+from bot.git.gitguard import WORKTREES_DIR, WorktreeQuarantined, read_flat_config
 
 _MATCH_NOTHING = "!/*\n"
 _MATCH_ALL = "/*\n"

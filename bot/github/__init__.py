@@ -1,1 +1,2 @@
-"""Everything that talks to GitHub: App auth, checkout, context, publishing."""
+"""The GitHub API client only (githubkit underneath): App auth, the installation client, retries,
+pages, models, errors, labels and App setup. It imports only the store's job fence."""

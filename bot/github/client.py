@@ -14,7 +14,7 @@ repository of the client (`repositories: [name]`) and optionally to fewer
 `permissions`, cached per (installation, repository) until 5 minutes before
 `expires_at`, and on a 401 dropped and re-requested once before the call fails
 with `AuthError`. `token()` gives the same token to git (as an HTTP header, see
-`bot.github.checkout`). Once GitHub says the app lost an installation or some of its
+`bot.git.checkout`). Once GitHub says the app lost an installation or some of its
 repositories (`revoke_access`), their cached tokens, permissions and labels are dropped and
 no token is requested for them (`AccessRevoked`) until `restore_access`.
 

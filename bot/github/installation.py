@@ -34,7 +34,7 @@ from bot.github.models import (
     ThreadComment,
 )
 from bot.log import get_logger
-from bot.queue.fence import check_fence
+from bot.store.queue.fence import check_fence
 
 if TYPE_CHECKING:
     from bot.github.client import GitHubApp
@@ -103,7 +103,7 @@ class InstallationClient:
 
         A write (any mutating method; a POST with `spaced=False` is a GraphQL query, a read)
         is sent only while the running job's lease holds, checked before each try
-        (`bot.queue.fence`)."""
+        (`bot.store.queue.fence`)."""
         writes = method.upper() in MUTATING and spaced is not False
         for attempt in (1, 2):
             token = await self.token()

@@ -32,7 +32,7 @@ from starlette.staticfiles import StaticFiles
 from bot.log import get_logger
 from bot.redact import Redactor
 from bot.settings import Settings
-from bot.storage import Storage
+from bot.store.contract import Storage
 from bot.ui import queries
 from bot.ui.auth import Gate, SecurityHeaders, Session, client_address, cookie_settings
 from bot.ui.runview import agent_view, run_view

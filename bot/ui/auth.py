@@ -29,7 +29,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bot.storage import Storage
+from bot.store.contract import Storage
 from policies.ui_session import (
     SESSION_SECONDS,
     csrf_matches,

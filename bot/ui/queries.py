@@ -16,8 +16,8 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from bot.records import RunRecord, optional_str, run_record
-from bot.storage import DELIVERY_COLUMNS, RUN_COLUMNS, BodyMissing, DeliveryRecord, Storage
+from bot.store.contract import DeliveryRecord, Storage
+from bot.store.records import RunRecord, optional_str
 from policies.ui_costs import DAY, RunCost, Usage
 from policies.ui_pages import Cursor, encode_cursor
 
@@ -66,17 +66,15 @@ class Page(Generic[T]):
     """A filter scanned MAX_SCAN rows without filling the page; `next` goes on from there."""
 
 
-def _payload(store: Storage, row: tuple[Any, ...]) -> tuple[DeliveryRecord, dict[str, Any] | None]:
-    try:
-        record = store._delivery(row)
-    except BodyMissing:
-        return store._delivery(row, read=False), None
+def _payload(record: DeliveryRecord, readable: bool) -> dict[str, Any] | None:
+    if not readable:
+        return None
     try:
         # orjson: a page parses up to 50 bodies (a filter by repository, up to MAX_SCAN).
         data = orjson.loads(record.body)
     except (ValueError, RecursionError):
-        return record, None
-    return record, data if isinstance(data, dict) else None
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def repo_of(payload: dict[str, Any] | None) -> str | None:
@@ -88,44 +86,30 @@ def repo_of(payload: dict[str, Any] | None) -> str | None:
 def deliveries_page(
     store: Storage, wanted: DeliveryFilter, before: Cursor | None, size: int
 ) -> Page[DeliveryRow]:
-    where: list[str] = []
-    params: list[object] = []
-    if wanted.event:
-        where.append("event = ?")
-        params.append(wanted.event)
-    if wanted.decision == "pending":
-        where.append("decision IS NULL")
-    elif wanted.decision:
-        where.append("decision = ?")
-        params.append(wanted.decision)
     batch = size + 1 if not wanted.repo else max(4 * size, 200)
     found: list[tuple[DeliveryRecord, dict[str, Any] | None]] = []
     scanned = 0
     cursor = before
     more = True
-    with store._session() as db:
-        while more and len(found) <= size and scanned < MAX_SCAN:
-            clauses = list(where)
-            args = list(params)
-            if cursor is not None:
-                clauses.append("received_at <= ? AND (received_at < ? OR guid < ?)")
-                args += [cursor.at, cursor.at, cursor.key]
-            sql = f"SELECT {DELIVERY_COLUMNS}, {store._body_columns} FROM deliveries"
-            if clauses:
-                sql += " WHERE " + " AND ".join(clauses)
-            sql += " ORDER BY received_at DESC, guid DESC LIMIT ?"
-            rows = db.all(sql, [*args, batch])
-            more = len(rows) == batch
-            for row in rows:
-                scanned += 1
-                cursor = Cursor(at=float(row[6]), key=str(row[0]))
-                record, payload = _payload(store, row)
-                if not wanted.repo or repo_of(payload) == wanted.repo:
-                    found.append((record, payload))
-                    if len(found) > size:
-                        break
-            if not wanted.repo:
-                break
+    while more and len(found) <= size and scanned < MAX_SCAN:
+        taken = 0
+        for record, readable in store.deliveries_newest_first(
+            event=wanted.event,
+            decision=wanted.decision,
+            before=None if cursor is None else (cursor.at, cursor.key),
+            limit=batch,
+        ):
+            taken += 1
+            scanned += 1
+            cursor = Cursor(at=record.received_at, key=record.guid)
+            payload = _payload(record, readable)
+            if not wanted.repo or repo_of(payload) == wanted.repo:
+                found.append((record, payload))
+                if len(found) > size:
+                    break
+        more = taken == batch
+        if not wanted.repo:
+            break
     has_next = len(found) > size
     found = found[:size]
     scanned_out = not has_next and more and bool(wanted.repo) and scanned >= MAX_SCAN
@@ -142,12 +126,7 @@ def _with_jobs(
     store: Storage, found: Sequence[tuple[DeliveryRecord, dict[str, Any] | None]]
 ) -> list[DeliveryRow]:
     guids = [record.guid for record, _ in found]
-    jobs: dict[str, tuple[Any, ...]] = {}
-    if guids:
-        with store._session() as db:
-            marks = ", ".join(["?"] * len(guids))
-            for row in db.all(store._delivery_jobs.format(marks=marks), guids):
-                jobs[str(row[0])] = row
+    jobs = store.delivery_jobs(guids)
     runs = store.runs_for_deliveries(guids)
     out: list[DeliveryRow] = []
     for record, payload in found:
@@ -168,14 +147,11 @@ def _with_jobs(
 
 
 def delivery(store: Storage, guid: str) -> DeliveryRow | None:
-    with store._session() as db:
-        row = db.one(
-            f"SELECT {DELIVERY_COLUMNS}, {store._body_columns} FROM deliveries WHERE guid = ?",
-            (guid,),
-        )
-    if row is None:
+    found = store.find_delivery(guid)
+    if found is None:
         return None
-    return _with_jobs(store, [_payload(store, row)])[0]
+    record, readable = found
+    return _with_jobs(store, [(record, _payload(record, readable))])[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,25 +164,13 @@ class RunFilter:
 def runs_page(
     store: Storage, wanted: RunFilter, before: Cursor | None, size: int
 ) -> Page[RunRecord]:
-    clauses: list[str] = []
-    args: list[object] = []
-    for column, value in (
-        ("repo", wanted.repo),
-        ("workflow", wanted.workflow),
-        ("status", wanted.status),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            args.append(value)
-    if before is not None:
-        clauses.append("created_at <= ? AND (created_at < ? OR id < ?)")
-        args += [before.at, before.at, before.key]
-    sql = f"SELECT {RUN_COLUMNS} FROM runs"
-    if clauses:
-        sql += " WHERE " + " AND ".join(clauses)
-    sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
-    with store._session() as db:
-        rows = [run_record(row) for row in db.all(sql, [*args, size + 1])]
+    rows = store.runs_newest_first(
+        repo=wanted.repo,
+        workflow=wanted.workflow,
+        status=wanted.status,
+        before=None if before is None else (before.at, before.key),
+        limit=size + 1,
+    )
     next_cursor = None
     if len(rows) > size:
         rows = rows[:size]
@@ -216,14 +180,7 @@ def runs_page(
 
 def run_choices(store: Storage) -> tuple[list[str], list[str]]:
     """The repositories and the workflows that have runs, for the runs page's filters."""
-    with store._session() as db:
-        repos = [str(r[0]) for r in db.all("SELECT DISTINCT repo FROM runs ORDER BY repo")]
-        flows = [str(r[0]) for r in db.all("SELECT DISTINCT workflow FROM runs ORDER BY workflow")]
-    return repos, flows
-
-
-# When a run's usage counts: when it ended, or (not ended) when it began.
-_AT = "coalesce(finished_at, created_at)"
+    return store.run_repos_and_workflows()
 
 
 def usage_by_day(store: Storage, start: float, end: float) -> list[Usage]:
@@ -232,14 +189,7 @@ def usage_by_day(store: Storage, start: float, end: float) -> list[Usage]:
     The day is whole seconds divided by whole seconds, which both backends floor alike (a
     cast of the time to an integer truncates in SQLite and rounds in Postgres: half a second
     at most, at midnight)."""
-    with store._session() as db:
-        rows = db.all(
-            f"SELECT CAST({_AT} AS BIGINT) / {DAY}, repo, workflow, count(*),"
-            " sum(coalesce(input_tokens, 0)), sum(coalesce(output_tokens, 0)),"
-            f" sum(coalesce(cost, 0)) FROM runs WHERE {_AT} >= ? AND {_AT} < ?"
-            " GROUP BY 1, 2, 3",
-            (start, end),
-        )
+    rows = store.usage_per_day(start, end, DAY)
     return [
         Usage(
             day=int(r[0]),
@@ -256,14 +206,7 @@ def usage_by_day(store: Storage, start: float, end: float) -> list[Usage]:
 
 def costliest_runs(store: Storage, start: float, end: float, limit: int) -> list[RunCost]:
     """The `limit` runs in [start, end) that cost most (most tokens first among equals)."""
-    with store._session() as db:
-        rows = db.all(
-            f"SELECT id, repo, workflow, {_AT}, input_tokens, output_tokens, cost FROM runs"
-            f" WHERE {_AT} >= ? AND {_AT} < ? AND (cost > 0 OR input_tokens > 0)"
-            " ORDER BY coalesce(cost, 0) DESC,"
-            " coalesce(input_tokens, 0) + coalesce(output_tokens, 0) DESC, id LIMIT ?",
-            (start, end, limit),
-        )
+    rows = store.costliest_runs(start, end, limit)
     return [
         RunCost(
             run_id=str(r[0]),

@@ -11,9 +11,9 @@ from typing import Any
 from markupsafe import Markup
 
 from bot.engine.details import AgentDetails, RunDetails
-from bot.github.render import render_outcome
-from bot.records import RunRecord
-from bot.storage import Storage
+from bot.publish.render import render_outcome
+from bot.store.contract import Storage
+from bot.store.records import RunRecord
 from bot.ui import queries
 from bot.ui.svg import timeline_svg
 from bot.ui.text import Redact, markdown, redact_values

@@ -4,9 +4,10 @@ A workflow is `async def workflow(wf, args)` with a `meta`; `args` is built by t
 `{"target": "issue #7", "kind": "issue" | "pull_request", "fence": ..., "context": ...,
 "question": ..., "repo_labels": [...] | None (triage: the repository's label names),
 "reporter_reply": bool (triage again after the issue's author answered)}`, and in a `decide`
-follow-up the same plus `"decision"` (see `bot.workflows.decision`: add `decision_note(args)`
+follow-up the same plus `"decision"` (see `bot.workflows.decide.note`: add `decision_note(args)`
 only to the prompts of agents after the point where the run blocked); its return value maps
-onto an Outcome (see `policies.outcome`).
+onto an Outcome (see `policies.outcome`). A workflow may import runs, publish, git, github, the
+engine, agents and the store; `flows.py` is the table of flows the wiring hands the executor.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
-from bot.github.context import context_prompt
-from bot.workflows.decision import decision_note
+from bot.runs.context import context_prompt
+from bot.workflows.decide.note import decision_note
 from bot.workflows.schemas import AskAnswer, ExplorerReport
 from policies.untrusted_text import code_span
 

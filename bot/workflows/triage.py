@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
-from bot.github.context import context_prompt, plain
-from bot.workflows.decision import decision_note
+from bot.runs.context import context_prompt, plain
+from bot.workflows.decide.note import decision_note
 from bot.workflows.schemas import CodeRef, ExplorerReport, TriageVerdict
 from policies.untrusted_text import code_span
 

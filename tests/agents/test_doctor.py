@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli, doctor
+from bot import cli
+from bot.ops import doctor
 from tests.fakes.llm import FakeLLM, serve, text
 
 

@@ -278,7 +278,7 @@ def fake_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_host_git_environment_holds_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bot.hostgit import host_env
+    from bot.git.hostgit import host_env
 
     for key, value in SECRETS.items():
         monkeypatch.setenv(key, value)
@@ -302,7 +302,7 @@ async def test_every_host_git_runner_passes_a_clean_environment(
     from bot.agents.gitread import ObjectReader
     from bot.agents.gitread import run_git as run_git_async
     from bot.engine.git import run_git
-    from bot.github.checkout import Mirrors
+    from bot.git.checkout import Mirrors
 
     dumps = fake_git(tmp_path, monkeypatch)
     run_git(["status"], tmp_path, check=False)

@@ -19,7 +19,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bot import doctor
 from bot.agents.runtime import AgentRuntime, build_runner
 from bot.agents.sandbox import CommandResult, SandboxStatus, probe_sandbox, run_sandboxed
 from bot.agents.sandbox_cgroups import cgroup_places, leftover_cgroups
@@ -28,6 +27,7 @@ from bot.agents.tools import Toolbox
 from bot.agents.types import IMPLEMENTER
 from bot.engine.types import Workspace
 from bot.engine.worktree import create_worktree
+from bot.ops import doctor
 from bot.settings import load_settings
 
 # CPU time is generous (a loaded machine must not trip it); its own test lowers it.

@@ -9,12 +9,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bot.backend import job_queue
 from bot.cli import build_parser, main
-from bot.postgres.store import PostgresStore
-from bot.queue.sqlite import SqliteJobQueue, insert_job
-from bot.storage import Storage
-from bot.store import Store, transaction
+from bot.store.backend import job_queue
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.sqlite import SqliteJobQueue, insert_job
+from bot.store.sqlite import Store, transaction
 from tests.backends import BACKENDS, insert_delivery
 from tests.conftest import PAYLOADS
 

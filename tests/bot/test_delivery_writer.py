@@ -12,10 +12,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bot.delivery_writer import DeliveryWriter, IncomingDelivery
-from bot.queue.base import JobStatus
-from bot.queue.sqlite import SqliteJobQueue
-from bot.store import Store, StoreError
+from bot.intake.delivery_writer import DeliveryWriter, IncomingDelivery
+from bot.store.queue.base import JobStatus
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import Store, StoreError
 
 pytestmark = pytest.mark.anyio
 

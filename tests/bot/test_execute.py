@@ -20,14 +20,14 @@ import pytest
 from bot.agents.runtime import build_runner
 from bot.agents.sandbox import SandboxStatus
 from bot.engine.engine import Engine
-from bot.execute import RunExecutor
-from bot.github.checkout import Mirrors
+from bot.git.checkout import Mirrors
 from bot.github.client import GitHubApp, RetryPolicy
-from bot.queue.sqlite import SqliteJobQueue, insert_job
 from bot.redact import Redactor
+from bot.runs.execute import RunExecutor
+from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
-from bot.store import Store, transaction
-from bot.worker import Worker, WorkerHooks
+from bot.store.queue.sqlite import SqliteJobQueue, insert_job
+from bot.store.sqlite import Store, transaction
 from policies.event import Event, Skip, SkipReason, Trigger
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github, serve_fake_github
 from tests.fakes.llm import FakeLLM, error, hang

@@ -21,15 +21,15 @@ from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.runtime import AgentRuntime
 from bot.agents.sandbox import SandboxStatus
 from bot.engine.artifacts import RunStore
-from bot.github.checkout import Mirrors
-from bot.postgres.store import PostgresStore
-from bot.queue.base import JobStatus, LeaseLost
-from bot.queue.fence import Fence, check_fence, current_fence, fence_lost, fenced
-from bot.queue.postgres import PostgresJobQueue
-from bot.queue.sqlite import SqliteJobQueue
-from bot.storage import RunRecord, Storage
-from bot.store import Store
-from bot.worker import Worker, WorkerHooks
+from bot.git.checkout import Mirrors
+from bot.runs.worker import Worker, WorkerHooks
+from bot.store.contract import RunRecord, Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import JobStatus, LeaseLost
+from bot.store.queue.fence import Fence, check_fence, current_fence, fence_lost, fenced
+from bot.store.queue.postgres import PostgresJobQueue
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import Store
 from policies.event import Trigger
 from tests.agents.conftest import FAST, invocation
 from tests.backends import BACKENDS, insert_delivery

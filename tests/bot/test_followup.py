@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.store import RunRecord
+from bot.store.sqlite import RunRecord
 from policies.event import Trigger
 from tests.bot import test_execute
 from tests.bot.test_execute import Rig

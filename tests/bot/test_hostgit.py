@@ -9,10 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bot import gitguard, hostgit
 from bot.engine.git import run_git
 from bot.engine.worktree import create_worktree, worktree_git_dir
-from bot.github.checkout import Mirrors
+from bot.git import gitguard, hostgit
+from bot.git.checkout import Mirrors
 from tests.agents.conftest import git, make_repo
 
 

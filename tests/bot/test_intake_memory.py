@@ -25,11 +25,11 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.routing import Route
 
-from bot.delivery_writer import DeliveryWriter
-from bot.intake_budget import IntakeBudget
+from bot.intake.budget import IntakeBudget
+from bot.intake.delivery_writer import DeliveryWriter
+from bot.intake.web import WebhookReceiver, create_app
 from bot.settings import SettingsError, load_settings
-from bot.store import Store
-from bot.web import WebhookReceiver, create_app
+from bot.store.sqlite import Store
 
 SECRET = b"memory-test-secret"
 ROOT = Path(__file__).resolve().parents[2]

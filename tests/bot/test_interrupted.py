@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bot.store import transaction
+from bot.store.sqlite import transaction
 from tests.bot import test_execute
 from tests.bot.test_execute import Rig
 from tests.fakes.llm import Reply

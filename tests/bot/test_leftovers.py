@@ -8,8 +8,8 @@ from pathlib import Path
 import anyio
 
 from bot.engine.worktree import create_worktree
-from bot.leftovers import clear_interrupted, sweep_leftovers
-from bot.store import Store
+from bot.runs.leftovers import clear_interrupted, sweep_leftovers
+from bot.store.sqlite import Store
 from tests.fakes.gitrepo import commit_files, init_bare_repo
 
 

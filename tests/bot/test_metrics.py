@@ -19,12 +19,12 @@ import httpx
 import pytest
 
 from bot import metrics
-from bot.backend import job_queue
-from bot.postgres.store import PostgresStore
+from bot.intake.web import create_app
 from bot.settings import Settings
-from bot.storage import Storage
-from bot.store import Store
-from bot.web import create_app
+from bot.store.backend import job_queue
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 from policies.github_events import GITHUB_EVENTS
 from tests.scripted import metric_sample
 

@@ -11,12 +11,12 @@ import anyio.lowlevel
 import psycopg
 import pytest
 
-from bot.delivery_writer import IncomingDelivery
-from bot.postgres.intake import PostgresIntake
-from bot.postgres.store import PostgresStore
-from bot.queue.base import JobStatus
-from bot.queue.postgres import PostgresJobQueue
-from bot.storage import StoreError
+from bot.intake.delivery_writer import IncomingDelivery
+from bot.intake.postgres_writer import PostgresIntake
+from bot.store.contract import StoreError
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import JobStatus
+from bot.store.queue.postgres import PostgresJobQueue
 
 
 def _delivery(guid: str, body: bytes = b'{"action":"opened"}') -> IncomingDelivery:

@@ -1,4 +1,4 @@
-"""Postgres wakes the worker pool when a job is committed anywhere (bot/postgres/listen.py).
+"""Postgres wakes the worker pool when a job is committed anywhere (bot/store/postgres/listen.py).
 
 The bounds are generous on purpose: a pool woken by a notification claims within a round
 trip, and one that is not waits its 30 s poll, so 5 s tells the two apart on any machine.
@@ -17,11 +17,11 @@ import anyio.to_thread
 import psycopg
 import pytest
 
-from bot.postgres.listen import APPLICATION_NAME, channel, listen
-from bot.postgres.store import PostgresStore
-from bot.queue.base import Job, Watch
-from bot.queue.postgres import QUEUE, PostgresJobQueue
-from bot.worker import WATCHED_POLL_INTERVAL, Worker, WorkerHooks
+from bot.runs.worker import WATCHED_POLL_INTERVAL, Worker, WorkerHooks
+from bot.store.postgres.listen import APPLICATION_NAME, channel, listen
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import Job, Watch
+from bot.store.queue.postgres import QUEUE, PostgresJobQueue
 
 pytestmark = pytest.mark.anyio
 

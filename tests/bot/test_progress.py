@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.engine.details import AgentDetails, RunDetails
-from bot.progress import Tracker, progress_of, usage_of
+from bot.runs.progress import Tracker, progress_of, usage_of
 
 
 def _details() -> RunDetails:

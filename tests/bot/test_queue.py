@@ -12,11 +12,11 @@ import procrastinate.jobs
 import pytest
 from procrastinate.exceptions import JobAborted
 
-from bot.postgres.store import PostgresStore
-from bot.queue.base import JobQueue, JobStatus, LeaseLost, backoff_seconds
-from bot.queue.postgres import AttemptFailed, GaveUp, PostgresJobQueue, retry_strategy
-from bot.queue.sqlite import SqliteJobQueue
-from bot.store import Store
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import JobQueue, JobStatus, LeaseLost, backoff_seconds
+from bot.store.queue.postgres import AttemptFailed, GaveUp, PostgresJobQueue, retry_strategy
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import Store
 
 
 class FakeClock:

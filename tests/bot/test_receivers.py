@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.store import Store
+from bot.store.sqlite import Store
 from tests.conftest import PAYLOADS
 from tests.scripted import (
     RunningBot,

@@ -227,7 +227,7 @@ def test_a_token_behind_markdown_backslash_escapes_is_redacted() -> None:
 
 
 def test_a_model_summary_with_raw_html_cannot_smuggle_a_token_through_the_comment() -> None:
-    from bot.github.render import render_outcome
+    from bot.publish.render import render_outcome
     from policies.outcome_json import outcome_from_json
 
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.postgres.store import PostgresStore
-from bot.redeliver import redeliver_forever, redeliver_missed
-from bot.storage import Storage
-from bot.store import Store
+from bot.ops.redeliver import redeliver_forever, redeliver_missed
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 from policies.redelivery import MAX_REDELIVERIES, REMEMBER_S
 from tests.backends import BACKENDS
 from tests.fakes.github import FakeGitHub, serve_app

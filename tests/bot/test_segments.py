@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.delivery_writer import DeliveryWriter, IncomingDelivery
-from bot.queue.base import JobStatus
-from bot.queue.sqlite import SqliteJobQueue
-from bot.segments import SegmentWriter, bodies_dir, read_body, segment_path
-from bot.store import MIGRATIONS, SCHEMA_VERSION, BodyMissing, Store, StoreError, connect
-from bot.worker import Worker, WorkerHooks
+from bot.intake.delivery_writer import DeliveryWriter, IncomingDelivery
+from bot.runs.worker import Worker, WorkerHooks
+from bot.store.queue.base import JobStatus
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.segments import SegmentWriter, bodies_dir, read_body, segment_path
+from bot.store.sqlite import MIGRATIONS, SCHEMA_VERSION, BodyMissing, Store, StoreError, connect
 from tests.conftest import PAYLOADS
 
 pytestmark = pytest.mark.anyio

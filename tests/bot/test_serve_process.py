@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.queue.sqlite import SqliteJobQueue
-from bot.store import Store
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import Store
 from tests.conftest import PAYLOADS
 
 pytestmark = pytest.mark.slow
@@ -199,14 +199,15 @@ def test_every_worker_log_line_carries_the_delivery_id(
     handling = [
         line
         for line in lines
-        if line["logger"] in ("bot.web", "bot.worker") and line["msg"] != "worker pool started"
+        if line["logger"] in ("bot.intake.web", "bot.runs.worker")
+        and line["msg"] != "worker pool started"
     ]
     assert handling
     for line in handling:
         assert line.get("delivery_id"), line
-    decided = {line["delivery_id"] for line in handling if line["logger"] == "bot.worker"}
+    decided = {line["delivery_id"] for line in handling if line["logger"] == "bot.runs.worker"}
     assert set(all_posted) <= decided
-    received = [line for line in lines if line["logger"] == "bot.web"]
+    received = [line for line in lines if line["logger"] == "bot.intake.web"]
     assert {line["outcome"] for line in received} <= {"accepted", "duplicate"}
     assert not any(SECRET in json.dumps(line) for line in lines)
 

@@ -14,13 +14,13 @@ import procrastinate
 import psycopg
 import pytest
 
-from bot.backend import job_queue
-from bot.postgres.schema import MIGRATIONS as PG_MIGRATIONS
-from bot.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
-from bot.postgres.store import PostgresStore
-from bot.queue.sqlite import SqliteJobQueue
-from bot.storage import ARTIFACT_CAP, Storage
-from bot.store import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
+from bot.store.backend import job_queue
+from bot.store.contract import ARTIFACT_CAP, Storage
+from bot.store.postgres.schema import MIGRATIONS as PG_MIGRATIONS
+from bot.store.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
 from policies.lifecycle import InstallationState
 from tests.backends import BACKENDS, execute, insert_delivery, query
 

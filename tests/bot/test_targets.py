@@ -21,16 +21,16 @@ import pytest
 
 from bot.agents.runtime import build_runner
 from bot.agents.sandbox import SandboxStatus
-from bot.backend import InspectableQueue, job_queue
 from bot.engine.engine import Engine
-from bot.execute import RunExecutor
-from bot.github.checkout import Mirrors
+from bot.git.checkout import Mirrors
 from bot.github.client import GitHubApp, RetryPolicy
-from bot.postgres.store import PostgresStore
+from bot.runs.execute import RunExecutor
+from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
-from bot.storage import RunRecord, Storage
-from bot.store import Store
-from bot.worker import Worker, WorkerHooks
+from bot.store.backend import InspectableQueue, job_queue
+from bot.store.contract import RunRecord, Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.sqlite import Store
 from policies.event import Event
 from tests.backends import BACKENDS, insert_delivery
 from tests.fakes.github import FakeGitHub, make_fake_github, serve_fake_github
@@ -192,8 +192,8 @@ async def test_a_second_command_on_the_same_target_waits_for_the_first(pools: Po
 async def test_a_command_behind_a_long_run_gives_its_slot_back_until_its_turn(
     pools: Pools, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("bot.execute.TARGET_WAIT_IN_SLOT_S", 0.3)
-    monkeypatch.setattr("bot.execute.TARGET_RETRY_S", 0.5)
+    monkeypatch.setattr("bot.runs.execute.TARGET_WAIT_IN_SLOT_S", 0.3)
+    monkeypatch.setattr("bot.runs.execute.TARGET_RETRY_S", 0.5)
     asked: list[tuple[float, str]] = []
     pools.llm.respond_with(slow_answers(3.0, asked))
     first, second = pools.workers

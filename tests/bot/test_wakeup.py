@@ -7,7 +7,7 @@ import os
 import anyio
 import pytest
 
-from bot import wakeup
+from bot.intake import wakeup
 
 pytestmark = pytest.mark.anyio
 

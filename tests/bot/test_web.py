@@ -15,15 +15,15 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from bot.backend import job_queue
-from bot.delivery_writer import DeliveryWriter
-from bot.postgres.store import PostgresStore
-from bot.queue.base import JobStatus
+from bot.intake.delivery_writer import DeliveryWriter
+from bot.intake.web import MAX_BODY, WebhookReceiver, create_app, signature_matches
+from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
-from bot.storage import Storage
-from bot.store import Store
-from bot.web import MAX_BODY, WebhookReceiver, create_app, signature_matches
-from bot.worker import Worker, WorkerHooks
+from bot.store.backend import job_queue
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import JobStatus
+from bot.store.sqlite import Store
 from tests.backends import BACKENDS, execute
 
 pytestmark = pytest.mark.anyio
@@ -170,9 +170,9 @@ async def test_mismatch_log_points_at_the_secret_setting(
     serve: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with serve(OCTOKIT_SECRET) as h:
-        with caplog.at_level(logging.INFO, logger="bot.web"):
+        with caplog.at_level(logging.INFO, logger="bot.intake.web"):
             await h.post(OCTOKIT_BODY, secret="not it", guid="g-bad")
-    (record,) = [r for r in caplog.records if r.name == "bot.web"]
+    (record,) = [r for r in caplog.records if r.name == "bot.intake.web"]
     assert "BOT_WEBHOOK_SECRET" in record.getMessage()
     assert (record.delivery_id, record.outcome) == ("g-bad", "bad_signature")  # type: ignore[attr-defined]
     assert "sha256=" not in record.getMessage() and "foo" not in record.getMessage()
@@ -391,10 +391,10 @@ async def test_one_log_line_per_delivery_without_body_or_signature(
     serve: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with serve() as h:
-        with caplog.at_level(logging.INFO, logger="bot.web"):
+        with caplog.at_level(logging.INFO, logger="bot.intake.web"):
             await h.post(b'{"secret_field": "payload text"}', guid="g-1")
             await h.post(b'{"secret_field": "payload text"}', guid="g-1")
-    lines = [r for r in caplog.records if r.name == "bot.web"]
+    lines = [r for r in caplog.records if r.name == "bot.intake.web"]
     assert [(r.delivery_id, r.event, r.outcome) for r in lines] == [  # type: ignore[attr-defined]
         ("g-1", "issues", "accepted"),
         ("g-1", "issues", "duplicate"),

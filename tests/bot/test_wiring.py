@@ -10,9 +10,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bot.execute import RunExecutor
+from bot.runs.execute import RunExecutor
 from bot.settings import Settings
-from bot.store import Store
+from bot.store.sqlite import Store
 from bot.wiring import build_worker_hooks
 from policies.config import ConfigError
 from policies.event import Event
@@ -76,8 +76,8 @@ async def test_config_follows_extends_and_local_values_win(
         f"{getattr(job, 'func', job).__module__}.{getattr(job, 'func', job).__name__}"
         for job in hooks.background
     ] == [
-        "bot.github.checkout.sweep_forever",
-        "bot.leftovers.sweep_forever",
+        "bot.git.checkout.sweep_forever",
+        "bot.runs.leftovers.sweep_forever",
         "bot.wiring.close_when_stopped",
     ]
     assert (await hooks.config_loader(event())).triage.enabled is True  # no file: defaults

@@ -13,12 +13,12 @@ import pytest
 
 from bot import log as bot_log
 from bot.github.errors import RateLimited
-from bot.queue.base import JobStatus
-from bot.queue.sqlite import SqliteJobQueue, insert_job
+from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
-from bot.store import RunRecord, Store, transaction
+from bot.store.queue.base import JobStatus
+from bot.store.queue.sqlite import SqliteJobQueue, insert_job
+from bot.store.sqlite import RunRecord, Store, transaction
 from bot.wiring import build_worker_hooks
-from bot.worker import Worker, WorkerHooks
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Trigger
 from tests.conftest import PAYLOADS
@@ -479,7 +479,7 @@ async def test_every_log_line_of_a_delivery_carries_its_id(env: Env) -> None:
     handling = [
         line
         for line in logs
-        if line["logger"] == "bot.worker" or "workflows" in str(line["logger"])
+        if line["logger"] == "bot.runs.worker" or "workflows" in str(line["logger"])
     ]
     assert len(handling) >= 5
     for line in handling:
@@ -510,7 +510,7 @@ async def test_comments_are_parsed_off_the_event_loop(
     """Parsing a hostile 64 KiB comment takes seconds; it must not stall every other job."""
     import threading
 
-    from bot import worker as worker_module
+    from bot.runs import worker as worker_module
 
     threads: list[bool] = []
     real = worker_module.decide

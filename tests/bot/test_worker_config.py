@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.queue.base import JobStatus
-from bot.queue.sqlite import SqliteJobQueue, insert_job
-from bot.store import Store, transaction
+from bot.runs.worker import Worker
+from bot.store.queue.base import JobStatus
+from bot.store.queue.sqlite import SqliteJobQueue, insert_job
+from bot.store.sqlite import Store, transaction
 from bot.wiring import build_worker_hooks
-from bot.worker import Worker
 from tests.bot.test_wiring import fake, settings_for, write_config
 from tests.fakes.github import FakeGitHub
 

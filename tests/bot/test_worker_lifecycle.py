@@ -14,14 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.backend import job_queue
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.github.errors import AccessRevoked
-from bot.postgres.store import PostgresStore
-from bot.queue.base import JobStatus
-from bot.storage import Storage
-from bot.store import Store
-from bot.worker import Worker, WorkerHooks
+from bot.runs.worker import Worker, WorkerHooks
+from bot.store.backend import job_queue
+from bot.store.contract import Storage
+from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import JobStatus
+from bot.store.sqlite import Store
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event
 from policies.lifecycle import InstallationState

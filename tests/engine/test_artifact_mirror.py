@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.engine import Engine, RunDetails, RunNotFound
-from bot.store import Store
+from bot.store.sqlite import Store
 from tests.engine.scripted import POLICY, make_repo
 from tests.engine.test_resume import META, counting_runner, go, interrupted
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bot.fix import gitops
+from bot.workflows.fix import gitops
 from policies.config import FixConfig
 from policies.fix import RiskReport
 from tests.fakes.gitrepo import Entry, Gitlink, Link, commit_files, init_bare_repo

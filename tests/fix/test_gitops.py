@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bot.fix import gitops
+from bot.workflows.fix import gitops
 from tests.fakes.gitrepo import commit_files, init_bare_repo
 
 

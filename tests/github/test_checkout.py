@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from bot.github.checkout import LAST_USED, CheckoutError, Mirrors, PushRefused
+from bot.git.checkout import LAST_USED, CheckoutError, Mirrors, PushRefused
 from bot.github.client import GitHubApp, InstallationClient, RetryPolicy
 from tests.fakes.github import (
     FakeGitHub,
@@ -99,7 +99,7 @@ async def test_mirror_fetches_with_the_token_in_a_header_only(
         commands.append((list(cmd), dict(kwargs.get("env") or {})))
         return await real(cmd, **kwargs)
 
-    with mock.patch("bot.github.checkout.anyio.run_process", recording):
+    with mock.patch("bot.git.checkout.anyio.run_process", recording):
         git_dir = await mirrors.ensure_commit(gh, main_sha, branch="main")
 
     assert git_dir == data_dir / "repos" / "octo" / "hello.git"

@@ -1,4 +1,4 @@
-"""Tests for bot/github/context.py: sanitizing, fencing, trust labels, truncation and budget."""
+"""Tests for bot/runs/context.py: sanitizing, fencing, trust labels, truncation and budget."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from bot.github.client import GitHubApp, InstallationClient, RetryPolicy
-from bot.github.context import (
+from bot.github.models import Issue, IssueComment, PullRequest, ReviewComment
+from bot.publish.render import run_marker
+from bot.runs.context import (
     FIELD_LIMIT,
     Part,
     RunContext,
@@ -24,9 +26,7 @@ from bot.github.context import (
     strip_invisible,
     truncate,
 )
-from bot.github.context import _Trust as Trust
-from bot.github.models import Issue, IssueComment, PullRequest, ReviewComment
-from bot.github.render import run_marker
+from bot.runs.context import _Trust as Trust
 from policies.event import Trigger
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bot.doctor import DoctorContext, run_checks
-from bot.github.doctor_checks import check_github_app, make_github_check
+from bot.ops.doctor import DoctorContext, run_checks
+from bot.ops.doctor_checks import check_github_app, make_github_check
 from bot.settings import Settings
 from tests.fakes.github import FakeGitHub, new_private_key_pem
 

@@ -1,11 +1,11 @@
-"""Tests for bot/github/markdown_out.py: model-written Markdown posted without HTML, images,
+"""Tests for bot/publish/markdown_out.py: model-written Markdown posted without HTML, images,
 hidden comments or links other than https."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.github.markdown_out import as_code_block, clean_model_markdown, clean_within
+from bot.publish.markdown_out import as_code_block, clean_model_markdown, clean_within
 from tests.github._markdown_check import hidden_comments, problems
 
 

@@ -1,4 +1,4 @@
-"""Property test for bot/github/markdown_out.py: whatever Markdown a model writes, the cleaned
+"""Property test for bot/publish/markdown_out.py: whatever Markdown a model writes, the cleaned
 text renders (read by a plain CommonMark + GFM-table parser) without raw HTML, images, links
 other than https or bare non-https addresses, and cleaning it again changes nothing.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.github.markdown_out import clean_model_markdown
+from bot.publish.markdown_out import clean_model_markdown
 from tests.github._markdown_check import hidden_comments, problems
 
 _URLS = st.sampled_from(

@@ -1,4 +1,4 @@
-"""Tests for bot/github/publish.py against the fake GitHub through the real client."""
+"""Tests for bot/publish/publisher.py against the fake GitHub through the real client."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from bot.github.client import GitHubApp, InstallationClient, RetryPolicy
-from bot.github.publish import Publisher
-from bot.github.render import Progress, parse_markers, run_marker
+from bot.publish.publisher import Publisher
+from bot.publish.render import Progress, parse_markers, run_marker
 from policies.outcome import Blocked, Outcome
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github
 from tests.github._markdown_check import hidden_comments, problems

@@ -1,10 +1,10 @@
-"""Tests for bot/github/render.py: markers, progress, final and BLOCKED comments, replies."""
+"""Tests for bot/publish/render.py: markers, progress, final and BLOCKED comments, replies."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.github.render import (
+from bot.publish.render import (
     MAX_BODY,
     AgentLine,
     Progress,

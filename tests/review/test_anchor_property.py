@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.review import diffs
-from bot.review.publish import post_review
-from bot.review.render import Shown
+from bot.workflows.review import diffs
+from bot.workflows.review.publish import post_review
+from bot.workflows.review.render import Shown
 from policies.diff import Anchor, anchor_for
 from tests.conftest import SHARED
 from tests.fakes.github import FakeGitHub

@@ -10,8 +10,8 @@ import pytest
 
 from bot.engine.schema import normalize_schema
 from bot.github.models import GitRef, PullRequest, User
-from bot.review.runner import conclude, prepare
-from bot.workflows.review import most_severe
+from bot.workflows.review.runner import conclude, prepare
+from bot.workflows.review.workflow import most_severe
 from bot.workflows.schemas import ReviewFinding, UnitReview, unit_review_schema
 from policies.config import ReviewConfig
 from policies.review_state import ReviewState

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import anyio
 
-from bot.review import diffs
-from bot.review.runner import limits_of
+from bot.workflows.review import diffs
+from bot.workflows.review.runner import limits_of
 from policies.config import ReviewConfig
 from policies.diff import anchor_for
 from policies.review_plan import changed_file, plan_review

@@ -1,4 +1,4 @@
-"""bot.review.memory: who may dismiss, where the mirrored state is read from, its key, and
+"""bot.workflows.review.memory: who may dismiss, where the mirrored state is read from, its key, and
 that packing it never holds up the event loop."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from bot.github.models import IssueComment, User
-from bot.github.render import run_marker, sticky_marker
-from bot.review import memory
+from bot.publish.render import run_marker, sticky_marker
 from bot.settings import Settings, load_settings
+from bot.workflows.review import memory
 from policies.review_state import ReviewState, StoredFinding, encode_marker
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github
 from tests.github._client_world import Sleeps, make_app

@@ -1,4 +1,4 @@
-"""bot.review.runner.prepare on real pull requests: what a first and a follow-up review look at."""
+"""bot.workflows.review.runner.prepare on real pull requests: what a first and a follow-up review look at."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.github.models import GitRef, PullRequest, User
-from bot.review.runner import prepare
+from bot.workflows.review.runner import prepare
 from policies.config import ReviewConfig
 from policies.review_state import ReviewState, patch_signature, with_heads
 from tests.conftest import SHARED

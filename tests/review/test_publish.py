@@ -1,4 +1,4 @@
-"""bot.review.publish: one review request, one fallback on 422, fixed threads closed."""
+"""bot.workflows.review.publish: one review request, one fallback on 422, fixed threads closed."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.review.publish import close_fixed, fixed_replies, post_review
-from bot.review.render import Shown
+from bot.workflows.review.publish import close_fixed, fixed_replies, post_review
+from bot.workflows.review.render import Shown
 from policies.diff import Anchor
 from tests.fakes.github import FakeGitHub
 from tests.github._client_world import make_app

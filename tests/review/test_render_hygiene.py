@@ -3,8 +3,8 @@ without raw HTML, images, hidden comments or non-https links; the app's own mark
 
 from __future__ import annotations
 
-from bot.github.render import render_outcome, run_marker
-from bot.review.render import (
+from bot.publish.render import render_outcome, run_marker
+from bot.workflows.review.render import (
     Shown,
     SummaryFacts,
     comment_body,

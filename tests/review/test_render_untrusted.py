@@ -8,9 +8,9 @@ import re
 
 from markdown_it import MarkdownIt
 
-from bot.github.render import render_outcome
-from bot.review.render import Shown, SummaryFacts, comment_body, review_body, summary_text
-from bot.workflows.fix import review_lines
+from bot.publish.render import render_outcome
+from bot.workflows.fix.workflow import review_lines
+from bot.workflows.review.render import Shown, SummaryFacts, comment_body, review_body, summary_text
 from policies.outcome import Outcome
 
 _MD = MarkdownIt("commonmark", {"html": True})

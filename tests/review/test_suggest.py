@@ -1,4 +1,4 @@
-"""bot.review.suggest: a fix becomes a suggestion only when it applies, stays put and passes."""
+"""bot.workflows.review.suggest: a fix becomes a suggestion only when it applies, stays put and passes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from bot.agents.sandbox import probe_sandbox
-from bot.review.suggest import prove_suggestion, reclaim, replacement_lines, syntax_error
+from bot.workflows.review.suggest import prove_suggestion, reclaim, replacement_lines, syntax_error
 from tests.fakes.gitrepo import commit_files, init_bare_repo
 
 pytestmark = pytest.mark.anyio

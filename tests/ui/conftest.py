@@ -13,8 +13,8 @@ import pytest
 from starlette.applications import Starlette
 
 from bot.settings import Settings
-from bot.storage import Storage
-from bot.store import Store
+from bot.store.contract import Storage
+from bot.store.sqlite import Store
 from bot.ui.app import operator_page
 from tests.ui.seed import (
     HOSTILE,

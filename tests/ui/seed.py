@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.details import AgentDetails, RunDetails
-from bot.storage import Storage
+from bot.store.contract import Storage
 from tests.backends import execute, insert_delivery
 
 PLANTED_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.storage import Storage
+from bot.store.contract import Storage
 from bot.ui import queries
 from bot.ui.runview import agent_view, run_view
 from policies.ui_pages import decode_cursor

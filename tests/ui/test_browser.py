@@ -1,6 +1,6 @@
 """The operator's page in a real headless Chromium (Debian's, driven by Playwright).
 
-The real app (`bot.web.create_app`, as `bot serve` builds it) runs on 127.0.0.1 over a seeded
+The real app (`bot.intake.web.create_app`, as `bot serve` builds it) runs on 127.0.0.1 over a seeded
 SQLite store. Every test records each request the page makes and each dialog it opens: none
 may leave 127.0.0.1, and no dialog may open (the hostile run's `alert()`s would).
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bot.web import create_app
+from bot.intake.web import create_app
 from tests.conftest import chromium_path
 from tests.ui.conftest import NOW, TOKEN, Seeded, ui_settings
 from tests.ui.seed import PLANTED_TOKEN, Call, details, history, put_artifact

@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import httpx
 
-from bot.doctor import DoctorContext, check_ui
+from bot.intake.web import create_app
+from bot.ops.doctor import DoctorContext, check_ui
 from bot.settings import Settings
-from bot.store import Store
-from bot.web import create_app
+from bot.store.sqlite import Store
 from tests.ui.conftest import Seeded, sign_in, ui_settings
 from tests.ui.seed import PLANTED_TOKEN
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from bot.storage import Storage
+from bot.store.contract import Storage
 from bot.ui.app import operator_page
 from tests.backends import BACKENDS, backend_store
 from tests.ui.conftest import TOKEN, Seeded, seed, sign_in, ui_settings

@@ -68,7 +68,7 @@ async def run(name: str, runner: ScriptedRunner, tmp_path: Path, **args: Any) ->
 
 def test_registry() -> None:
     assert set(WORKFLOWS) == {"triage", "ask"}
-    # Reviews have a path of their own in the executor (bot.review.flow).
+    # Reviews have a path of their own in the executor (bot.workflows.review.flow).
     assert get_workflow("review") is None
     assert {"help", "status", "stop", "pause", "resume"} == MODEL_FREE
     for name, (meta, _) in WORKFLOWS.items():

@@ -1,4 +1,4 @@
-"""Tests for bot/workflows/decision.py and where ask and triage put the decision."""
+"""Tests for bot/workflows/decide/note.py and where ask and triage put the decision."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.workflows.decision import decision_note
+from bot.workflows.decide.note import decision_note
 from tests.workflows.test_builtin import EXPLORER, FENCE, VERDICT, ScriptedRunner, ok, run
 
 DECISION = {

@@ -9,7 +9,7 @@ import pytest
 
 from bot.engine.engine import Engine
 from bot.engine.types import AgentInvocation
-from bot.workflows import review
+from bot.workflows.review import workflow as review
 from tests.engine.scripted import POLICY, Script, ScriptedRunner
 
 pytestmark = pytest.mark.anyio

@@ -1,1 +1,0 @@
-"""The Postgres backend: connections, schema, store and intake for scale-out deployments."""

@@ -1,1 +1,0 @@
-"""The JobQueue contract and its backends."""

@@ -1,1 +1,0 @@
-"""Pull request review: local diffs, review memory, suggestions proven in worktrees, publication."""

@@ -1,0 +1,2 @@
+"""Runs: the worker pool, the run executor, the run's context, progress, model-free replies, leftovers
+and the installation lifecycle. The flows come from the wiring by name (`bot.runs.flows`)."""

@@ -1,0 +1,72 @@
+"""The one place that picks the storage backend: SQLite by default, Postgres by BOT_DATABASE_URL.
+
+Everything else takes a `Storage` and a `JobQueue` and does not know which it got. The
+Postgres modules are imported only when Postgres is chosen, so an embedded deployment never
+loads psycopg or procrastinate.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bot.settings import Settings
+from bot.store.contract import Storage
+from bot.store.queue.base import (
+    DEFAULT_MAX_ATTEMPTS,
+    DELIVERY_JOB,
+    Job,
+    JobQueue,
+    QueueStats,
+    Watch,
+)
+from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.sqlite import Store
+
+
+class InspectableQueue(JobQueue, Protocol):
+    """A JobQueue with the blocking calls that commands and tests use beside the contract."""
+
+    def enqueue_sync(
+        self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> int | None: ...
+
+    def jobs_for_delivery(self, delivery_id: str) -> list[Job]:
+        """The delivery's jobs, oldest first."""
+        ...
+
+    def stats_sync(self) -> QueueStats:
+        """The queue's figures for monitoring, cheap enough for every metrics scrape."""
+        ...
+
+
+def open_store(settings: Settings) -> Storage:
+    """The deployment's store, its schema migrated; StoreError when it cannot be opened."""
+    dsn = settings.database_dsn
+    if settings.uses_postgres and dsn is not None:
+        from bot.store.postgres.store import PostgresStore
+
+        return PostgresStore.open(dsn)
+    return Store.open(settings.sqlite_path)
+
+
+def job_queue(store: Storage) -> InspectableQueue:
+    """The job queue that lives in the store's database."""
+    if isinstance(store, Store):
+        return SqliteJobQueue(store)
+    from bot.store.postgres.store import PostgresStore
+    from bot.store.queue.postgres import PostgresJobQueue
+
+    if isinstance(store, PostgresStore):
+        return PostgresJobQueue(store)
+    raise TypeError(f"no job queue for a {type(store).__name__}")
+
+
+def job_watch(queue: JobQueue) -> Watch | None:
+    """How the queue's database tells a worker pool of jobs committed by any process:
+    Postgres's notifications. None for SQLite, whose receivers wake the pool themselves
+    (`bot.intake.wakeup`), and for any other queue."""
+    if isinstance(queue, SqliteJobQueue):
+        return None
+    from bot.store.queue.postgres import PostgresJobQueue
+
+    return queue.watch if isinstance(queue, PostgresJobQueue) else None

@@ -1,0 +1,541 @@
+"""One review run, end to end: what to review, the workflow, what to post, what to remember.
+
+1. The pull request's head is read fresh. An automatic review of a head that is no longer the
+   head is skipped: the newer push has its own review coming.
+2. The head (and the base) are fetched into the mirror (`refs/pull/N/head`: forks work,
+   read-only); the changes are computed locally (`bot.workflows.review.diffs`).
+3. The review memory is loaded (`bot.workflows.review.memory`) and the app's threads are read: what
+   people with write permission resolved, declined or 👎'd is dismissed.
+4. On a follow-up, files whose pull request patch is the same as at the last review are not
+   reviewed again; for the others the reviewer is shown what the push changed (when the last
+   reviewed head is an ancestor) or the whole patch (after a force push or rebase). Open
+   findings in changed files are re-checked. `@app review full` reviews everything again.
+5. The `review` workflow runs on the engine (`bot.workflows.review.workflow`), resuming a superseded
+   run of the same pull request so its finished read-only calls replay.
+6. The head is read again: a stale result is never posted as inline comments.
+7. Findings are fingerprinted and compared with the memory (none is posted twice), suggested
+   fixes are proven (`bot.workflows.review.suggest`), anchors are checked against the hunks, and one
+   review is posted (`bot.workflows.review.publish`); fixed findings get "Fixed in <sha>" on their
+   thread, which is resolved.
+8. The memory is saved, and mirrored in the sticky summary the executor publishes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.log import get_logger
+from bot.runs.context import sanitize
+from bot.runs.progress import clean_model_text
+from bot.workflows.review import diffs
+from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
+from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
+from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
+from bot.workflows.review.suggest import prove_suggestion, reclaim
+from policies.config import ReviewConfig
+from policies.diff import Anchor, FilePatch, anchor_for
+from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
+from policies.review_state import (
+    Candidate,
+    ReviewState,
+    StoredFinding,
+    code_hash,
+    counts,
+    known_finding,
+    patch_signature,
+    unchanged_files,
+    with_heads,
+)
+
+if TYPE_CHECKING:
+    from bot.engine.details import RunDetails
+    from bot.github.installation import InstallationClient
+    from bot.github.models import IssueComment, PullRequest
+    from bot.store.contract import Storage
+
+log = get_logger(__name__)
+
+SEVERITY_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
+INLINE_SEVERITIES = frozenset({"critical", "high", "medium", "low"})
+RECHECK_CONTEXT = 12
+BLOCK_LIMIT = 60_000
+
+
+@dataclass
+class Prepared:
+    """Everything the workflow needs, and what the run must remember to conclude."""
+
+    head: str
+    base: str
+    changes: diffs.PullChanges
+    plan: ReviewPlan
+    state: ReviewState
+    previous: str | None
+    full: bool
+    signatures: dict[str, str]
+    units: list[dict[str, Any]]
+    recheck: list[dict[str, Any]]
+    dismissed_now: list[str] = field(default_factory=list)
+
+    @property
+    def nothing_to_review(self) -> bool:
+        return not self.units and not self.recheck
+
+
+def _changed(files: Sequence[FilePatch]) -> list[ChangedFile]:
+    return [changed_file(f) for f in files]
+
+
+def limits_of(config: ReviewConfig) -> PlanLimits:
+    return PlanLimits(
+        max_files=config.max_files,
+        max_tokens=config.max_tokens,
+        paths=tuple(config.paths),
+        ignore=tuple(config.ignore) + tuple(config.ignore_paths),
+    )
+
+
+def fenced(name: str, text: str, fence: str, *, trusted: bool, author: str | None) -> str:
+    """A data block in the run's fence (see `bot.runs.context`): data, never instructions."""
+    tag = "data" if trusted else "untrusted-data"
+    who = f' author="{sanitize(author, markup=False)[:60]}"' if author else ""
+    body = text.replace(fence, "[fence]")
+    safe_name = sanitize(name, markup=False).replace('"', "'")[:200]
+    return f'<{tag} fence="{fence}" source="{safe_name}"{who}>\n{body}\n</{tag} fence="{fence}">'
+
+
+def unit_key(paths: Sequence[str], body: str) -> str:
+    """The identity of a unit's review: its files and the exact changes shown (hunk headers
+    and their line numbers included), so reused findings point at the same lines."""
+    digest = hashlib.sha256("\0".join([*paths, body]).encode("utf-8")).hexdigest()
+    return digest[:24]
+
+
+def still_there(text: str, finding: StoredFinding) -> bool:
+    """Whether the code a finding was anchored to is still in the file, anywhere."""
+    if not finding.code or finding.line is None:
+        return False
+    span = finding.line - (finding.start_line or finding.line) + 1
+    lines = text.split("\n")
+    return any(
+        code_hash("\n".join(lines[i : i + span])) == finding.code
+        for i in range(max(0, len(lines) - span + 1))
+    )
+
+
+def _numbered(text: str, start: int, end: int) -> str:
+    lines = text.split("\n")
+    first, last = max(1, start), min(len(lines), end)
+    return "\n".join(f"{n:>6}  {lines[n - 1]}" for n in range(first, last + 1))
+
+
+async def prepare(
+    git_dir: Path,
+    *,
+    pull: PullRequest,
+    state: ReviewState,
+    config: ReviewConfig,
+    full: bool,
+    fence: str,
+    author_trusted: bool,
+) -> Prepared:
+    """Steps 2 and 4 of the module docstring: the units and re-checks of this review."""
+    head, base_tip = pull.head.sha, pull.base.sha
+    changes = await diffs.pull_changes(git_dir, base_tip, head)
+    signatures = {f.path: patch_signature(f.patch) for f in changes.files}
+    previous = state.last_head
+    follow_up = previous is not None and not full
+    unchanged: frozenset[str] = frozenset()
+    pushed: dict[str, FilePatch] = {}
+    if follow_up:
+        unchanged = unchanged_files(state.patches, signatures)
+        if previous != head:
+            delta = await diffs.push_changes(git_dir, previous or "", head)
+            if delta is not None:
+                pushed = {f.path: f for f in delta}
+    # A follow-up shows each file's delta, so its units are sized by the delta.
+    sized = [pushed.get(f.path, f) if f.path in pushed else f for f in changes.files]
+    plan = plan_review(_changed(sized), limits_of(config), unchanged=unchanged)
+    by_path = changes.by_path()
+    author = pull.user.login if pull.user is not None else None
+    units: list[dict[str, Any]] = []
+    for n, unit in enumerate(plan.units):
+        pieces = []
+        focus = False
+        for path in unit.paths:
+            patch = by_path[path]
+            shown = pushed.get(path)
+            if shown is not None and shown.hunks:
+                focus = True
+                header = f"### {path} (changed since the last review)"
+                text = shown.patch
+            else:
+                header = f"### {path} ({patch.status}, +{patch.additions} -{patch.deletions})"
+                text = patch.patch
+            pieces.append(f"{header}\n{text}")
+        texts = [sanitize(piece, markup=False) for piece in pieces]
+        body = "\n\n".join(texts)[:BLOCK_LIMIT]
+        units.append(
+            {
+                "id": f"u{n + 1}",
+                "key": unit_key(unit.paths, body),
+                "paths": list(unit.paths),
+                "focus": focus,
+                "block": fenced("changes", body, fence, trusted=author_trusted, author=author),
+                # One block per file, for a verifier that needs only some of them.
+                "file_blocks": {
+                    path: fenced(
+                        "changes", text[:BLOCK_LIMIT], fence, trusted=author_trusted, author=author
+                    )
+                    for path, text in zip(unit.paths, texts, strict=True)
+                },
+            }
+        )
+    reviewed_paths = set(plan.paths)
+    recheck: list[dict[str, Any]] = []
+    if follow_up and previous != head:
+        for finding in state.findings:
+            if finding.status != "open" or finding.path in unchanged:
+                continue
+            if finding.path not in signatures and finding.path not in reviewed_paths:
+                continue  # the file left the pull request: its lines are the base's again
+            text = await diffs.read_file(git_dir, head, finding.path) or ""
+            if still_there(text, finding):
+                continue  # its code is unchanged (perhaps moved): nothing to re-check
+            line = finding.line or 1
+            code = _numbered(text, line - RECHECK_CONTEXT, line + RECHECK_CONTEXT)
+            recheck.append(
+                {
+                    "fingerprint": finding.fingerprint,
+                    "path": finding.path,
+                    "line": finding.line,
+                    "title": finding.title,
+                    "block": fenced(
+                        f"{finding.path} near line {line} at the head",
+                        sanitize(code, markup=False),
+                        fence,
+                        trusted=author_trusted,
+                        author=author,
+                    ),
+                }
+            )
+    return Prepared(
+        head=head,
+        base=changes.merge_base,
+        changes=changes,
+        plan=plan,
+        state=state,
+        previous=previous,
+        full=full,
+        signatures=signatures,
+        units=units,
+        recheck=recheck,
+    )
+
+
+@dataclass
+class Concluded:
+    """What the run decided to post and remember."""
+
+    state: ReviewState
+    inline: list[tuple[Shown, Anchor]]
+    outside: list[Shown]
+    overflow: list[Shown]
+    fixed: list[StoredFinding]
+    new: list[str]
+    repeats: int
+    unverified: list[str]
+
+
+def _int(value: object, default: int = 1) -> int:
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    )
+
+
+async def conclude(
+    git_dir: Path,
+    prep: Prepared,
+    result: dict[str, Any],
+    *,
+    config: ReviewConfig,
+    check_time_limit: float | None = None,
+) -> Concluded:
+    """Step 7 of the module docstring, up to the posting."""
+    review = result.get("review") if isinstance(result, dict) else None
+    review = review if isinstance(review, dict) else {}
+    listed = review.get("findings")
+    # At most `max_findings`, whatever the workflow returned (it caps them too).
+    raw_findings = [r for r in (listed if isinstance(listed, list) else []) if isinstance(r, dict)]
+    raw_findings = raw_findings[: config.max_findings]
+    by_path = prep.changes.by_path()
+    state = prep.state
+    seen: set[str] = set()
+    shown: list[Shown] = []
+    stored: list[StoredFinding] = []
+    repeats = 0
+    branches: list[str] = []
+    for raw in raw_findings:
+        if not isinstance(raw, dict):
+            continue
+        path = str(raw.get("path") or "")
+        patch = by_path.get(path)
+        if patch is None:
+            continue
+        start = _int(raw.get("start_line"))
+        end = max(start, _int(raw.get("end_line"), start))
+        code = await diffs.read_lines(git_dir, prep.head, path, start, end)
+        category = str(raw.get("category") or "other").lower()
+        title = clean_model_text(" ".join(str(raw.get("title") or "").split()))[:200]
+        if not title:
+            continue
+        cand = Candidate(path, end, start, code, category, title)
+        suggestion = raw.get("suggestion") if isinstance(raw.get("suggestion"), dict) else None
+        if suggestion and isinstance(suggestion.get("branch"), str):
+            branches.append(suggestion["branch"])
+        if cand.fingerprint in seen or known_finding(state, cand) is not None:
+            repeats += 1
+            continue
+        seen.add(cand.fingerprint)
+        severity = str(raw.get("severity") or "medium").lower()
+        severity = severity if severity in SEVERITY_RANK else "medium"
+        text: str | None = None
+        proof = ""
+        if suggestion is not None and raw.get("replacement") is not None:
+            branch = suggestion.get("branch")
+            commit = await diffs.branch_head(git_dir, branch) if isinstance(branch, str) else None
+            proven = await prove_suggestion(
+                git_dir,
+                head=prep.head,
+                commit=commit,
+                path=path,
+                start=start,
+                end=end,
+                check_command=config.check_command,
+                time_limit=check_time_limit or float(config.check_timeout),
+            )
+            text, proof = proven.text, proven.reason
+        shown.append(
+            Shown(
+                fingerprint=cand.fingerprint,
+                path=path,
+                start_line=start,
+                end_line=end,
+                severity=severity,
+                category=category,
+                title=title,
+                explanation=clean_model_text(str(raw.get("explanation") or ""))[:4000],
+                suggestion=text,
+                proof=proof,
+            )
+        )
+        stored.append(
+            StoredFinding(
+                fingerprint=cand.fingerprint,
+                path=path,
+                line=end,
+                start_line=start if start < end else None,
+                code=code_hash(code) if code.strip() else "",
+                severity=severity,
+                category=category,
+                title=title,
+                head=prep.head,
+            )
+        )
+    if branches:
+        await reclaim(git_dir, [], branches)
+
+    ranked = sorted(shown, key=lambda s: (SEVERITY_RANK[s.severity], s.path, s.start_line))
+    inline: list[tuple[Shown, Anchor]] = []
+    outside: list[Shown] = []
+    overflow: list[Shown] = []
+    for s in ranked:
+        anchor = anchor_for(by_path[s.path], s.start_line, s.end_line)
+        if anchor is None:
+            outside.append(s)
+        elif s.severity in INLINE_SEVERITIES and len(inline) < config.max_comments:
+            if (anchor.start_line or anchor.line) != s.start_line or anchor.line != s.end_line:
+                s = _narrowed(s)
+            inline.append((s, anchor))
+        else:
+            overflow.append(s)
+
+    fixed_prints = {
+        str(v.get("fingerprint"))
+        for v in (review.get("rechecks") or [])
+        if isinstance(v, dict) and v.get("still_present") is False
+    }
+    fixed = [f for f in state.findings if f.status == "open" and f.fingerprint in fixed_prints]
+    findings = [
+        f.model_copy(update={"status": "fixed", "resolution": f"Fixed in {prep.head}"})
+        if f.fingerprint in fixed_prints and f.status == "open"
+        else f
+        for f in state.findings
+    ] + stored
+    new_state = with_heads(
+        state.model_copy(update={"findings": findings}), prep.base, prep.head, prep.signatures
+    )
+    unverified = [str(p) for p in review.get("unverified") or [] if isinstance(p, str)]
+    return Concluded(
+        state=new_state,
+        inline=inline,
+        outside=outside,
+        overflow=overflow,
+        fixed=fixed,
+        new=[s.fingerprint for s in shown],
+        repeats=repeats,
+        unverified=unverified,
+    )
+
+
+def _narrowed(s: Shown) -> Shown:
+    """A finding whose range was cut to one hunk: its suggestion no longer fits, so it goes."""
+    if s.suggestion is None:
+        return s
+    return Shown(
+        s.fingerprint,
+        s.path,
+        s.start_line,
+        s.end_line,
+        s.severity,
+        s.category,
+        s.title,
+        s.explanation,
+        None,
+        "the fix spans lines outside the diff",
+    )
+
+
+async def publish(
+    client: InstallationClient,
+    number: int,
+    run_id: str,
+    prep: Prepared,
+    done: Concluded,
+    *,
+    bot_login: str,
+    redact: Callable[[str], str],
+) -> ReviewState:
+    """Post the review and close fixed threads; the state with the new comments' ids."""
+    state = done.state
+    posted = Posted(None, True, {})
+    if done.inline or done.outside or done.overflow:
+        body = review_body(
+            run_id,
+            head=prep.head,
+            inline=len(done.inline),
+            outside=done.outside,
+            overflow=done.overflow,
+        )
+        posted = await post_review(
+            client,
+            number,
+            head=prep.head,
+            body=body,
+            inline=done.inline,
+            bot_login=bot_login,
+            redact=redact,
+        )
+    answered = (
+        await fixed_replies(client, number, bot_login=bot_login)
+        if any(f.comment_id for f in done.fixed)
+        else set()
+    )
+    for finding in done.fixed:
+        await close_fixed(
+            client,
+            number,
+            comment_id=finding.comment_id,
+            thread_id=finding.thread_id,
+            sha=prep.head,
+            answered=answered,
+        )
+    if posted.comment_ids:
+        state = state.model_copy(
+            update={
+                "findings": [
+                    f.model_copy(update={"comment_id": posted.comment_ids[f.fingerprint]})
+                    if f.fingerprint in posted.comment_ids
+                    else f
+                    for f in state.findings
+                ]
+            }
+        )
+    return state
+
+
+def summary_of(
+    prep: Prepared,
+    done: Concluded | None,
+    model_summary: str,
+    *,
+    stale: bool = False,
+    superseded: bool = False,
+) -> str:
+    state = done.state if done is not None else prep.state
+    new = done.new if done is not None else []
+    facts = SummaryFacts(
+        base=prep.base,
+        previous=prep.previous,
+        head=prep.head,
+        counts=counts(state, new),
+        reviewed=prep.plan.paths,
+        skipped=[(s.path, s.reason) for s in prep.plan.skipped],
+        unverified=done.unverified if done is not None else [],
+        fixed=[(f.title, prep.head) for f in done.fixed] if done is not None else [],
+        dismissed_now=prep.dismissed_now,
+        superseded=superseded,
+        stale=stale,
+        full=prep.full,
+    )
+    return summary_text(facts, model_summary)
+
+
+def check_conclusion(state: ReviewState, *, fail_on: str, blocked: bool) -> str:
+    """`neutral` when BLOCKED; `failure` when an open finding reaches `fail_on`; else success."""
+    if blocked:
+        return "neutral"
+    if fail_on == "never":
+        return "success"
+    limit = SEVERITY_RANK[fail_on]
+    worst = [SEVERITY_RANK.get(f.severity, 9) for f in state.findings if f.status == "open"]
+    return "failure" if worst and min(worst) <= limit else "success"
+
+
+async def load(
+    store: Storage,
+    client: InstallationClient,
+    number: int,
+    *,
+    comments: Sequence[IssueComment],
+    bot_login: str,
+    key: bytes,
+    read_threads: bool = True,
+) -> tuple[ReviewState, list[str]]:
+    """The memory with the dismissals of people who may write here applied (step 3)."""
+    state = await load_state(
+        store, client.full_name, number, comments=comments, bot_login=bot_login, key=key
+    )
+    if not read_threads or not any(f.comment_id for f in state.findings):
+        return state, []
+    threads = await client.review_threads(number)
+    writers = await writers_among(client, state, threads, bot_login=bot_login)
+    return apply_threads(state, threads, bot_login=bot_login, writers=writers)
+
+
+async def remember(store: Storage, repo: str, number: int, state: ReviewState) -> None:
+    await save_state(store, repo, number, state)
+
+
+async def reclaim_run(git_dir: Path, details: RunDetails | None) -> None:
+    """Remove what the run's writing agents left in the mirror: worktrees and branches."""
+    if details is None:
+        return
+    paths = [a.worktree_path for a in details.agents if a.worktree_path]
+    branches = [a.worktree_branch for a in details.agents if a.worktree_branch]
+    if paths or branches:
+        await reclaim(git_dir, paths, branches)

@@ -1,0 +1,340 @@
+"""Review a pull request: unit by unit, each finding verified, fixes proven, then a summary.
+
+The review runner (`bot.workflows.review.runner`) prepares `args["review"]`: the units to review (each a
+few files with their patches, fenced as data), the findings already raised on this pull
+request (so none is raised twice), the open findings whose code changed (to re-check), and
+how many fixes to try. This workflow only talks to agents; deciding what is posted, where,
+and what the pull request's review memory becomes is the runner's job.
+
+Phase "Review": a pipeline over the units, without a barrier: a reviewer reports candidate
+findings with evidence, then a verifier rules on each against the code and the known findings,
+with an acceptance contract (evidence confirmed, about this change, not a repeat). A unit whose
+verifier does not accept keeps none of its candidates: nothing unverified is posted. A
+reviewer reports at most `max_findings` candidates (its schema says so, and the workflow cuts
+any excess), and the run keeps at most as many in all, the most severe first.
+Phase "Re-check": one verifier rules whether each earlier open finding whose lines changed is
+still present.
+Phase "Suggest": for the verified findings that carry a small replacement (most severe first,
+at most `suggest`), an implementer in its own worktree applies the fix and commits it; the
+runner then proves the commit (it applies, stays in the commented lines, passes the check).
+Phase "Summarize": an advisor writes the summary, or a BLOCKED report when the change needs a
+maintainer's high-risk or irreversible decision.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.engine.workflow import Workflow, WorkflowMeta
+from bot.runs.context import context_prompt, plain
+from bot.workflows.schemas import (
+    RecheckReport,
+    ReviewFinding,
+    ReviewSummary,
+    UnitReview,
+    VerifierReport,
+    unit_review_schema,
+)
+
+meta = WorkflowMeta(
+    name="review",
+    description="Review a pull request's changes, verify every finding, prove suggested fixes.",
+    phases=("Review", "Re-check", "Suggest", "Summarize"),
+)
+
+SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
+
+REVIEW_TASK = """\
+Review part of {pr}: {paths}. The data block "changes" below holds their diff against the
+merge base; line numbers on the new side are the head commit's, which your tools read.
+
+Report only real problems the change introduces or exposes (wrong behaviour, security holes,
+data loss, races, mishandled errors, broken interfaces, untested behaviour changes), not
+matters of taste. Read the surrounding code before reporting, and cite it as `path:line`.
+Per problem: path, new-side line range, severity, category, a one-line title, the
+explanation, and, when a small fix within those lines exists, `replacement`: the exact new
+text of all those lines.{focus}
+No problem found is a fine answer: return an empty list."""
+
+FOCUS = """
+This is a follow-up review: the block shows only what changed since the last review; the
+rest of each file was reviewed before and is context."""
+
+VERIFY_TASK = """\
+You are verifying candidate findings that a reviewer reported on {pr}, for the files {paths}.
+Rule on every candidate by its index. Keep a candidate only when all of these hold:
+- its evidence holds when you read the code at the head commit yourself;
+- it is about code or behaviour that this pull request changes;
+- it does not repeat a finding already raised on this pull request (listed below with their
+  status: open, fixed or dismissed; a dismissed one was declined by a person and must not be
+  raised again, even in other words).
+When in doubt, drop it: a wrong comment costs the authors more than a missed one.
+
+Candidates (JSON):
+{candidates}
+
+Findings already raised on this pull request (JSON):
+{known}"""
+
+VERIFY_CONTRACT = {
+    "criteria": [
+        {
+            "id": "evidence",
+            "description": "Every kept finding's evidence was confirmed by reading the code.",
+            "requiredEvidence": "path:line of what you read for each kept finding",
+        },
+        {
+            "id": "in-change",
+            "description": "Every kept finding concerns code or behaviour this PR changes.",
+        },
+        {
+            "id": "not-repeated",
+            "description": "No kept finding repeats one already raised on this pull request.",
+        },
+    ]
+}
+
+RECHECK_TASK = """\
+Earlier reviews of {pr} raised the findings below, and the code they point at has changed
+since. For each, read the code at the head commit and say whether the problem is still there.
+Say it is gone only when the code now clearly avoids it.
+
+Findings (JSON):
+{findings}"""
+
+SUGGEST_TASK = """\
+Apply the smallest fix for this review finding on {pr}, in your own worktree, then commit it
+with a short message. Change only lines {start}..{end} of `{path}`; change nothing else, add
+no files, and run nothing that changes other files. If the fix cannot be made within those
+lines, make no commit and say why.
+
+Finding (JSON):
+{finding}"""
+
+SUMMARY_TASK = """\
+Write the summary of this review of {pr}: what the pull request does, in a sentence or two,
+then the main points of the review (the verified findings below; say so when there are none).
+Fill `blocked` only when the change needs a decision from a maintainer that is high-risk or
+irreversible, such as an irreversible data migration or a security trade-off; everything else
+is a finding, not a decision.
+
+Verified findings (JSON):
+{findings}"""
+
+
+DEFAULT_MAX_FINDINGS = 50
+
+
+def most_severe(findings: list[ReviewFinding], cap: int) -> list[ReviewFinding]:
+    """At most `cap` findings, the most severe first (ties keep the reviewer's order)."""
+    ranked = sorted(enumerate(findings), key=lambda p: (SEVERITY_ORDER.get(p[1].severity, 9), p[0]))
+    return [f for _, f in ranked[:cap]]
+
+
+class UnitFailed(RuntimeError):
+    """A unit's reviewer or verifier failed: the unit is dropped (and named as unverified),
+    and nothing of it is remembered for reuse."""
+
+
+def _paths(unit: dict[str, Any]) -> str:
+    # The PR author's file names, in the task's text: quoted, one line each.
+    return ", ".join(json.dumps(plain(p), ensure_ascii=False) for p in unit["paths"])
+
+
+def _finding_json(f: ReviewFinding) -> dict[str, Any]:
+    return f.model_dump(exclude_none=True)
+
+
+async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
+    review = args["review"]
+    fence = str(args["fence"])
+    context = str(args["context"])
+    pr = str(args.get("target") or "the pull request")
+    units: list[dict[str, Any]] = list(review.get("units") or [])
+    known = review.get("known") or []
+    unverified: list[str] = []
+    candidates_total = 0
+    cap = int(review.get("max_findings") or DEFAULT_MAX_FINDINGS)
+
+    def with_unit(task: str, unit: dict[str, Any]) -> str:
+        return context_prompt(task, fence, context + "\n\n" + str(unit["block"]))
+
+    def changes_of(unit: dict[str, Any], paths: set[str]) -> str:
+        """Only the files the candidates are about, without the conversation: the verifier
+        judges code, not intentions."""
+        blocks = unit.get("file_blocks") or {}
+        chosen = [str(blocks[p]) for p in unit["paths"] if p in paths and p in blocks]
+        return "\n\n".join(chosen) if chosen else str(unit["block"])
+
+    cached: dict[str, Any] = review.get("cached") or {}
+    done: dict[str, Any] = review.get("done") if isinstance(review.get("done"), dict) else {}
+
+    async def reviewer(_prev: Any, unit: dict[str, Any], _i: int) -> list[ReviewFinding]:
+        nonlocal candidates_total
+        reused = cached.get(str(unit.get("key")))
+        if isinstance(reused, list):
+            wf.log(f"reused the finished review of {', '.join(unit['paths'])}")
+            return most_severe([ReviewFinding.model_validate(f) for f in reused], cap)
+        task = REVIEW_TASK.format(
+            pr=pr, paths=_paths(unit), focus=FOCUS if unit.get("focus") else ""
+        )
+        result = await wf.agent(
+            with_unit(task, unit),
+            agent_type="reviewer",
+            label=f"review {unit['id']}",
+            phase="Review",
+            schema=unit_review_schema(cap),
+        )
+        if not result.ok:
+            wf.log(f"review of {', '.join(unit['paths'])} failed: {result.error}")
+            unverified.extend(unit["paths"])
+            raise UnitFailed(str(result.error))
+        found = UnitReview.model_validate(result.structured).findings
+        # The schema's cap again, in code: a replayed or lenient result obeys it too.
+        in_unit = most_severe([f for f in found if f.path in unit["paths"]], cap)
+        candidates_total += len(in_unit)
+        return in_unit
+
+    async def verifier(
+        found: list[ReviewFinding], unit: dict[str, Any], _i: int
+    ) -> list[ReviewFinding]:
+        if str(unit.get("key")) in cached:
+            kept = found  # verified by the run that reviewed these same changes
+        elif not found:
+            kept = []
+        else:
+            kept = await verify(found, unit)
+        done[str(unit.get("key"))] = [_finding_json(f) for f in kept]
+        return kept
+
+    async def verify(found: list[ReviewFinding], unit: dict[str, Any]) -> list[ReviewFinding]:
+        listed = [{"index": i, **_finding_json(f)} for i, f in enumerate(found)]
+        related = [k for k in known if isinstance(k, dict) and k.get("path") in unit["paths"]]
+        task = VERIFY_TASK.format(
+            pr=pr,
+            paths=_paths(unit),
+            candidates=json.dumps(listed, ensure_ascii=False),
+            known=json.dumps(related, ensure_ascii=False)[:24_000],
+        )
+        result = await wf.agent(
+            context_prompt(task, fence, changes_of(unit, {f.path for f in found})),
+            agent_type="reviewer",
+            label=f"verify {unit['id']}",
+            phase="Review",
+            schema=VerifierReport,
+            acceptance=VERIFY_CONTRACT,
+        )
+        if not result.ok:
+            wf.log(f"verification of {', '.join(unit['paths'])} failed: {result.error}")
+            unverified.extend(unit["paths"])
+            raise UnitFailed(str(result.error))
+        report = VerifierReport.model_validate(result.structured)
+        keep = {v.index for v in report.verdicts if v.keep}
+        return [f for i, f in enumerate(found) if i in keep]
+
+    wf.phase("Review")
+    per_unit = await wf.pipeline(units, reviewer, verifier)
+    verified = most_severe([f for found in per_unit if found for f in found], cap)
+
+    rechecks: list[dict[str, Any]] = []
+    to_recheck = review.get("recheck") or []
+    if to_recheck:
+        wf.phase("Re-check")
+        blocks = "\n\n".join(str(item.get("block", "")) for item in to_recheck)
+        listed = [{k: v for k, v in item.items() if k != "block"} for item in to_recheck]
+        checked = await wf.agent(
+            context_prompt(
+                RECHECK_TASK.format(pr=pr, findings=json.dumps(listed, ensure_ascii=False)),
+                fence,
+                context + "\n\n" + blocks,
+            ),
+            agent_type="reviewer",
+            label="re-check",
+            phase="Re-check",
+            schema=RecheckReport,
+        )
+        if checked.ok:
+            rechecked = RecheckReport.model_validate(checked.structured)
+            rechecks = [v.model_dump() for v in rechecked.verdicts]
+        else:
+            wf.log(f"re-check failed: {checked.error}")
+
+    suggestions: dict[int, dict[str, Any]] = {}
+    budget = int(review.get("suggest") or 0)
+    fixable = sorted(
+        (i for i, f in enumerate(verified) if f.replacement is not None),
+        key=lambda i: (SEVERITY_ORDER.get(verified[i].severity, 9), i),
+    )[:budget]
+    if fixable:
+        wf.phase("Suggest")
+
+        def suggest(i: int) -> Any:
+            f = verified[i]
+
+            async def run() -> None:
+                task = SUGGEST_TASK.format(
+                    pr=pr,
+                    path=f.path,
+                    start=f.start_line,
+                    end=f.end_line,
+                    finding=json.dumps(_finding_json(f), ensure_ascii=False),
+                )
+                result = await wf.agent(
+                    context_prompt(task, fence, context),
+                    agent_type="implementer",
+                    label=f"suggest {i}",
+                    phase="Suggest",
+                    isolation="worktree",
+                )
+                suggestions[i] = {
+                    "ok": result.ok,
+                    "commit": result.commits[-1] if result.commits else None,
+                    "branch": result.branch,
+                    "error": result.error,
+                }
+
+            return run
+
+        await wf.parallel([suggest(i) for i in fixable])
+
+    out: dict[str, Any] = {
+        "summary": "",
+        "assumptions": [],
+        "review": {
+            "findings": [
+                {**_finding_json(f), "suggestion": suggestions.get(i)}
+                for i, f in enumerate(verified)
+            ],
+            "candidates": candidates_total,
+            "unverified": sorted(set(unverified)),
+            "rechecks": rechecks,
+        },
+    }
+    if review.get("follow_up") and not any(f.severity in ("critical", "high") for f in verified):
+        # A follow-up asks the advisor again only when a push brought something serious (a
+        # decision may be needed); otherwise the runner shows the last summary, and the new
+        # findings speak for themselves in the review.
+        return out
+
+    wf.phase("Summarize")
+    summary_task = SUMMARY_TASK.format(
+        pr=pr,
+        findings=json.dumps([_finding_json(f) for f in verified], ensure_ascii=False)[:24_000],
+    )
+    summary = await wf.agent(
+        context_prompt(summary_task, fence, context),
+        agent_type="advisor",
+        label="summarize",
+        phase="Summarize",
+        schema=ReviewSummary,
+    )
+    if summary.ok:
+        verdict = ReviewSummary.model_validate(summary.structured)
+        out["summary"] = verdict.summary
+        out["assumptions"] = list(verdict.assumptions)
+        if verdict.blocked is not None:
+            out["blocked"] = verdict.blocked.model_dump()
+    else:
+        wf.log(f"summary failed: {summary.error}")
+    return out

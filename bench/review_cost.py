@@ -44,6 +44,7 @@ from bot.github.client import GitHubApp, RetryPolicy  # noqa: E402
 from bot.runs.execute import RunExecutor  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from bot.store.sqlite import Store  # noqa: E402
+from bot.workflows.flows import FLOWS  # noqa: E402
 from policies.event import Trigger  # noqa: E402
 from tests.fakes.github import FakeGitHub, serve_fake_github  # noqa: E402
 from tests.fakes.llm import FakeLLM  # noqa: E402
@@ -147,6 +148,7 @@ async def bench(bundle: Path, prs: list[dict[str, Any]], workdir: Path) -> int:
             mirrors=Mirrors(data, web_url=gh_url, allow_http=True),
             store=store,
             app_slug=fake.slug,
+            flows=FLOWS,
             progress_interval=600.0,
         )
         try:

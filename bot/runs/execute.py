@@ -90,13 +90,6 @@ TARGET_WAIT_IN_SLOT_S = 10.0
 TARGET_RETRY_S = 15.0
 
 
-def _builtin_flows() -> Flows:
-    """The built-in flows, for an executor made without the wiring's table (tests, benchmarks)."""
-    from bot.workflows.flows import FLOWS
-
-    return FLOWS
-
-
 def describe_error(exc: BaseException) -> str:
     """A one-line account of what failed, for people (redacted by the publisher)."""
     kind = type(exc).__name__
@@ -115,17 +108,17 @@ class RunExecutor:
         mirrors: Mirrors,
         store: Storage,
         app_slug: str,
+        flows: Flows,
         redactor: Callable[[str], str] = redact,
         progress_interval: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
         config_reader: Callable[[InstallationClient], Awaitable[RepoConfig]] | None = None,
         review_key: bytes | None = None,
-        flows: Flows | None = None,
     ) -> None:
         self.github = github
-        # The flows by workflow name (`review`, `fix`, `decide`), built by the wiring; without
-        # one, the built-in table.
-        self.flows = flows if flows is not None else _builtin_flows()
+        # The flows by workflow name (`review`, `fix`, `decide`), from the table the wiring
+        # builds: the executor never imports a workflow's effects itself.
+        self.flows = flows
         # Signs the review memory mirrored in sticky summaries (`bot.workflows.review.memory`); without
         # one from the settings, a key of this process (the store stays the memory).
         self.review_key = review_key if review_key is not None else secrets.token_bytes(32)

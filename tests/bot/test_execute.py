@@ -28,6 +28,7 @@ from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
 from bot.store.queue.sqlite import SqliteJobQueue, insert_job
 from bot.store.sqlite import Store, transaction
+from bot.workflows.flows import FLOWS
 from policies.event import Event, Skip, SkipReason, Trigger
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github, serve_fake_github
 from tests.fakes.llm import FakeLLM, error, hang
@@ -133,6 +134,7 @@ async def rig(tmp_path: Path, data_dir: Path) -> AsyncIterator[Rig]:
             mirrors=Mirrors(data_dir, web_url=gh_url, allow_http=True),
             store=store,
             app_slug=fake.slug,
+            flows=FLOWS,
             redactor=Redactor(["operator-secret-value"]),
             # Long, so that a slow machine never adds a "working" edit to a fast run.
             progress_interval=60.0,

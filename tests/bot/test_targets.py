@@ -31,6 +31,7 @@ from bot.store.backend import InspectableQueue, job_queue
 from bot.store.contract import RunRecord, Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.sqlite import Store
+from bot.workflows.flows import FLOWS
 from policies.event import Event
 from tests.backends import BACKENDS, insert_delivery
 from tests.fakes.github import FakeGitHub, make_fake_github, serve_fake_github
@@ -103,6 +104,7 @@ async def pools(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
                 mirrors=Mirrors(data, web_url=gh_url, allow_http=True),
                 store=store,
                 app_slug=fake.slug,
+                flows=FLOWS,
                 progress_interval=60.0,
             )
 

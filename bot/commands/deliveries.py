@@ -1,19 +1,30 @@
 """`bot replay` (decide a saved payload offline) and `bot deliveries` (what was received, what
-was decided, its job and the runs it started)."""
+was decided, its job and the runs it started).
+
+`bot deliveries` prints a header, then one line per delivery, oldest first: when it was
+received (UTC, to the second), its GUID, event, decision, job and runs, and the workflow or the
+skip's reason. `--event NAME[.ACTION]`, `--repo OWNER/NAME`, `--decision` and `--since` (a
+duration such as 3d or 12h, as `bot redeliver --since` reads it, or an ISO date or time) filter
+it in the store (`Storage.delivery_summaries`); `--limit N` keeps the N most recent of those.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.commands.since import parse_since
 from bot.events import parse_event
 from bot.runs.worker import DEFAULT_APP_SLUG
 from bot.settings import SettingsError, load_settings
 from bot.store.backend import open_store
 from bot.store.contract import DeliverySummary, StoreError
+from bot.store.records import DECISIONS
 from policies.config import ConfigError, parse_repo_config
 from policies.event import Skip
 from policies.interaction import resolve_run_interaction_policy
@@ -44,6 +55,16 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "deliveries", help="list stored deliveries: decisions, jobs and the runs they started"
     )
     deliveries.add_argument("--limit", type=int, default=None, help="only the N most recent")
+    deliveries.add_argument(
+        "--event", default="", metavar="NAME[.ACTION]", help="only this event, e.g. issues.opened"
+    )
+    deliveries.add_argument("--repo", default="", metavar="OWNER/NAME", help="only this repository")
+    deliveries.add_argument(
+        "--decision", default="", choices=DECISIONS, help="only those decided so (or pending)"
+    )
+    deliveries.add_argument(
+        "--since", default=None, help="only those received since: 3d, 12h, or a date (2024-05-01)"
+    )
     deliveries.add_argument("--json", action="store_true", help="print JSON lines")
     deliveries.set_defaults(func=run_deliveries)
 
@@ -131,6 +152,7 @@ def _summary_json(row: DeliverySummary) -> dict[str, object]:
         "event": d.event,
         "action": d.action,
         "received_at": d.received_at,
+        "received": _utc(d.received_at),
         "decision": d.decision,
         "workflow": d.workflow,
         "reason": d.reason,
@@ -139,8 +161,20 @@ def _summary_json(row: DeliverySummary) -> dict[str, object]:
     }
 
 
+def _utc(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _columns(received: str, guid: str, event: str, decision: str, job: str, runs: str) -> str:
+    return f"{received:20}  {guid:36}  {event:32}  {decision:9}  {job:13}  {runs:26}"
+
+
+HEADER = _columns("RECEIVED (UTC)", "DELIVERY", "EVENT", "DECISION", "JOB", "RUNS") + "  DETAIL"
+
+
 def _summary_line(row: DeliverySummary) -> str:
-    """guid, event, decision, the job (status and attempts), the runs, then the detail."""
+    """When received, guid, event, decision, the job (status and attempts), the runs, then the
+    detail, under `HEADER`."""
     d = row.delivery
     event = f"{d.event}.{d.action}" if d.action else d.event
     job = "no job"
@@ -148,24 +182,40 @@ def _summary_line(row: DeliverySummary) -> str:
         job = f"{row.job_status} {row.attempts}/{row.max_attempts}"
     runs = ",".join(f"{run_id}:{status}" for run_id, status in row.runs) or "-"
     detail = d.workflow or d.reason or ""
-    return f"{d.guid}  {event:32}  {d.decision or 'pending':9}  {job:13}  {runs}  {detail}"
+    line = _columns(_utc(d.received_at), d.guid, event, d.decision or "pending", job, runs)
+    return f"{line}  {detail}"
 
 
 def run_deliveries(args: argparse.Namespace) -> int:
+    try:
+        since = None if args.since is None else parse_since(args.since, now=time.time())
+    except ValueError as exc:
+        return _fail(f"--since: {exc}")
+    event, _, action = args.event.partition(".")
     try:
         settings = load_settings()
         store = open_store(settings)
     except (SettingsError, StoreError) as exc:
         return _fail(str(exc))
     try:
-        rows = store.delivery_summaries(limit=args.limit)
+        rows = store.delivery_summaries(
+            limit=args.limit,
+            event=event,
+            action=action,
+            decision=args.decision,
+            since=since,
+            repo=args.repo,
+        )
     finally:
         store.close()
+    if rows and not args.json:
+        print(HEADER)
     for row in rows:
         if args.json:
             print(json.dumps(_summary_json(row)))
         else:
             print(_summary_line(row))
     if not rows and not args.json:
-        print("no deliveries stored", file=sys.stderr)
+        filtered = args.event or args.repo or args.decision or args.since is not None
+        print("no stored delivery matches" if filtered else "no deliveries stored", file=sys.stderr)
     return 0

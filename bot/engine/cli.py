@@ -1,8 +1,22 @@
-"""`bot workflow run | status | stop`: run a workflow file on a local repository."""
+"""`bot workflow run | status | stop`: run a workflow file, or a built-in one, on a local repository.
+
+`bot workflow run FILE` runs a file defining `meta` and `async def workflow(wf, args)`;
+`bot workflow run triage|ask|review` runs a built-in workflow on the checkout with the inputs
+it needs (`--issue`/`--issue-file`, `--question`, `--base`/`--head`; `bot.workflows.local`),
+printing its outcome: nothing is posted. The exit status is 0 only when the run completed and
+no agent failed (and, for a built-in workflow, its outcome is not `failed`); else 1, with what
+failed on stderr; 2 for bad input, before anything runs. `--args` must be JSON. `--repo` is a
+repository's root (or a bare repository): a directory inside one is refused, naming the root,
+rather than widened to the whole repository behind the person's back.
+
+This module is a command: it wires the engine to the agents and the built-in workflows, which
+import the engine in turn.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -30,16 +44,55 @@ from bot.engine.workflow import WorkflowLoadError, load_workflow_file
 from bot.log import configure
 from bot.redact import install as install_redactor
 from bot.settings import Settings, SettingsError, load_settings
+from bot.workflows.local import BUILTIN_NAMES, LocalInputs, LocalRun, is_builtin
+from bot.workflows.local import outcome as local_outcome
+from bot.workflows.local import prepare as local_prepare
+from bot.workflows.local import report as local_report
 from policies.interaction import RunInteractionMode, RunInteractionPolicy
+from policies.outcome import Outcome
+
+
+def _json_arg(raw: str) -> Any:
+    """`--args`: JSON, or argparse's usage error (exit status 2)."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"not valid JSON ({exc}); quote it for the shell, e.g. --args '{{\"n\": 1}}'"
+        ) from None
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("workflow", help="run, inspect or stop a workflow")
     sub = parser.add_subparsers(dest="workflow_command", metavar="ACTION", required=True)
-    run = sub.add_parser("run", help="run a workflow file (defines meta and workflow)")
-    run.add_argument("file", type=Path, help="a Python file defining `meta` and `workflow`")
-    run.add_argument("--args", default=None, help="JSON passed to the workflow as `args`")
-    run.add_argument("--repo", type=Path, default=None, help="the git repository to work on")
+    run = sub.add_parser(
+        "run",
+        help="run a workflow file (defines meta and workflow), or triage, ask or review",
+        description="Run a workflow file, or a built-in workflow (triage, ask, review) on a "
+        "local checkout; a built-in workflow's outcome is printed, nothing is posted.",
+    )
+    run.add_argument(
+        "file",
+        metavar="FILE|NAME",
+        help="a Python file defining `meta` and `workflow`, or triage, ask or review",
+    )
+    run.add_argument(
+        "--args", type=_json_arg, default=None, help="JSON passed to the workflow as `args`"
+    )
+    run.add_argument(
+        "--repo",
+        type=Path,
+        default=None,
+        help="the root of the git repository to work on (built-in workflows: default .)",
+    )
+    builtin = run.add_argument_group("built-in workflows")
+    builtin.add_argument("--issue", default=None, help="triage: the issue's text (title first)")
+    builtin.add_argument(
+        "--issue-file", type=Path, default=None, help="triage: a file with the issue's text"
+    )
+    builtin.add_argument("--question", default=None, help="ask: the question")
+    builtin.add_argument("--base", default=None, help="review: the branch the change goes into")
+    builtin.add_argument("--head", default=None, help="review: the change's branch (default HEAD)")
     run.add_argument("--resume-from", default=None, help="run id (or unique suffix) to resume")
     run.add_argument("--background", action="store_true", help="start and print the run id")
     run.add_argument("--json", action="store_true", help="print the run details as JSON")
@@ -59,17 +112,9 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _parse_args(raw: str | None) -> Any:
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
 def _repo_paths(repo: Path | None) -> tuple[Path | None, Path | None]:
-    """(repo, local_root): a work tree's agents read its files; a bare repository has none."""
+    """(repo, local_root): a work tree's agents read its files; a bare repository has none.
+    ValueError for a path that is no repository, or one inside a repository's work tree."""
     if repo is None:
         return None, None
     try:
@@ -79,7 +124,55 @@ def _repo_paths(repo: Path | None) -> tuple[Path | None, Path | None]:
         top = Path(git_out(["rev-parse", "--show-toplevel"], repo))
     except GitError as exc:
         raise ValueError(f"{repo} is not a git repository ({exc.stderr or exc})") from exc
+    if repo.resolve() != top.resolve():
+        raise ValueError(f"{repo} is inside the repository at {top}; pass --repo {top}")
     return top, top
+
+
+_BUILTIN_FLAGS = ("issue", "issue_file", "question", "base", "head")
+
+
+def _local_inputs(args: argparse.Namespace) -> LocalInputs:
+    """The built-in workflow's inputs; ValueError for flags that do not fit the workflow."""
+    given = [f"--{n.replace('_', '-')}" for n in _BUILTIN_FLAGS if getattr(args, n) is not None]
+    if not is_builtin(args.file):
+        if given:
+            raise ValueError(
+                f"{given[0]} is for the built-in workflows ({', '.join(BUILTIN_NAMES)}), "
+                f"not a workflow file; pass a file's inputs with --args"
+            )
+        return LocalInputs()
+    if args.args is not None:
+        raise ValueError(
+            "the built-in workflows take no --args: pass --issue/--issue-file (triage), "
+            "--question (ask) or --base/--head (review)"
+        )
+    issue = args.issue
+    if args.issue_file is not None:
+        if issue is not None:
+            raise ValueError("give --issue or --issue-file, not both")
+        try:
+            issue = args.issue_file.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ValueError(f"cannot read {args.issue_file}: {exc.strerror}") from exc
+    return LocalInputs(
+        issue=issue, question=args.question, base=args.base, head=args.head or "HEAD"
+    )
+
+
+def _failures(details: RunDetails, done: Outcome | None) -> list[str]:
+    """What failed in a finished run, one line each: the run, each agent, the outcome."""
+    lines = []
+    if details.status != "completed":
+        lines.append(f"workflow {details.status}: {details.error or 'no reason recorded'}")
+    lines += [
+        f"agent [{a.label}] failed: {a.error or 'no reason recorded'}"
+        for a in details.agents
+        if a.state == "error"
+    ]
+    if not lines and done is not None and done.status == "failed":
+        lines.append(f"outcome failed: {done.error or done.summary}")
+    return lines
 
 
 def _engine(settings: Settings, agent_types: Mapping[str, AgentType]) -> Engine:
@@ -93,10 +186,20 @@ def _engine(settings: Settings, agent_types: Mapping[str, AgentType]) -> Engine:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    local_run: LocalRun | None = None
     try:
         settings = load_settings()
-        meta, fn = load_workflow_file(args.file)
-        repo, local_root = _repo_paths(args.repo)
+        inputs = _local_inputs(args)
+        if is_builtin(args.file):
+            repo, local_root = _repo_paths(args.repo or Path("."))
+            assert repo is not None
+            local_run = anyio.run(local_prepare, args.file, inputs, repo)
+            meta, fn = local_run.meta, local_run.fn
+            if not local_run.read_work_tree:
+                local_root = None
+        else:
+            meta, fn = load_workflow_file(Path(args.file))
+            repo, local_root = _repo_paths(args.repo)
         agent_types = resolve_agent_types(settings.agent_types, None)
     except (SettingsError, WorkflowLoadError, ValueError) as exc:
         return _fail(str(exc))
@@ -106,6 +209,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             store.resolve(args.resume_from)
         except RunNotFound as exc:
             return _fail(str(exc))
+    app_slug = settings.app_slug or "bot"
+    if local_run is not None and local_run.nothing_to_do is not None:
+        return _print_local(args, local_run, None, app_slug, store)
     if args.background and args.foreground_of is None:
         return _spawn_background(args, store, meta.name)
     run_id = args.foreground_of or new_run_id()
@@ -121,6 +227,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine.recover_stale()
     progress = _Progress(enabled=not args.json and args.foreground_of is None)
     policy = RunInteractionPolicy(RunInteractionMode.AUTONOMOUS)
+    workflow_args = local_run.args if local_run is not None else args.args
 
     async def main() -> RunDetails:
         holder: list[RunDetails] = []
@@ -141,9 +248,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             details = await engine.run(
                 meta,
                 fn,
-                _parse_args(args.args),
+                workflow_args,
                 interaction=policy,
                 repo=repo,
+                base=local_run.commit if local_run is not None else None,
                 local_root=local_root,
                 run_id=run_id,
                 resume_from=args.resume_from,
@@ -162,20 +270,60 @@ def cmd_run(args: argparse.Namespace) -> int:
         if found is None or rest is not None:
             raise
         return _fail("; ".join(str(exc) for exc in found.exceptions))
+    if local_run is not None:
+        return _print_local(args, local_run, details, app_slug, store)
     if args.json:
         print(json.dumps(details.to_json(), indent=1, default=str))
     elif args.foreground_of is None:
         print(build_result_message(details, store.run_dir(details.run_id)))
-    return 0 if details.status == "completed" else 1
+    return _exit_status(details, None, quiet=args.foreground_of is not None)
+
+
+def _print_local(
+    args: argparse.Namespace,
+    local_run: LocalRun,
+    details: RunDetails | None,
+    app_slug: str,
+    store: RunStore,
+) -> int:
+    """A built-in workflow's outcome on stdout (and the run's details), then its exit status."""
+    done = local_outcome(local_run, details, app_slug=app_slug)
+    if args.json:
+        data: dict[str, Any] = {"run_id": None} if details is None else details.to_json()
+        data["outcome"] = dataclasses.asdict(done)
+        print(json.dumps(data, indent=1, default=str))
+    elif args.foreground_of is None:
+        print(local_report(done))
+        if details is not None:
+            print()
+            print(build_result_message(details, store.run_dir(details.run_id)))
+    if details is None:
+        return 0
+    return _exit_status(details, done, quiet=args.foreground_of is not None)
+
+
+def _exit_status(details: RunDetails, done: Outcome | None, *, quiet: bool) -> int:
+    """0 when nothing failed; else 1, naming each failure on stderr."""
+    failures = _failures(details, done)
+    if not quiet:
+        for line in failures:
+            print(f"error: {line}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _spawn_background(args: argparse.Namespace, store: RunStore, name: str) -> int:
     run_id = new_run_id()
     run_dir = store.run_dir(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "bot.cli", "workflow", "run", str(args.file.resolve())]
+    file = args.file if is_builtin(args.file) else str(Path(args.file).resolve())
+    cmd = [sys.executable, "-m", "bot.cli", "workflow", "run", file]
     if args.args is not None:
-        cmd += ["--args", args.args]
+        cmd += ["--args", json.dumps(args.args)]
+    for flag in _BUILTIN_FLAGS:
+        value = getattr(args, flag)
+        if value is not None:
+            shown = str(value.resolve()) if isinstance(value, Path) else str(value)
+            cmd += [f"--{flag.replace('_', '-')}", shown]
     if args.repo is not None:
         cmd += ["--repo", str(args.repo.resolve())]
     if args.resume_from is not None:

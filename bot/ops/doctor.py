@@ -1,4 +1,4 @@
-"""`bot doctor`: check the settings, the model endpoint, the sandbox, the data dir and git.
+"""`bot doctor`: check the settings, the model endpoint, the sandbox, the data dir, the database and git.
 
 Each check is an async function `(DoctorContext) -> CheckResult`, listed in `CHECKS`;
 `default_checks()` adds the GitHub App check (a real `GET /app`, bot/ops/doctor_checks.py).
@@ -22,6 +22,7 @@ from bot.agents.sandbox import probe_sandbox
 from bot.agents.sandbox_limits import SandboxLimits
 from bot.ops.checks import Check, CheckResult, DoctorContext
 from bot.ops.doctor_checks import make_github_check
+from bot.ops.doctor_database import check_database
 from bot.settings import Settings, SettingsError, load_settings
 
 MIN_FREE_BYTES = 1 << 30
@@ -199,6 +200,7 @@ CHECKS: list[Check] = [
     check_model,
     check_sandbox,
     check_data_dir,
+    check_database,
     check_git,
     check_ui,
 ]

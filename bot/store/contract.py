@@ -10,6 +10,7 @@ blocking: async code calls them from a worker thread.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from abc import ABC, abstractmethod
@@ -28,6 +29,7 @@ from bot.store.records import (
     json_object,
     new_run_id,
     optional_str,
+    repository_of,
     run_record,
 )
 from policies.lifecycle import InstallationState
@@ -78,6 +80,7 @@ ARTIFACT_CAP = 32 * 1024 * 1024
 """The most characters of one run artifact the database keeps; the engine caps its own well
 under this (transcripts at 16 MiB, the journal at 2 MiB), so only a bug meets it."""
 _BATCH = 500  # ids per `IN (...)`: far under both backends' limits on parameters
+_SCAN = 500  # rows per query of a filtered listing of deliveries
 
 
 # When a run's usage counts: when it ended, or (not ended) when it began.
@@ -99,6 +102,22 @@ def _newest_first(
         params = [*params, before[0], before[0], before[1]]
     sql = select + (" WHERE " + " AND ".join(clauses) if clauses else "")
     return sql + f" ORDER BY {at} DESC, {key} DESC LIMIT ?", params
+
+
+def _delivery_filter(*, event: str, decision: str) -> tuple[list[str], list[object]]:
+    """The WHERE clauses (and their parameters) of deliveries of `event` and `decision` when
+    given ("pending": not decided yet)."""
+    where: list[str] = []
+    params: list[object] = []
+    if event:
+        where.append("event = ?")
+        params.append(event)
+    if decision == "pending":
+        where.append("decision IS NULL")
+    elif decision:
+        where.append("decision = ?")
+        params.append(decision)
+    return where, params
 
 
 def _marks(n: int) -> str:
@@ -235,9 +254,28 @@ class Storage(ABC):
                 records.append(self._delivery(row, read=False))
         return records
 
-    def delivery_summaries(self, *, limit: int | None = None) -> list[DeliverySummary]:
-        """`list_deliveries(limit=..., bodies=False)`, each with its job and its runs."""
-        deliveries = self.list_deliveries(limit=limit, bodies=False)
+    def delivery_summaries(
+        self,
+        *,
+        limit: int | None = None,
+        event: str = "",
+        action: str = "",
+        decision: str = "",
+        since: float | None = None,
+        repo: str = "",
+    ) -> list[DeliverySummary]:
+        """Deliveries oldest first (bodies not read), each with its job and its runs; with
+        `limit`, only the most recent of those that match.
+
+        Only those of `event` (and `action`), of `decision` ("pending": not decided yet),
+        received at or after `since` (a Unix time), and of repository `repo` (the payload's
+        `repository.full_name`, in any case). A repository is in the payload, not in a
+        column, so a filter by repository reads the body of each row it scans (newest first,
+        in batches, until `limit` rows matched).
+        """
+        deliveries = self._matching_deliveries(
+            limit=limit, event=event, action=action, decision=decision, since=since, repo=repo
+        )
         guids = [d.guid for d in deliveries]
         jobs: dict[str, tuple[Any, ...]] = {}
         with self._session() as db:
@@ -260,6 +298,55 @@ class Storage(ABC):
                 )
             )
         return summaries
+
+    def _matching_deliveries(
+        self,
+        *,
+        limit: int | None,
+        event: str,
+        action: str,
+        decision: str,
+        since: float | None,
+        repo: str,
+    ) -> list[DeliveryRecord]:
+        """`delivery_summaries`' rows, oldest first, with empty bodies."""
+        where, params = _delivery_filter(event=event, decision=decision)
+        if action:
+            where.append("action = ?")
+            params.append(action)
+        if since is not None:
+            where.append("received_at >= ?")
+            params.append(since)
+        wanted = repo.lower()
+        found: list[DeliveryRecord] = []
+        before: tuple[float, str] | None = None
+        while limit is None or len(found) < limit:
+            sql, values = _newest_first(
+                f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries",
+                where,
+                params,
+                before,
+                ("received_at", "guid"),
+            )
+            with self._session() as db:
+                rows = db.all(sql, [*values, _SCAN])
+            for row in rows:
+                if wanted:
+                    record, _readable = self._readable(row)
+                    if (repository_of(record.body) or "").lower() != wanted:
+                        continue
+                    record = dataclasses.replace(record, body=b"")
+                else:
+                    record = self._delivery(row, read=False)
+                found.append(record)
+                if limit is not None and len(found) >= limit:
+                    break
+            if len(rows) < _SCAN:
+                break
+            last = self._delivery(rows[-1], read=False)
+            before = (last.received_at, last.guid)
+        found.reverse()
+        return found
 
     def record_decision(
         self, guid: str, decision: str, *, reason: str | None = None, workflow: str | None = None
@@ -675,16 +762,7 @@ class Storage(ABC):
         whether its body could be read (when not, the record's body is empty). Only those of
         `event` and `decision` when given ("pending": not decided yet), and only those after
         `before` (received at, GUID) in that order. Bodies are read as the rows are taken."""
-        where: list[str] = []
-        params: list[object] = []
-        if event:
-            where.append("event = ?")
-            params.append(event)
-        if decision == "pending":
-            where.append("decision IS NULL")
-        elif decision:
-            where.append("decision = ?")
-            params.append(decision)
+        where, params = _delivery_filter(event=event, decision=decision)
         sql, params = _newest_first(
             f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries",
             where,

@@ -7,6 +7,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+DECISIONS = ("trigger", "skip", "error", "pending")
+"""What listings filter deliveries by: the decisions the worker records, and "pending" for a
+delivery not decided yet."""
+
 REPORTER_REPLY = "reporter_reply"
 """The decision reason of a delivery whose run is triage again after the reporter's reply."""
 
@@ -82,6 +86,17 @@ class DeliverySummary:
     last_error: str | None
     runs: tuple[tuple[str, str], ...]
     """(run id, status) of each run the delivery started, oldest first."""
+
+
+def repository_of(body: bytes) -> str | None:
+    """The `repository.full_name` of a delivery's payload, when it has one."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    repo = payload.get("repository") if isinstance(payload, dict) else None
+    name = repo.get("full_name") if isinstance(repo, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def new_run_id() -> str:

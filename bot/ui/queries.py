@@ -17,13 +17,13 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from bot.store.contract import DeliveryRecord, Storage
+from bot.store.records import DECISIONS as DECISIONS  # the filter's choices, named by the store
 from bot.store.records import RunRecord, optional_str
 from policies.ui_costs import DAY, RunCost, Usage
 from policies.ui_pages import Cursor, encode_cursor
 
 T = TypeVar("T")
 MAX_SCAN = 5000
-DECISIONS = ("trigger", "skip", "error", "pending")
 RUN_STATUSES = (
     "queued",
     "running",

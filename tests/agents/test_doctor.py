@@ -36,6 +36,7 @@ def test_doctor_all_good_against_a_model_on_loopback(
     status = {line[6:].split(":")[0]: line.split()[0] for line in out.splitlines()}
     assert code == 0, out  # warnings (no GitHub App yet) do not fail
     assert status["model"] == status["sandbox"] == status["data dir"] == status["git"] == "ok"
+    assert status["database"] == "ok"
     assert status["settings"] == "warn"
     model_line = next(line for line in out.splitlines() if " model:" in line)
     assert model_line.startswith("ok    model: fake-model at http://127.0.0.1:")

@@ -60,7 +60,7 @@ def test_run_without_a_model_fails_each_agent_clearly(
     repo = make_repo(tmp_path / "r")
     code = main(["workflow", "run", "demo.py", "--args", '{"n": 1}', "--repo", str(repo)])
     out = capsys.readouterr().out
-    assert code == 0
+    assert code == 1  # the run completed, but its one agent failed
     assert out.startswith('Workflow "demo" completed - 0/1 agents ok, 1 failed across 1 phase(s)')
     assert (
         "- [look] (Scan) FAILED - no model configured (set BOT_MODEL and BOT_LLM_BASE_URL)" in out
@@ -72,9 +72,9 @@ def test_run_without_a_model_fails_each_agent_clearly(
 
 
 def test_json_output_status_and_stop(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["workflow", "run", "demo.py", "--args", "not json", "--json"]) == 0
+    assert main(["workflow", "run", "demo.py", "--args", '"a string"', "--json"]) == 1
     details = json.loads(capsys.readouterr().out)
-    assert details["status"] == "completed" and details["result"]["args"] == "not json"
+    assert details["status"] == "completed" and details["result"]["args"] == "a string"
     run_id = details["run_id"]
 
     assert main(["workflow", "status"]) == 0

@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,6 @@ from bot.engine.worktree import create_worktree
 from bot.github.client import GitHubApp
 from bot.github.errors import GitHubError
 from bot.intake.web import create_app
-from bot.log import configure
 from bot.publish.render import render_footer
 from bot.runs.execute import RunExecutor
 from bot.runs.progress import usage_of
@@ -196,21 +194,39 @@ async def test_BOT_PRIVATE_KEY_PATH_signs_the_app_token(
     assert refused.value.status == 401
 
 
+def comment_delivery(store: Store, guid: str, body: str) -> None:
+    data = json.loads((PAYLOADS / "issue_comment" / "created.payload.json").read_text())
+    data["comment"] = {**data["comment"], "body": body}
+    stored_delivery(store, guid, "issue_comment", data)
+
+
 def test_BOT_APP_SLUG_is_the_name_the_worker_answers_to(
     github: tuple[FakeGitHub, str], data_dir: Path
 ) -> None:
-    fake, url = github
-    settings = settings_of(app_env(fake, url, data_dir, BOT_APP_SLUG="other-bot"))
+    settings = settings_of({"BOT_DATA_DIR": str(data_dir), "BOT_APP_SLUG": "other-bot"})
     store = Store.open(settings.sqlite_path)
     try:
-        hooks = build_worker_hooks(settings, store)
-        worker = build_worker(settings, store)
+        comment_delivery(store, "g-mine", "@other-bot fix the typo")
+        comment_delivery(store, "g-default", "@repo-agent fix the typo")
+        worker = build_worker(settings, store)  # as `bot serve` builds it
+        assert worker is not None
+        assert anyio.run(worker.run_until_idle) == 2
+        mine, default = store.get_delivery("g-mine"), store.get_delivery("g-default")
     finally:
         store.close()
-    # Given, it is not asked for: GitHub's own name for the App is not used.
+    # Addressed, the command goes on to the permission check (unknown here: refused) ...
+    assert mine is not None and str(mine.reason).startswith("no_permission")
+    # ... while the default name is somebody else's.
+    assert default is not None and default.reason == "not_addressed"
+    # With App credentials too, the name given is used and GitHub's is not asked for.
+    fake, url = github
+    with_app = settings_of(app_env(fake, url, data_dir, BOT_APP_SLUG="other-bot"))
+    store = Store.open(with_app.sqlite_path)
+    try:
+        assert build_worker_hooks(with_app, store).app_slug == "other-bot"
+    finally:
+        store.close()
     assert fake.calls_to("GET", "/app") == []
-    assert hooks.app_slug == "other-bot"
-    assert worker is not None and worker.app_slug == "other-bot"
 
 
 # -- GitHub endpoints and pacing --------------------------------------------------------------
@@ -318,52 +334,72 @@ def test_BOT_DATABASE_URL_postgres_selects_the_postgres_store(postgres_dsn: str)
 # -- the server ------------------------------------------------------------------------------
 
 
-def test_BOT_HOST_and_BOT_PORT_are_where_bot_serve_listens(tmp_path: Path) -> None:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOT_")}
-    env.update(
-        {
-            "BOT_HOST": "127.0.0.2",  # a loopback address other than the default one
-            "BOT_PORT": str(port),
-            "BOT_DATA_DIR": str(tmp_path / "data"),
-            "BOT_APP_SLUG": "repo-agent",
-            "PYTHONPATH": str(REPO),
-        }
-    )
+@contextmanager
+def bot_serve(env: Mapping[str, str], root: Path, *, host: str, port: int) -> Iterator[Path]:
+    """`bot serve` (one receiver, no worker) configured by `env` alone, once it answers at
+    `host:port`; yields its log file, complete once the context exits (the process stopped)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("BOT_")}
+    full.update({"BOT_DATA_DIR": str(root / "data"), "BOT_APP_SLUG": "repo-agent", **env})
+    full["PYTHONPATH"] = str(REPO)
     command = [sys.executable, "-m", "bot.cli", "serve", "--receivers", "1", "--no-worker"]
-    log_path = tmp_path / "serve.log"
+    log_path = root / "serve.log"
     with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log_file, stderr=log_file)
+        proc = subprocess.Popen(command, cwd=root, env=full, stdout=log_file, stderr=log_file)
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                answer = httpx.get(f"http://127.0.0.2:{port}/readyz", timeout=1)
-                if answer.status_code == 200:
+                if httpx.get(f"http://{host}:{port}/readyz", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"bot serve did not start:\n{log_path.read_text()}")
             time.sleep(0.1)
-        with pytest.raises(httpx.ConnectError):  # not on the default address
-            httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+        yield log_path
     finally:
         proc.terminate()
         proc.wait(timeout=10)
 
 
-def issue_delivery(store: Store, guid: str, number: int) -> None:
-    data = json.loads((PAYLOADS / "issues" / "opened.payload.json").read_text())
-    data["issue"] = {**data["issue"], "id": 9000 + number, "number": number}
+def test_BOT_HOST_and_BOT_PORT_are_where_bot_serve_listens(tmp_path: Path) -> None:
+    port = free_port()
+    # 127.0.0.2: a loopback address other than the default one.
+    env = {"BOT_HOST": "127.0.0.2", "BOT_PORT": str(port)}
+    with (
+        bot_serve(env, tmp_path, host="127.0.0.2", port=port),
+        pytest.raises(httpx.ConnectError),  # and not on the default address
+    ):
+        httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+
+
+def test_BOT_LOG_LEVEL_filters_the_log_lines_of_bot_serve(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"BOT_PORT": str(port), "BOT_LOG_LEVEL": "WARNING"}
+    with bot_serve(env, tmp_path, host="127.0.0.1", port=port) as log_path:
+        pass
+    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line]
+    # The warning about the missing secret is written; the info line "serving" is not.
+    assert any("no webhook secret" in line["msg"] for line in lines), lines
+    assert {line["level"] for line in lines} == {"warning"}, lines
+
+
+def stored_delivery(store: Store, guid: str, event: str, data: dict[str, Any]) -> None:
+    """A delivery as the webhook route stores it, with its job."""
     conn = store.conn()
     with transaction(conn):
         conn.execute(
             "INSERT INTO deliveries (guid, event, received_at, headers, body)"
-            " VALUES (?, 'issues', ?, '{}', ?)",
-            (guid, store.clock(), json.dumps(data).encode()),
+            " VALUES (?, ?, ?, '{}', ?)",
+            (guid, event, store.clock(), json.dumps(data).encode()),
         )
         insert_job(conn, guid, store.clock())
+
+
+def issue_delivery(store: Store, guid: str, number: int) -> None:
+    data = json.loads((PAYLOADS / "issues" / "opened.payload.json").read_text())
+    data["issue"] = {**data["issue"], "id": 9000 + number, "number": number}
+    stored_delivery(store, guid, "issues", data)
 
 
 def test_BOT_WORKERS_handles_that_many_jobs_at_once(data_dir: Path) -> None:
@@ -449,38 +485,6 @@ def test_BOT_JOB_LEASE_SECONDS_is_how_long_a_claimed_job_is_held(data_dir: Path)
     finally:
         store.close()
     assert leases[0] == pytest.approx(90.0)
-
-
-@pytest.fixture
-def root_logging() -> Iterator[None]:
-    """`configure` replaces the root logger's handlers and level: put them back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        yield
-    finally:
-        for handler in root.handlers:
-            if handler not in handlers:
-                handler.close()
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        logging.captureWarnings(False)
-
-
-@pytest.mark.usefixtures("root_logging")
-def test_BOT_LOG_LEVEL_filters_the_log_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    def lines_at(level: str) -> list[str]:
-        configure(settings_of({"BOT_LOG_LEVEL": level}).log_level)  # as `bot serve` does
-        log = logging.getLogger("bot.settings-effects")
-        log.debug("a debug line")
-        log.info("an info line")
-        log.warning("a warning line")  # writes the batched lines out too
-        err = capsys.readouterr().err
-        return [json.loads(line)["msg"] for line in err.splitlines() if line]
-
-    assert lines_at("WARNING") == ["a warning line"]
-    assert lines_at("INFO") == ["an info line", "a warning line"]
-    assert lines_at("debug") == ["a debug line", "an info line", "a warning line"]
 
 
 # -- the webhook route -------------------------------------------------------------------------

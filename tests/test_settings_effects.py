@@ -44,6 +44,7 @@ from bot.engine.worktree import create_worktree
 from bot.github.client import GitHubApp
 from bot.github.errors import GitHubError
 from bot.intake.web import create_app
+from bot.ops.redeliver import redeliver_forever
 from bot.publish.render import render_footer
 from bot.runs.execute import RunExecutor
 from bot.runs.progress import usage_of
@@ -65,7 +66,7 @@ from tests.fakes._github_state import new_private_key_pem
 from tests.fakes.github import FakeGitHub, make_fake_github, serve_fake_github
 from tests.fakes.llm import FakeLLM, UsageSpec, hang, serve, text, tool_call
 from tests.github._client_world import Sleeps
-from tests.scripted import free_port
+from tests.scripted import free_port, issues_opened
 from tests.ui.server import serve as serve_ui
 
 REPO = Path(__file__).resolve().parents[1]
@@ -285,8 +286,40 @@ async def test_BOT_GITHUB_WRITE_INTERVAL_spaces_the_writes_of_an_installation(
     assert len(fake.comments_on("octo", "hello", 1)) == 4
 
 
-# BOT_REDELIVER_INTERVAL: tests/test_e2e_redeliver.py::
-# test_the_worker_redelivers_missed_deliveries_every_interval runs `bot serve` with it.
+@pytest.mark.anyio
+async def test_BOT_REDELIVER_INTERVAL_asks_github_again_for_missed_deliveries(
+    github: tuple[FakeGitHub, str], data_dir: Path
+) -> None:
+    fake, url = github
+    env = app_env(fake, url, data_dir, BOT_WEBHOOK_SECRET=fake.webhook_secret)
+    issue = fake.add_issue("octo", "hello", title="Missed", user="alice")
+    missed = fake.hooks.record("issues", issues_opened(issue, "octo/hello", 42), status_code=502)
+    settings = settings_of({**env, "BOT_REDELIVER_INTERVAL": "0.2"})
+    store = Store.open(settings.sqlite_path)
+    try:
+        with serve_ui(create_app(settings, store), lifespan="on") as bot_url:
+            fake.webhook_url = f"{bot_url}/webhooks/github"
+            hooks = build_worker_hooks(settings, store)
+            (job,) = [j for j in hooks.background if getattr(j, "func", None) is redeliver_forever]
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(job)
+                with anyio.fail_after(30):
+                    while True:  # polling the fake and the store: a pass reports nothing
+                        passes = len(fake.calls_to("GET", "/app/hook/deliveries"))
+                        if store.get_delivery(missed.guid) is not None and passes >= 3:
+                            break
+                        await anyio.sleep(0.05)
+                tasks.cancel_scope.cancel()
+            assert isinstance(hooks.executor, RunExecutor)
+            await hooks.executor.github.aclose()
+        # Asked for once: later passes see it received.
+        assert len(fake.calls_to("POST", "/app/hook/deliveries/*/attempts")) == 1
+        unset = build_worker_hooks(settings_of(env), store)
+        assert not [j for j in unset.background if getattr(j, "func", None) is redeliver_forever]
+        assert isinstance(unset.executor, RunExecutor)
+        await unset.executor.github.aclose()
+    finally:
+        store.close()
 
 
 # -- storage ---------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ the component the setting is meant for, built the way the app builds it: `bot.wi
 hooks (the engine, the runner, the mirrors and the GitHub client of the run executor),
 `bot.commands.serve`'s worker pool, `create_app` for the webhook route and the operator page,
 or `bot serve` itself. GitHub and the model are the fakes in tests/fakes/ (real HTTP servers);
-a test asserts on what they received or on what the component did, never only on a parsed value.
-The README's "Settings" table names each setting; its tests elsewhere are listed there too.
+a test asserts on what they received or on what the component did, never only on a parsed value,
+and most compare two values of the setting. BOT_GIT_NAME and BOT_GIT_EMAIL are read from the
+process environment only (not from `.env`), so their test sets them there.
 """
 
 from __future__ import annotations
@@ -921,7 +922,7 @@ async def test_BOT_AGENT_TYPES_adds_the_operators_agent_types(
     assert llm.bodies[0]["model"] == "scout-model"
 
 
-# BOT_REPO_AGENT_TOOLS: pending (the setting is being wired to the repository's agent types).
+# BOT_REPO_AGENT_TOOLS: not read yet (`Settings.repo_agent_tools`); its test comes with its use.
 
 
 @pytest.mark.anyio

@@ -396,6 +396,7 @@ def bot_serve(env: Mapping[str, str], root: Path, *, host: str, port: int) -> It
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow  # starts `bot serve`
 def test_BOT_HOST_and_BOT_PORT_are_where_bot_serve_listens(tmp_path: Path) -> None:
     port = free_port()
     # 127.0.0.2: a loopback address other than the default one.
@@ -407,6 +408,7 @@ def test_BOT_HOST_and_BOT_PORT_are_where_bot_serve_listens(tmp_path: Path) -> No
         httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
 
 
+@pytest.mark.slow  # starts `bot serve`
 def test_BOT_LOG_LEVEL_filters_the_log_lines_of_bot_serve(tmp_path: Path) -> None:
     port = free_port()
     env = {"BOT_PORT": str(port), "BOT_LOG_LEVEL": "WARNING"}
@@ -582,10 +584,11 @@ async def test_BOT_INSECURE_NO_SIGNATURE_accepts_unsigned_deliveries(data_dir: P
     assert refused.status_code == 503
 
 
-async def held_request(app: Starlette, length: int, guid: str, gate: anyio.Event) -> int:
-    """POST a delivery declaring `length` bytes whose body never comes before `gate`; the
-    status the route answers."""
-    sent: list[int] = []
+async def held_request(
+    app: Starlette, length: int, guid: str, gate: anyio.Event, statuses: list[int]
+) -> None:
+    """POST a delivery declaring `length` bytes whose body never comes before `gate` is set;
+    the status of the route's answer goes to `statuses` once it is sent."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -613,10 +616,9 @@ async def held_request(app: Starlette, length: int, guid: str, gate: anyio.Event
 
     async def send(message: Mapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            sent.append(int(message["status"]))
+            statuses.append(int(message["status"]))
 
     await app(scope, receive, send)
-    return sent[0] if sent else 0
 
 
 @pytest.mark.anyio
@@ -625,26 +627,27 @@ async def test_BOT_INTAKE_BUFFER_MB_is_the_body_memory_of_the_webhook_route(
 ) -> None:
     MiB = 1024 * 1024
 
-    async def second_of_two_bodies(buffer_mb: str) -> int:
+    async def second_of_two_bodies(buffer_mb: str) -> list[int]:
+        """The answers sent to a second 20 MiB delivery while a first one is still arriving."""
         env = {"BOT_WEBHOOK_SECRET": "whsec-1", "BOT_INTAKE_BUFFER_MB": buffer_mb}
         async with webhook_route(env, data_dir / buffer_mb) as (app, _):
             gate = anyio.Event()
+            first: list[int] = []
+            second: list[int] = []
             async with anyio.create_task_group() as tasks:
-                # 20 MiB held by a body still on its way ...
-                tasks.start_soon(held_request, app, 20 * MiB, "g-first", gate)
+                tasks.start_soon(held_request, app, 20 * MiB, "g-first", gate, first)
                 await anyio.wait_all_tasks_blocked()
-                # ... and a second one of 20 MiB: refused at once where it does not fit.
-                with anyio.move_on_after(5):
-                    status = await held_request(app, 20 * MiB, "g-second", anyio.Event())
-                    gate.set()
-                    return status
-                gate.set()
-        return 0  # the second body was admitted and waited for its bytes
+                tasks.start_soon(held_request, app, 20 * MiB, "g-second", gate, second)
+                await anyio.wait_all_tasks_blocked()  # answered, or waiting for its body
+                assert first == []  # still waiting for its body
+                answered = list(second)
+                gate.set()  # both clients go away
+            return answered
 
-    # 40 MiB: three quarters (30 MiB) for large bodies, so the second does not fit.
-    assert await second_of_two_bodies("40") == 503
-    # 64 MiB (the default): 48 MiB for large bodies, so it is admitted and read.
-    assert await second_of_two_bodies("64") == 0
+    # 40 MiB: three quarters (30 MiB) for large bodies, so the second is refused at once.
+    assert await second_of_two_bodies("40") == [503]
+    # 64 MiB (the default): 48 MiB for large bodies, so the second is admitted and read.
+    assert await second_of_two_bodies("64") == []
 
 
 @pytest.mark.anyio

@@ -31,7 +31,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bot.agents.runtime import AgentRuntime, build_runner
@@ -736,6 +736,26 @@ def anthropic_fake() -> tuple[Starlette, list[dict[str, Any]]]:
         if request.headers.get("x-api-key") != "ak-the-key":
             error = {"type": "authentication_error", "message": "invalid x-api-key"}
             return JSONResponse({"type": "error", "error": error}, status_code=401)
+        body = await request.json()
+        if body.get("stream") is True:  # as the API does: server-sent events, not one JSON
+            events = [
+                {"type": "message_start", "message": {"usage": {"input_tokens": 10}}},
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "from anthropic"},
+                },
+                {"type": "content_block_stop", "index": 0},
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": 3},
+                },
+                {"type": "message_stop"},
+            ]
+            text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+            return Response(text, media_type="text/event-stream")
         return JSONResponse(
             {
                 "content": [{"type": "text", "text": "from anthropic"}],
@@ -806,6 +826,26 @@ async def test_BOT_LLM_STREAM_chooses_a_stream_or_one_answer(
     first, second = llm.bodies
     assert first["stream"] is True and first["stream_options"] == {"include_usage": True}
     assert "stream" not in second and "stream_options" not in second
+
+
+@pytest.mark.anyio
+async def test_BOT_LLM_STREAM_applies_to_the_anthropic_provider_too(
+    github: tuple[FakeGitHub, str], data_dir: Path
+) -> None:
+    fake, url = github
+    app, seen = anthropic_fake()
+    with serve(app) as anthropic_url:
+        env = {
+            **app_env(fake, url, data_dir),
+            "BOT_MODEL": "claude-x",
+            "BOT_LLM_PROVIDER": "anthropic",
+            "BOT_LLM_BASE_URL": anthropic_url,
+            "BOT_LLM_API_KEY": "ak-the-key",
+        }
+        for value in ("true", "false"):
+            async with wired({**env, "BOT_LLM_STREAM": value}) as executor:
+                await run_one_agent(executor.engine)
+    assert [request["body"]["stream"] for request in seen] == [True, False]
 
 
 @pytest.mark.anyio

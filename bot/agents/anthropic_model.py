@@ -85,7 +85,9 @@ class AnthropicChatModel:
         *,
         http_client: httpx.AsyncClient | None = None,
         max_tokens: int = 16000,
+        stream: bool = True,
     ) -> None:
+        self.stream = stream
         self.url = base_url.rstrip("/").removesuffix("/v1") + "/v1/messages"
         self._headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
         if api_key:
@@ -130,7 +132,10 @@ class AnthropicChatModel:
         effort: str | None = None,
         first_response_timeout: float = 45.0,
     ) -> ModelTurn:
-        body = {**self.request_body(messages, tools, model=model, effort=effort), "stream": True}
+        body = {
+            **self.request_body(messages, tools, model=model, effort=effort),
+            "stream": self.stream,
+        }
         client = self._clients.get()
         request = client.build_request("POST", self.url, json=body, headers=self._headers)
         response: httpx.Response | None = None
@@ -140,7 +145,8 @@ class AnthropicChatModel:
                 if response.status_code >= 400:
                     raise http_error(response, await response.aread())
                 if response.headers.get("content-type", "").startswith("application/json"):
-                    return _parse_message(_json(await response.aread()))  # stream ignored
+                    # Not streamed (BOT_LLM_STREAM=false), or a server that ignored the ask.
+                    return _parse_message(_json(await response.aread()))
                 events = response.aiter_lines()
                 first = await _next_event(events)
             return await _read_stream(first, events)

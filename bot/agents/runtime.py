@@ -446,6 +446,7 @@ def build_models(
             base_url=base or "https://api.anthropic.com",
             api_key=key.get_secret_value() if key else None,
             http_client=http_client,
+            stream=settings.llm_stream,
         )
     return models
 

@@ -287,6 +287,7 @@ def test_every_skip_reason_is_covered() -> None:
         SkipReason.REPLY_LIMIT,  # the reporter's replies, below
         SkipReason.INSTALLATION_INACTIVE,  # policies.lifecycle (tests/policies/test_lifecycle.py)
         SkipReason.REPLAYED,  # the store's trigger keys (tests/policies/test_run_key.py)
+        SkipReason.NOT_CONFIGURED,  # policies.readiness (tests/policies/test_readiness.py)
     }
     assert reasons == set(SkipReason)
 

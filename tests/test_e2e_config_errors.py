@@ -210,6 +210,18 @@ def test_text_from_the_file_is_shown_defused(bot: Bot) -> None:
         assert "<!-- hidden" not in body
         assert "`.github/bot.yml` line 2:" in body
 
+    # The pull request's head again, under another error: its one check says the new one.
+    pulls = bot.fake.repos["octo/hello"].pulls
+    number = max(pulls)
+    reopened = f"e2e-{bot.counter + 1:04d}"
+    bot.post("pull_request", pull_payload(bot, "reopened", number))
+    handled(bot, reopened)
+    head = pulls[number]["head"]["sha"]
+    (check,) = [run for run in bot.fake.check_runs.values() if run["head_sha"] == head]
+    summary = check["output"]["summary"]
+    assert f"@{ZWSP}octo/admins" in summary and "<!-- hidden" not in summary
+    assert check["conclusion"] == "neutral"
+
 
 def test_an_error_in_the_extended_file_names_that_file(bot: Bot) -> None:
     write_config(bot, EXTENDS)

@@ -102,3 +102,16 @@ def test_many_problems_are_cut_with_a_count() -> None:
 def test_a_long_problem_is_cut() -> None:
     reply = config_error_reply(f".github/bot.yml line 1: {'x' * 5000}", command=None)
     assert len(reply) < 1500 and "…" in reply
+
+
+def test_problems_in_two_files_name_each_and_the_lead_names_neither() -> None:
+    detail = f"{SYNTAX}\n{EXTENDED}"
+    reply = config_error_reply(detail, command="fix")
+    assert "The repository's configuration cannot be used:" in reply
+    assert "- `.github/bot.yml` line 1, column 5:" in reply
+    assert "- `octo/settings:.github/bot.yml` line 2, column 1:" in reply
+
+
+def test_an_empty_error_still_says_the_app_is_off() -> None:
+    reply = config_error_reply("", command=None)
+    assert "- ` `" in reply and "stays off in this repository" in reply

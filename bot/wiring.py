@@ -13,9 +13,11 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
 - `background`: the mirror sweep, and with BOT_REDELIVER_INTERVAL the periodic redelivery
   of missed deliveries (`bot.ops.redeliver`).
 
-Without credentials: default config, unknown permissions (commands fail closed) and no executor
-(runs are recorded as queued). In both cases the log redactor is installed with the deployment's
-secret values.
+Without credentials: default config, unknown permissions (commands fail closed) and no executor.
+In both cases `setup` says what is configured (the App's credentials, a model), so a delivery
+that would start a run the deployment cannot carry out is skipped `not_configured` before any
+run is recorded, and nothing is posted (`policies.readiness`). In both cases the log redactor is
+installed with the deployment's secret values.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from policies.config import (
 )
 from policies.config import extends_target as read_extends
 from policies.event import Event
+from policies.readiness import Setup
 
 if TYPE_CHECKING:
     from bot.github.client import GitHubApp
@@ -63,6 +66,20 @@ def has_credentials(settings: Settings) -> bool:
     return settings.app_id is not None and (
         settings.private_key is not None or settings.private_key_path is not None
     )
+
+
+def has_model(settings: Settings) -> bool:
+    """Whether agents have a model: BOT_MODEL and an endpoint for the default provider (as
+    `bot.agents.runtime.build_runner` needs them; `bot doctor` checks the same)."""
+    provider = settings.llm_provider.lower()
+    endpoint = provider == "anthropic" or bool(settings.llm_base_url)
+    return bool(settings.model) and endpoint
+
+
+def _setup(settings: Settings, *, credentials: bool) -> Setup:
+    from bot.workflows import MODEL_FREE
+
+    return Setup(credentials=credentials, model=has_model(settings), model_free=MODEL_FREE)
 
 
 def _loopback(url: str) -> bool:
@@ -107,6 +124,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
             permission_lookup=unknown_permission,
             executor=None,
             app_slug=settings.app_slug,
+            setup=_setup(settings, credentials=False),
         )
 
     from bot.agents.runtime import build_runner
@@ -224,4 +242,5 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         stop_run=stop_run,
         background=tuple(background),
         app_slug=slug,
+        setup=_setup(settings, credentials=True),
     )

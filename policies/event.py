@@ -73,6 +73,9 @@ class SkipReason(StrEnum):
     INSTALLATION_INACTIVE = "installation_inactive"
     REPLAYED = "replayed"
     """The same command or automatic trigger already ran under another delivery's GUID."""
+    NOT_CONFIGURED = "not_configured"
+    """The deployment lacks a setting the run needs (a model, the App's credentials): nothing
+    is posted, and `bot replay --delivery GUID` runs it once the setting is there."""
 
 
 @dataclass(frozen=True, slots=True)

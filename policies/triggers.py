@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from policies.commands import UNKNOWN, Command, parse_command
 from policies.config import RepoConfig
+from policies.config_notice import CHECK, NOTICE, REPLY
 from policies.decide import parse_answer
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 
@@ -232,6 +233,31 @@ def route(event: Event) -> Handler | Skip:
     return handler
 
 
+def _config_broken(event: Event, handler: Handler, app_slug: str, error: str) -> Request | Skip:
+    """`.github/bot.yml` cannot be used: the app is off here, and says so where it matters.
+
+    A command (as the defaults read it: the file's own `slash_commands` is unknown) goes
+    through the permission check like any other, then skips with a REPLY notice: only a
+    writer is answered. An automatic pull request event with a head skips with a CHECK
+    notice (one neutral check run on the head). Everything else skips without a notice.
+    """
+    skip = Skip(SkipReason.INVALID_CONFIG, error)
+    if handler is on_comment and event.comment_body:
+        command = parse_command(event.comment_body, app_slug=app_slug, slash_commands=False)
+        if command is None:
+            return skip
+        notice = {"command": command.raw or command.name, NOTICE: REPLY}
+        return Request(
+            workflow=command.name,
+            command=command.name,
+            needs_permission=True,
+            then=Skip(SkipReason.INVALID_CONFIG, error, notice),
+        )
+    if handler is on_pull_request and event.head_sha and event.number is not None:
+        return Skip(SkipReason.INVALID_CONFIG, error, {NOTICE: CHECK})
+    return skip
+
+
 def _request(
     event: Event,
     config: RepoConfig,
@@ -251,7 +277,7 @@ def _request(
     if event.sender_type == "Bot" or sender.lower().endswith("[bot]"):
         return Skip(SkipReason.BOT_SENDER, f"sent by {event.sender_login}")
     if config_error is not None:
-        return Skip(SkipReason.INVALID_CONFIG, config_error)
+        return _config_broken(event, handler, app_slug, config_error)
     if not config.enabled:
         return Skip(SkipReason.REPO_DISABLED, event.repo_full_name)
     if _is_ignored(event.sender_login, config):
@@ -313,7 +339,9 @@ def decide(
     `maintain`, `write`, `triage`, `read`, `none`), or None when it could not be read;
     it is consulted only where needs_permission() is True, and None then fails closed.
     `config_error` is the text of a ConfigError for `.github/bot.yml`: events that pass
-    the routing, self and bot checks then skip with INVALID_CONFIG so the error can be shown.
+    the routing, self and bot checks then skip with INVALID_CONFIG, and the two that are
+    answered say so in the skip's `extra` (`policies.config_notice`): a command, once its
+    author's write permission passed, and an automatic pull request event.
     `awaiting_reporter` is read only where is_reporter_comment() is True: the store's facts
     about triage on that issue (None: no reporter's reply runs anything).
     """

@@ -1,5 +1,6 @@
-"""`bot replay` (decide a saved payload offline) and `bot deliveries` (what was received, what
-was decided, its job and the runs it started).
+"""`bot replay` (decide a saved payload offline, or run a stored delivery skipped for missing
+settings again) and `bot deliveries` (what was received, what was decided, its job and the runs
+it started).
 
 `bot deliveries` prints a header, then one line per delivery, oldest first: when it was
 received (UTC, to the second), its GUID, event, decision, job and runs, and the workflow or the
@@ -22,11 +23,13 @@ from bot.commands.since import parse_since
 from bot.events import parse_event
 from bot.runs.worker import DEFAULT_APP_SLUG
 from bot.settings import SettingsError, load_settings
-from bot.store.backend import open_store
+from bot.store.backend import job_queue, open_store
 from bot.store.contract import DeliverySummary, StoreError
+from bot.store.queue.base import JobStatus
 from bot.store.records import DECISIONS
+from bot.wiring import has_credentials, has_model
 from policies.config import ConfigError, parse_repo_config
-from policies.event import Skip
+from policies.event import Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
 from policies.lifecycle import lifecycle_change
 from policies.triggers import decide
@@ -36,10 +39,18 @@ PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     replay = subparsers.add_parser(
-        "replay", help="print the decision for a saved webhook payload, without any network"
+        "replay",
+        help="print the decision for a saved webhook payload, without any network; or, with "
+        "--delivery, run a stored delivery skipped not_configured again",
     )
-    replay.add_argument("payload", type=Path, metavar="PAYLOAD.json")
-    replay.add_argument("--event", required=True, help="the X-GitHub-Event name, e.g. issues")
+    replay.add_argument("payload", type=Path, nargs="?", metavar="PAYLOAD.json")
+    replay.add_argument("--event", help="the X-GitHub-Event name, e.g. issues (with PAYLOAD.json)")
+    replay.add_argument(
+        "--delivery",
+        metavar="GUID",
+        help="queue the stored delivery GUID again, once the settings it lacked are set "
+        "(a running worker picks it up)",
+    )
     replay.add_argument(
         "--permission",
         choices=PERMISSIONS,
@@ -75,7 +86,12 @@ def _fail(message: str) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-
+    if args.delivery is not None:
+        if args.payload is not None:
+            return _fail("give either PAYLOAD.json or --delivery GUID, not both")
+        return run_stored(args.delivery)
+    if args.payload is None or args.event is None:
+        return _fail("give PAYLOAD.json and --event EVENT, or --delivery GUID")
     try:
         settings = load_settings()
     except SettingsError as exc:
@@ -134,6 +150,54 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"skip: {result['reason']}")
     else:
         print(f"trigger {result['workflow']} on {result['target']} (mode {mode})")
+    return 0
+
+
+def run_stored(guid: str) -> int:
+    """Queue a stored delivery that was skipped `not_configured` again: the worker decides it
+    anew, as if it had just come. Any other delivery is refused (it ran, or was skipped for a
+    reason settings do not change), and so is one whose job is already waiting."""
+    try:
+        settings = load_settings()
+        store = open_store(settings)
+    except (SettingsError, StoreError) as exc:
+        return _fail(str(exc))
+    try:
+        found = store.find_delivery(guid)
+        if found is None:
+            return _fail(f"no delivery {guid} is stored (see `bot deliveries`)")
+        delivery, _ = found
+        reason = delivery.reason or ""
+        if delivery.decision != "skip" or not reason.startswith(SkipReason.NOT_CONFIGURED.value):
+            decided = delivery.decision or "pending"
+            if reason:
+                decided += f" ({reason})"
+            return _fail(
+                f"delivery {guid} was decided {decided}; only deliveries skipped "
+                f"{SkipReason.NOT_CONFIGURED.value} are run again"
+            )
+        queue = job_queue(store)
+        jobs = queue.jobs_for_delivery(guid)
+        if any(job.status in (JobStatus.QUEUED, JobStatus.RUNNING) for job in jobs):
+            return _fail(f"delivery {guid} is queued already")
+        lacking = [
+            name
+            for name, ok in (
+                ("GitHub App credentials", has_credentials(settings)),
+                ("a model", has_model(settings)),
+            )
+            if not ok
+        ]
+        if lacking:
+            print(
+                f"bot: these settings still lack {' and '.join(lacking)}; the worker skips it "
+                "again unless its own settings have them",
+                file=sys.stderr,
+            )
+        job_id = queue.enqueue_sync(guid, kind=f"replay-{len(jobs)}")
+    finally:
+        store.close()
+    print(f"queued {guid} again (job {job_id})")
     return 0
 
 

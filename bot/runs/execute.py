@@ -23,7 +23,8 @@ beyond the client's cap (`RateLimited`): the executor lets it propagate so the w
 the job, and posts nothing. Calling the executor again for the same run (a retried job) edits
 the same comment; a run already finished is not run again; a run whose outcome was recorded but
 not posted (GitHub down at the end) posts the recorded outcome without running the workflow again.
-`answer_skip` answers an unknown command from someone with write access with the help text.
+`answer_skip` answers an unknown command from someone with write access with the help text,
+and says where a broken `.github/bot.yml` matters that the app is off (`bot.runs.config_notice`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from bot.log import bound, get_logger
 from bot.publish.publisher import CommentKind, Publisher
 from bot.publish.render import Progress
 from bot.redact import redact
+from bot.runs.config_notice import answer_config_error
 from bot.runs.context import default_branch_of, fetch_context, sanitize
 from bot.runs.flows import PUBLISHING, SUPERSEDED, Flows
 from bot.runs.leftovers import clear_interrupted
@@ -648,13 +650,24 @@ class RunExecutor:
     # -- help, status, stop, unknown commands ----------------------------------------------------
 
     async def answer_skip(self, event: Event, skip: Skip) -> bool:
-        """Answer an unknown command with the help text; True when a reply was posted.
+        """Answer an unknown command with the help text, or say that `.github/bot.yml` is
+        broken where the skip's notice asks (`bot.runs.config_notice`); True when posted.
 
-        Only `UNKNOWN_COMMAND` skips are answered: the trigger policy gives that reason only
-        after the sender's write permission was checked, so nobody else can make the app talk.
+        Only these skips are answered: the trigger policy gives `UNKNOWN_COMMAND` and a
+        command's `INVALID_CONFIG` notice only after the sender's write permission was
+        checked, so nobody else can make the app talk.
         The reply's run id is derived from the comment as written (`comment_identity`), so a
         retried job, or the same body sent again under another GUID, edits it, never reposts.
         """
+        if skip.reason is SkipReason.INVALID_CONFIG:
+            return await answer_config_error(
+                event,
+                skip,
+                github=self.github,
+                store=self.store,
+                app_slug=self.app_slug,
+                redactor=self.redactor,
+            )
         if skip.reason is not SkipReason.UNKNOWN_COMMAND:
             return False
         if event.installation_id is None or not event.repo_full_name or event.number is None:

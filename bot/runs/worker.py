@@ -37,6 +37,7 @@ from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.interaction import resolve_run_interaction_policy
 from policies.lifecycle import LifecycleChange, inactive_skip, lifecycle_change
 from policies.outcome import OUTCOME_STATUSES
+from policies.readiness import Setup, not_configured
 from policies.triggers import (
     AwaitingReporter,
     decide,
@@ -117,6 +118,10 @@ class WorkerHooks:
     """The GitHub client's hold on installation tokens, dropped when an installation is lost."""
     stop_run: RunStopper | None = None
     """Stops a run on this process's engine (the lifecycle of an installation needs it)."""
+    setup: Setup | None = None
+    """What the operator configured (the wiring always says): a trigger it cannot carry out
+    is skipped `not_configured` before a run is recorded (`policies.readiness`). None: not
+    checked, for a caller that only wants the decisions recorded."""
 
 
 class Worker:
@@ -440,6 +445,9 @@ class Worker:
                     awaiting_reporter=awaiting,
                 )
             )
+            if isinstance(decision, Trigger) and self.hooks.setup is not None:
+                # Before the trigger's key is claimed: a replay of it later runs it.
+                decision = not_configured(decision, self.hooks.setup) or decision
             if isinstance(decision, Trigger):
                 decision = await self._unless_replayed(delivery, event, decision)
             return event, decision
@@ -501,6 +509,10 @@ class Worker:
             )
             executor = self.hooks.executor
             if executor is None:
-                log.info("run queued; no executor is configured")
+                # Nothing will ever carry it out: never leave it `queued`.
+                await anyio.to_thread.run_sync(
+                    lambda: self.store.update_run(run.id, status="skipped")
+                )
+                log.info("run recorded as skipped; no executor is configured")
                 return
             await executor(trigger, run)

@@ -21,6 +21,7 @@ from bot.store.sqlite import RunRecord, Store, transaction
 from bot.wiring import build_worker_hooks
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Trigger
+from policies.readiness import Setup
 from tests.conftest import PAYLOADS
 
 pytestmark = pytest.mark.anyio
@@ -87,6 +88,7 @@ def env(data_dir: Path) -> Iterator[Env]:
 
 
 async def test_issue_opened_creates_a_webhook_mode_run(env: Env) -> None:
+    """Without an executor nothing carries the run out: it is recorded, never left queued."""
     env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
     assert await env.worker().run_until_idle() == 1
     assert env.decision("g-1")[:2] == ("trigger", "triage")
@@ -94,11 +96,55 @@ async def test_issue_opened_creates_a_webhook_mode_run(env: Env) -> None:
     assert (run.workflow, run.mode, run.status, run.repo, run.number) == (
         "triage",
         "webhook",
-        "queued",
+        "skipped",
         "Codertocat/Hello-World",
         1,
     )
     assert env.queue.counts_sync()[JobStatus.DONE] == 1
+
+
+async def test_a_trigger_the_settings_cannot_carry_out_records_no_run(env: Env) -> None:
+    """No model: the issue and the command skip `not_configured`; `help` still runs. Once a
+    model is configured, the same delivery queued again runs (its key was never claimed)."""
+    started: list[str] = []
+
+    async def executor(trigger: Trigger, run: RunRecord) -> None:
+        started.append(trigger.workflow)
+        env.store.update_run(run.id, status="succeeded")
+
+    async def writer(event: Event) -> str | None:
+        return "write"
+
+    no_model = Setup(credentials=True, model=False, model_free=frozenset({"help"}))
+    hooks = WorkerHooks(executor=executor, permission_lookup=writer, setup=no_model)
+    env.deliver("g-issue", "issues", payload("issues/opened.payload.json"))
+    env.deliver("g-ask", "issue_comment", comment_payload("@repo-agent ask why?"))
+    env.clock.now += 1
+    env.deliver("g-help", "issue_comment", comment_payload("@repo-agent help"))
+    assert await env.worker(hooks).run_until_idle() == 3
+    for guid in ("g-issue", "g-ask"):
+        decision, workflow, reason = env.decision(guid)
+        assert (decision, workflow) == ("skip", None)
+        assert reason is not None and reason.startswith("not_configured: missing a model")
+        assert f"bot replay --delivery {guid}" in reason
+        assert env.store.runs_for_delivery(guid) == []
+    assert started == ["help"]
+
+    ready = WorkerHooks(executor=executor, setup=Setup(credentials=True, model=True))
+    env.queue.enqueue_sync("g-issue", kind="replay-1")
+    assert await env.worker(ready).run_until_idle() == 1
+    assert env.decision("g-issue")[:2] == ("trigger", "triage")
+    assert started == ["help", "triage"]
+
+
+async def test_without_credentials_nothing_is_recorded_as_a_run(env: Env) -> None:
+    hooks = WorkerHooks(setup=Setup(credentials=False, model=True))
+    env.deliver("g-1", "issues", payload("issues/opened.payload.json"))
+    assert await env.worker(hooks).run_until_idle() == 1
+    decision, _, reason = env.decision("g-1")
+    assert decision == "skip"
+    assert reason is not None and reason.startswith("not_configured: missing GitHub App")
+    assert env.store.runs_for_delivery("g-1") == []
 
 
 async def test_ping_is_skipped_with_a_reason(env: Env) -> None:

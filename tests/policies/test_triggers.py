@@ -178,13 +178,54 @@ def test_skip(
     assert decision.message.startswith(reason.value)
 
 
-def test_invalid_config_skips_with_the_error_text() -> None:
-    error = '.github/bot.yml line 4: review.drafts: expected true or false, got "sometimes"'
-    for fixture in ("pull_request.opened", "issues.opened", "issue_comment.created.review"):
-        decision = decide(
-            load(fixture), config(), app_slug=SLUG, permission="admin", config_error=error
-        )
-        assert decision == Skip(SkipReason.INVALID_CONFIG, error)
+ERROR = '.github/bot.yml line 4: review.drafts: expected true or false, got "sometimes"'
+
+
+@pytest.mark.parametrize(
+    ("fixture", "body", "permission", "expected"),
+    [
+        pytest.param("issues.opened", None, None, Skip(SkipReason.INVALID_CONFIG, ERROR), id="issue-says-nothing"),
+        pytest.param("pull_request.opened", None, None, Skip(SkipReason.INVALID_CONFIG, ERROR, {"notice": "check"}), id="pr-opened-check"),
+        pytest.param("pull_request.synchronize", None, None, Skip(SkipReason.INVALID_CONFIG, ERROR, {"notice": "check"}), id="pr-push-check"),
+        pytest.param("pull_request.opened.draft", None, None, Skip(SkipReason.INVALID_CONFIG, ERROR, {"notice": "check"}), id="pr-draft-check"),
+        pytest.param("issue_comment.created.review", None, "admin", Skip(SkipReason.INVALID_CONFIG, ERROR, {"command": "review", "notice": "reply"}), id="writer-command-reply"),
+        pytest.param("issue_comment.created.ask", None, "write", Skip(SkipReason.INVALID_CONFIG, ERROR, {"command": "ask", "notice": "reply"}), id="writer-ask-reply"),
+        pytest.param("issue_comment.created.unknown", None, "write", Skip(SkipReason.INVALID_CONFIG, ERROR, {"command": "frobnicate", "notice": "reply"}), id="writer-unknown-reply"),
+        pytest.param("pull_request_review.submitted", None, "maintain", Skip(SkipReason.INVALID_CONFIG, ERROR, {"command": "fix", "notice": "reply"}), id="review-body-reply"),
+        pytest.param("issue_comment.created.plain", None, "write", Skip(SkipReason.INVALID_CONFIG, ERROR), id="not-addressed-says-nothing"),
+        pytest.param("issue_comment.created.plain", "/fix it", "write", Skip(SkipReason.INVALID_CONFIG, ERROR), id="slash-unknown-with-broken-config"),
+        pytest.param("issue_comment.edited", None, "write", Skip(SkipReason.INVALID_CONFIG, ERROR), id="edited-says-nothing"),
+    ],
+)  # fmt: skip
+def test_invalid_config_skips_with_the_error_text(
+    fixture: str, body: str | None, permission: str | None, expected: Skip
+) -> None:
+    event = load(fixture, body=body)
+    decision = decide(event, config(), app_slug=SLUG, permission=permission, config_error=ERROR)
+    assert decision == expected
+    wanted = needs_permission(event, config(), SLUG, config_error=ERROR)
+    assert wanted is (expected.extra.get("notice") == "reply")
+
+
+@pytest.mark.parametrize("permission", ["read", "triage", None])
+def test_invalid_config_answers_no_command_of_someone_without_write_access(
+    permission: str | None,
+) -> None:
+    decision = decide(
+        load("issue_comment.created.ask"),
+        config(),
+        app_slug=SLUG,
+        permission=permission,
+        config_error=ERROR,
+    )
+    assert isinstance(decision, Skip) and decision.reason is SkipReason.NO_PERMISSION
+    assert "notice" not in decision.extra
+
+
+def test_invalid_config_on_a_pull_request_without_a_head_posts_no_check() -> None:
+    event = dataclasses.replace(load("pull_request.opened"), head_sha=None)
+    decision = decide(event, config(), app_slug=SLUG, permission=None, config_error=ERROR)
+    assert decision == Skip(SkipReason.INVALID_CONFIG, ERROR)
 
 
 def test_invalid_config_does_not_hide_a_bot_or_self_event() -> None:
@@ -246,6 +287,7 @@ def test_every_skip_reason_is_covered() -> None:
         SkipReason.REPLY_LIMIT,  # the reporter's replies, below
         SkipReason.INSTALLATION_INACTIVE,  # policies.lifecycle (tests/policies/test_lifecycle.py)
         SkipReason.REPLAYED,  # the store's trigger keys (tests/policies/test_run_key.py)
+        SkipReason.NOT_CONFIGURED,  # policies.readiness (tests/policies/test_readiness.py)
     }
     assert reasons == set(SkipReason)
 

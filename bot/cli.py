@@ -6,6 +6,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib import metadata
+
+from bot import __version__
 
 # Each module exposes `register(subparsers)`, adding parsers whose `func(args) -> int` runs them.
 COMMAND_MODULES = (
@@ -17,12 +20,23 @@ COMMAND_MODULES = (
     "bot.github.setup",  # setup
 )
 
+DISTRIBUTION = "repo-agent-bot"  # pyproject's [project] name
+
+
+def package_version() -> str:
+    """The installed package's version (pyproject's), or the source's when it is not installed."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return __version__
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bot",
         description="A GitHub App that turns repository events into autonomous agent runs.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -19,6 +20,11 @@ _FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
 )
 _REDACTOR: list[Callable[[str], str]] = []  # set by bot.redact when secrets are known
 _PIPE_BUF = 4096  # bytes; Linux's, and the least POSIX allows is 512
+# ANSI (ECMA-48) escape sequences: CSI (colours, cursor moves), OSC (titles, hyperlinks) ended by
+# BEL or ST, and the two-character escapes; then any ESC left over.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x1b")
+# Extras that only repeat the message for a terminal: uvicorn's coloured copy of it.
+_DROPPED = frozenset({"color_message"})
 
 
 @contextmanager
@@ -41,16 +47,25 @@ def _redact(text: str) -> str:
     return text
 
 
-def _redact_values(value: object) -> object:
-    """Strings inside `value` redacted before JSON encoding, which would escape a secret's
-    quotes, backslashes or newlines so that it no longer matches literally."""
+def strip_ansi(text: str) -> str:
+    """`text` without terminal escape sequences (colours, cursor moves, hyperlinks)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def _clean_values(value: object) -> object:
+    """Strings inside `value` without ANSI escapes, then redacted, before JSON encoding, which
+    would escape a secret's quotes, backslashes or newlines so that it no longer matches
+    literally. Escapes go first: one inside a secret would keep it from matching too. Values
+    JSON cannot encode become their `str()`, cleaned the same way."""
     if isinstance(value, str):
-        return _redact(value)
+        return _redact(strip_ansi(value))
     if isinstance(value, dict):
-        return {k: _redact_values(v) for k, v in value.items()}
+        return {k: _clean_values(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_redact_values(v) for v in value]
-    return value
+        return [_clean_values(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _clean_values(str(value))
 
 
 def set_redactor(fn: Callable[[str], str]) -> None:
@@ -71,7 +86,11 @@ _STANDARD = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime",
 
 
 def _extras(record: logging.LogRecord) -> dict[str, object]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+    return {
+        k: v
+        for k, v in vars(record).items()
+        if k not in _STANDARD and k not in _DROPPED and not k.startswith("_")
+    }
 
 
 class JsonFormatter(logging.Formatter):
@@ -87,12 +106,13 @@ class JsonFormatter(logging.Formatter):
         line.update(_extras(record))
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        # Redact the strings before encoding (JSON escapes quotes, backslashes and newlines, so
-        # an encoded secret would no longer match), but look at all of them in one pass first:
-        # nearly every line has nothing to redact.
+        # Strip terminal escapes and redact the strings before encoding (JSON escapes quotes,
+        # backslashes, newlines and ESC, so an encoded secret would no longer match), but look
+        # at all of them in one pass first: nearly every line has nothing to change.
         flat = "\n".join(v for v in line.values() if isinstance(v, str))
-        if _redact(flat) != flat or any(not isinstance(v, str) for v in line.values()):
-            line = {k: _redact_values(v) for k, v in line.items()}
+        plain = all(isinstance(v, str | int | float | bool) for v in line.values())
+        if not plain or "\x1b" in flat or _redact(flat) != flat:
+            line = {k: _clean_values(v) for k, v in line.items()}
         return _redact(json.dumps(line, default=str, ensure_ascii=False))
 
 

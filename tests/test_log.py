@@ -145,3 +145,64 @@ def test_a_batch_goes_out_in_writes_of_whole_lines_no_larger_than_pipe_buf() -> 
         assert len(chunk.encode()) <= 4096
         assert chunk.endswith("\n")
     assert "".join(writes).count("\n") == 201
+
+
+def _raw_json_line(stream: io.StringIO) -> str:
+    (raw,) = stream.getvalue().splitlines()
+    assert "\x1b" not in raw and "\\u001b" not in raw, raw
+    return raw
+
+
+def test_json_lines_drop_uvicorns_color_message(
+    capture: tuple[logging.Logger, io.StringIO, logging.Handler],
+) -> None:
+    logger, stream, handler = capture
+    handler.setFormatter(log.JsonFormatter())
+    # As uvicorn.server logs its start: the same message again, coloured, as an extra.
+    colored = "Started server process [\x1b[36m%d\x1b[0m]"
+    logger.setLevel(logging.INFO)
+    try:
+        logger.info("Started server process [%d]", 4242, extra={"color_message": colored})
+    finally:
+        logger.setLevel(logging.NOTSET)
+    line = json.loads(_raw_json_line(stream))
+    assert "color_message" not in line
+    assert line["msg"] == "Started server process [4242]"
+
+
+def test_json_lines_strip_ansi_escapes_everywhere(
+    capture: tuple[logging.Logger, io.StringIO, logging.Handler],
+) -> None:
+    logger, stream, handler = capture
+    handler.setFormatter(log.JsonFormatter())
+
+    class Shown:
+        def __str__(self) -> str:
+            return "\x1b[1mbold\x1b[22m object"
+
+    link = "\x1b]8;;https://example.com/\x1b\\a link\x1b]8;;\x1b\\"
+    try:
+        raise RuntimeError("\x1b[31mred\x1b[0m failure")
+    except RuntimeError:
+        logger.exception(
+            "\x1b[32mgreen\x1b[0m %s",
+            link,
+            extra={"detail": {"nested": ["\x1b[2K\x1b[1Gcleared"]}, "obj": Shown()},
+        )
+    line = json.loads(_raw_json_line(stream))
+    assert line["msg"] == "green a link"
+    assert line["detail"] == {"nested": ["cleared"]}
+    assert line["obj"] == "bold object"
+    assert "RuntimeError: red failure" in line["exc"]
+
+
+def test_a_secret_split_by_ansi_escapes_is_still_redacted(
+    capture: tuple[logging.Logger, io.StringIO, logging.Handler],
+) -> None:
+    logger, stream, handler = capture
+    handler.setFormatter(log.JsonFormatter())
+    split = SECRET[:4] + "\x1b[0m" + SECRET[4:]
+    logger.warning("value %s", split, extra={"where": split})
+    line = json.loads(_raw_json_line(stream))
+    assert line["msg"] == "value [redacted secret]"
+    assert line["where"] == "[redacted secret]"

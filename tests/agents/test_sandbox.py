@@ -13,6 +13,7 @@ import pytest
 
 from bot.agents import sandbox
 from bot.agents.sandbox import bwrap_command, probe_sandbox, run_sandboxed
+from tests.agents.unprivileged import reachable_tmp
 from tests.fakes.llm import FakeLLM, serve, text
 
 
@@ -36,9 +37,13 @@ def test_probe_reports_a_missing_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not status.ok and "bubblewrap (bwrap) is not installed" in status.reason
 
 
-def test_sandbox_works_unprivileged() -> None:
+def test_sandbox_works_unprivileged(monkeypatch: pytest.MonkeyPatch) -> None:
     bwrap = sandbox.bwrap_path()
     assert bwrap is not None
+    # The tree and the sandbox's identity files (made here, read by `nobody`) where `nobody`
+    # can reach them, whatever TMPDIR is.
+    monkeypatch.setattr(tempfile, "tempdir", reachable_tmp())
+    monkeypatch.setattr(sandbox, "_IDENTITY", {})
     with tempfile.TemporaryDirectory(prefix="bot-unpriv-") as tmp:
         tree = Path(tmp)
         (tree / "hello.txt").write_text("hi\n")

@@ -29,6 +29,7 @@ from bot.engine.types import Workspace
 from bot.engine.worktree import create_worktree
 from bot.ops import doctor
 from bot.settings import load_settings
+from tests.agents.unprivileged import reachable_tmp
 
 # CPU time is generous (a loaded machine must not trip it); its own test lowers it.
 SMALL = SandboxLimits(memory_mb=64, pids=16, file_mb=4, cpu_seconds=30, tmp_mb=8, grow_mb=8)
@@ -148,7 +149,7 @@ anyio.run(main)
 def test_a_fork_bomb_is_capped_for_an_unprivileged_app_without_cgroups() -> None:
     """RLIMIT_NPROC binds only non-root users: set on the sandbox's first process, inside its
     own user namespace, it counts the sandbox's processes alone."""
-    with tempfile.TemporaryDirectory(prefix="bot-unpriv-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bot-unpriv-", dir=reachable_tmp()) as tmp:
         tree = Path(tmp)
         (tree / "bomb.py").write_text(FORK_BOMB)
         argv = [sys.executable, "-c", UNPRIVILEGED, str(tree)]

@@ -143,7 +143,7 @@ def run_serve(args: argparse.Namespace) -> int:
             log.warning(
                 "no webhook secret: deliveries are refused (503) until BOT_WEBHOOK_SECRET is set"
             )
-    receivers = args.receivers or default_receivers()
+    receivers = args.receivers or default_receivers(postgres=settings.uses_postgres)
     if receivers > 1:
         # Before anything records a value: every process writes to files there.
         metrics.use_folder(settings.data_dir / "metrics")

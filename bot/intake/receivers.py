@@ -76,9 +76,9 @@ def serve_connections(receivers: int, pool_max: int, *, worker: bool) -> int:
     when it runs one)."""
     from bot.store.postgres.connection import process_connections
 
-    if receivers == 1:
-        return process_connections(pool_max, runs_pool=worker)
     parent = process_connections(pool_max, runs_pool=worker)
+    if receivers == 1:  # the parent is the receiver
+        return parent
     return parent + receivers * process_connections(pool_max, runs_pool=False)
 
 

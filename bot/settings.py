@@ -61,6 +61,10 @@ class Settings(BaseModel):
     anthropic_api_key: SecretStr | None = None
     host: str = "127.0.0.1"
     port: int = 8000
+    # `bot worker`'s own port for /healthz, /readyz and /metrics; unset: no HTTP at all.
+    worker_port: int | None = Field(default=None, ge=1, le=65535)
+    # Postgres connections each process's pool holds at most (bot/store/postgres/connection.py).
+    db_pool_max: int = Field(default=4, ge=1, le=100)
     workers: int = Field(default=2, ge=1, le=64)
     # How long a worker holds a claimed job without a heartbeat: a job whose worker died is
     # claimed again after this (and its run resumed from the journal).

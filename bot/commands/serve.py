@@ -27,7 +27,9 @@ from bot.intake.receivers import Receivers, default_receivers, die_with_parent, 
 from bot.intake.web import WEBHOOK_PATH, create_app
 from bot.log import configure, get_logger
 from bot.redact import install as install_redactor
+from bot.runs import worker_http
 from bot.runs.worker import DEFAULT_APP_SLUG, Worker
+from bot.runs.worker_http import PoolState, create_worker_app
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store.backend import job_queue, job_watch, open_store
 from bot.store.contract import Storage, StoreError
@@ -42,6 +44,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 1 and 65535")
     return value
 
 
@@ -73,6 +82,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=int,
         help="jobs handled at once by this process (default: BOT_WORKERS, 2)",
     )
+    worker.add_argument(
+        "--port",
+        type=_port,
+        help="serve /healthz, /readyz and /metrics on this port (default: BOT_WORKER_PORT; "
+        "unset: none)",
+    )
+    worker.add_argument("--host", help="address for --port (default: BOT_HOST, 127.0.0.1)")
     worker.set_defaults(func=run_worker)
 
 
@@ -143,7 +159,7 @@ def run_serve(args: argparse.Namespace) -> int:
             log.warning(
                 "no webhook secret: deliveries are refused (503) until BOT_WEBHOOK_SECRET is set"
             )
-    receivers = args.receivers or default_receivers()
+    receivers = args.receivers or default_receivers(postgres=settings.uses_postgres)
     if receivers > 1:
         # Before anything records a value: every process writes to files there.
         metrics.use_folder(settings.data_dir / "metrics")
@@ -277,14 +293,30 @@ def run_worker(args: argparse.Namespace) -> int:
         log.error("--concurrency must be between 1 and 64")
         store.close()
         return 1
+    metrics.use_memory()  # one process: what it records, its own page serves
     worker = build_worker(settings, store, concurrency=args.concurrency)
     if worker is None:
         store.close()
         return 1
+    host = args.host or settings.host
+    port = settings.worker_port if args.port is None else args.port
+    sock = None
+    if port is not None:
+        try:
+            sock = listen(host, port)
+        except OSError as exc:
+            log.error(f"cannot listen on {host}:{port}: {exc.strerror}; is another server there?")
+            store.close()
+            return 1
+    pool = PoolState()
 
     async def main() -> None:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(worker.run)
+            if sock is not None:
+                app = create_worker_app(store, job_queue(store).stats_sync, pool)
+                await tasks.start(worker_http.serve, app, sock)
+                log.info("serving health and metrics", extra={"url": f"http://{host}:{port}"})
+            tasks.start_soon(pool.watched, worker.run)
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
                     log.info("stopping", extra={"signal": signal.Signals(signum).name})

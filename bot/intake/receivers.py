@@ -49,15 +49,37 @@ log = get_logger(__name__)
 
 STOP_TIMEOUT = 30.0  # seconds a receiver gets to answer what it holds after SIGTERM
 BACKLOG = 2048
+POSTGRES_RECEIVERS = 4  # receivers by default on Postgres, whatever the number of cores
 _PR_SET_PDEATHSIG = 1
 
 
-def default_receivers() -> int:
-    """One receiver per core this process may run on."""
+def core_count() -> int:
+    """The cores this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def default_receivers(*, postgres: bool = False, cores: int | None = None) -> int:
+    """One receiver per core (`cores`, by default those this process may run on); on Postgres
+    at most POSTGRES_RECEIVERS, so that the connections stay bounded whatever the host (each
+    receiver holds a pool: `serve_connections`). More intake is more `bot serve` processes,
+    on this machine or others, each counted in the README's sum."""
+    count = max(1, core_count() if cores is None else cores)
+    return min(count, POSTGRES_RECEIVERS) if postgres else count
+
+
+def serve_connections(receivers: int, pool_max: int, *, worker: bool) -> int:
+    """The most Postgres connections one `bot serve` holds: each receiver's pool, and with
+    more than one receiver the parent's too (with the worker pool's listening connection
+    when it runs one)."""
+    from bot.store.postgres.connection import process_connections
+
+    parent = process_connections(pool_max, runs_pool=worker)
+    if receivers == 1:  # the parent is the receiver
+        return parent
+    return parent + receivers * process_connections(pool_max, runs_pool=False)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -45,7 +45,7 @@ def open_store(settings: Settings) -> Storage:
     if settings.uses_postgres and dsn is not None:
         from bot.store.postgres.store import PostgresStore
 
-        return PostgresStore.open(dsn)
+        return PostgresStore.open(dsn, pool_size=settings.db_pool_max)
     return Store.open(settings.sqlite_path)
 
 

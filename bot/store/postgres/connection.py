@@ -19,10 +19,21 @@ from psycopg_pool import ConnectionPool
 
 from bot.store.contract import StoreError, storable_params
 
-POOL_SIZE = 10
-"""Connections per process at most; two receivers and two workers stay far under Postgres's
-default of 100."""
+POOL_SIZE = 4
+"""Connections per process at most unless BOT_DB_POOL_MAX says otherwise; what a whole
+deployment holds is `process_connections` added up over its processes (the README's
+"Receivers, durability and metrics" does the sum for compose.yaml)."""
+LISTEN_CONNECTIONS = 1
+"""A process that runs the worker pool also listens for new jobs, outside its pool
+(bot/store/postgres/listen.py)."""
 CONNECT_TIMEOUT = 10.0
+
+
+def process_connections(pool_max: int, *, runs_pool: bool) -> int:
+    """The most connections one process holds: its pool, and the worker pool's listening
+    connection where it runs one. The schema migration's connection at start-up is closed
+    before the pool opens, so it adds nothing to the peak."""
+    return pool_max + (LISTEN_CONNECTIONS if runs_pool else 0)
 
 
 @functools.lru_cache(maxsize=512)

@@ -17,9 +17,6 @@ ENV_EXAMPLE = ROOT / ".env.example"
 ASSIGNMENT = re.compile(r"^(?:#\s?)?(BOT_[A-Z0-9_]+)=(.*)$")
 # Read by bot/git/hostgit.py from the process's environment only, never from .env.
 ENVIRONMENT_ONLY = {"BOT_GIT_NAME", "BOT_GIT_EMAIL"}
-# Settings being added beside this file (the worker's port, the Postgres pool's size): listed
-# here until Settings has them, then held to the same rules as every other field.
-PENDING = {"BOT_WORKER_PORT", "BOT_DB_POOL_MAX"}
 
 
 def env_example() -> dict[str, str]:
@@ -66,7 +63,7 @@ def test_the_changelog_has_a_section_for_the_current_version() -> None:
 
 
 def test_every_key_in_env_example_is_a_setting() -> None:
-    unknown = set(env_example()) - settings_keys() - ENVIRONMENT_ONLY - PENDING
+    unknown = set(env_example()) - settings_keys() - ENVIRONMENT_ONLY
     assert not unknown, f"not Settings fields: {sorted(unknown)}"
 
 
@@ -83,11 +80,6 @@ def test_every_setting_in_the_readme_is_in_env_example() -> None:
     assert documented - set(env_example()) == set()
 
 
-def test_the_pending_settings_are_still_pending() -> None:
-    # Once Settings has them, they leave PENDING and get checked like the rest.
-    assert PENDING.isdisjoint(settings_keys()), sorted(PENDING & settings_keys())
-
-
 def test_env_example_shows_each_default_and_no_secret(tmp_path: Path) -> None:
     """Every value it shows, uncommented into a .env, gives the settings one gets without it."""
     values = env_example()
@@ -98,7 +90,7 @@ def test_env_example_shows_each_default_and_no_secret(tmp_path: Path) -> None:
     }
     assert {"BOT_WEBHOOK_SECRET", "BOT_UI_TOKEN", "BOT_DATABASE_URL"} <= secrets
     assert all(not values[key] for key in secrets), {k: values[k] for k in secrets}
-    shown = {k: v for k, v in values.items() if v and k not in ENVIRONMENT_ONLY | PENDING}
+    shown = {k: v for k, v in values.items() if v and k not in ENVIRONMENT_ONLY}
     dotenv = tmp_path / ".env"
     dotenv.write_text("".join(f"{k}={v}\n" for k, v in shown.items()))
     assert load_settings({}, dotenv) == load_settings({}, None)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from policies._config_yaml import (
     CONFIG_PATH,
@@ -24,7 +32,9 @@ __all__ = [
     "CONFIG_PATH",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_NODES",
+    "MAX_LANGUAGE_CHARS",
     "AgentConfig",
+    "AgentRules",
     "CommandsConfig",
     "ConfigError",
     "ConfigProblem",
@@ -33,6 +43,7 @@ __all__ = [
     "RepoConfig",
     "ReviewConfig",
     "TriageConfig",
+    "checked_language",
     "extends_target",
     "load_config_data",
     "merge_repo_config",
@@ -43,6 +54,62 @@ __all__ = [
 
 Effort = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
 _AGENT_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
+MAX_LANGUAGE_CHARS = 35
+
+
+def checked_language(value: object) -> str | None:
+    """A `language` value as the prompts may carry it; None when empty (or None).
+
+    The file is the repository's text, and the value goes into every published agent's
+    task, so only a language's name or tag passes: letters (any script), digits, and single
+    spaces or hyphens between them, starting with a letter, at most MAX_LANGUAGE_CHARS
+    characters (`German`, `pt-BR`, `zh-Hant-TW`, `Brazilian Portuguese`). No punctuation,
+    line break, markup or invisible character can get through. Raises ValueError otherwise.
+    """
+    if value is None:
+        return None
+    text = unicodedata.normalize("NFC", value.strip()) if isinstance(value, str) else None
+    if text == "":
+        return None
+    if text is None or len(text) > MAX_LANGUAGE_CHARS or not _language_shape(text):
+        raise ValueError(
+            "expected a language name or tag of letters, digits, spaces and hyphens (at most "
+            f"{MAX_LANGUAGE_CHARS} characters, e.g. `German` or `pt-BR`), got {got(value)}"
+        )
+    return text
+
+
+def _language_shape(text: str) -> bool:
+    words = text.replace("-", " ").split(" ")
+    return (
+        text[0].isalpha()
+        and all(words)  # no leading, trailing or doubled separator
+        and all(char.isalpha() or char in "0123456789" for word in words for char in word)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRules:
+    """What the deployment lets a repository's own agent types (`agents`) have.
+
+    The app's settings decide these, and the caller that reads the file passes them in:
+    `taken`, the names of the built-in and the operator's types (a repository type cannot
+    take one); `tools`, the tools a repository type may list (BOT_REPO_AGENT_TOOLS);
+    `default_tools`, what a type that lists none gets; `known_tools`, every tool there is;
+    `models`, the models a repository type may name (those the operator configured).
+    """
+
+    taken: frozenset[str]
+    tools: frozenset[str]
+    default_tools: tuple[str, ...]
+    known_tools: frozenset[str]
+    models: frozenset[str]
+
+
+def _rules(info: ValidationInfo) -> AgentRules | None:
+    context = info.context
+    rules = context.get("agent_rules") if isinstance(context, Mapping) else None
+    return rules if isinstance(rules, AgentRules) else None
 
 
 class _Section(BaseModel):
@@ -179,6 +246,53 @@ class AgentConfig(_Section):
         default=None, description="Reasoning effort; default: the model's."
     )
 
+    @field_validator("name")
+    @classmethod
+    def _name_free(cls, value: str, info: ValidationInfo) -> str:
+        rules = _rules(info)
+        if rules is not None and value in rules.taken:
+            raise ValueError(
+                f"`{value}` is an agent type of this app already "
+                f"({', '.join(sorted(rules.taken))}); choose another name"
+            )
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_allowed(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        rules = _rules(info)
+        if rules is None or value is None:
+            return value
+        unknown = sorted(set(value) - rules.known_tools)
+        if unknown:
+            raise ValueError(
+                f"unknown tool(s) {', '.join(unknown)}; known tools: "
+                + ", ".join(sorted(rules.known_tools))
+            )
+        denied = sorted(set(value) - rules.tools)
+        if denied:
+            raise ValueError(
+                f"tool(s) {', '.join(denied)} are not allowed for a repository's agent types "
+                "here; this app allows: " + (", ".join(sorted(rules.tools)) or "none")
+            )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_configured(cls, value: str | None, info: ValidationInfo) -> str | None:
+        rules = _rules(info)
+        if rules is None or value is None or value in rules.models:
+            return value
+        if not rules.models:
+            raise ValueError(
+                f"{got(value)} cannot be chosen: this app lets a repository choose no model: "
+                "leave `model` out"
+            )
+        raise ValueError(
+            f"{got(value)} is not a model this app is configured with; name one of "
+            f"{', '.join(sorted(rules.models))}, or leave `model` out"
+        )
+
 
 class RepoConfig(_Section):
     """Per-repository behaviour, read from `.github/bot.yml` on the default branch."""
@@ -190,7 +304,10 @@ class RepoConfig(_Section):
         description="Inherit from `repo`, `owner/repo` or `owner/repo:path.yml` first.",
     )
     language: str | None = Field(
-        default=None, max_length=40, description="Language for replies, e.g. `en` or `German`."
+        default=None,
+        max_length=MAX_LANGUAGE_CHARS,
+        description="The language of what the app writes with a model, e.g. `German` or "
+        "`pt-BR`; empty: the issue's or pull request's own.",
     )
     slash_commands: bool = Field(
         default=False, description="Also accept `/<command>` at the start of a comment line."
@@ -215,6 +332,11 @@ class RepoConfig(_Section):
             parse_extends(value)
         return value
 
+    @field_validator("language")
+    @classmethod
+    def _check_language(cls, value: str | None) -> str | None:
+        return checked_language(value)
+
     @field_validator("agents")
     @classmethod
     def _unique_agents(cls, value: list[AgentConfig]) -> list[AgentConfig]:
@@ -235,17 +357,20 @@ def parse_repo_config(
     *,
     base: Mapping[str, object] | None = None,
     file: str = CONFIG_PATH,
+    agent_rules: AgentRules | None = None,
 ) -> RepoConfig:
     """Validate a `.github/bot.yml` text into a RepoConfig; None or empty gives the defaults.
 
     `base` is the data this file extends (already resolved by the caller), merged under it.
+    `agent_rules` (from the app's settings) also checks each of `agents` against what the
+    deployment allows; without them only the schema is checked.
     Raises ConfigError naming the file, the line of each problem and what is expected, e.g.
     `.github/bot.yml line 4: review.drafts: expected true or false, got "sometimes"`.
     """
     data, marks = load_yaml(text, file)
     merged = merge_repo_config(base, data) if base else data
     try:
-        return RepoConfig.model_validate(merged)
+        return RepoConfig.model_validate(merged, context={"agent_rules": agent_rules})
     except ValidationError as exc:
         problems = [problem_at(error, marks, RepoConfig) for error in exc.errors()]
         problems.sort(key=lambda p: (p.line is None, p.line or 0, p.key))

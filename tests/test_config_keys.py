@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from bot.agents import sandbox
 from bot.engine.artifacts import new_run_id
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.publish.publisher import Publisher
@@ -38,9 +39,11 @@ from bot.wiring import build_worker_hooks
 from policies.config import ConfigError
 from policies.event import Event
 from tests.agents.conftest import git, make_repo
+from tests.e2e_world import head_files
+from tests.fakes.fix_model import Edit, FixModel
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github, serve_fake_github
 from tests.fakes.llm import FakeLLM, Reply, serve, text
-from tests.fakes.review_model import ReviewModel
+from tests.fakes.review_model import ReviewModel, Rule
 from tests.scripted import ModelScript, comment_created, issues_opened, user_prompt
 
 pytestmark = pytest.mark.anyio
@@ -91,6 +94,24 @@ class World:
 
     def request(self, start: str) -> dict[str, Any]:
         return next(b for b in self.llm.bodies if user_prompt(b).startswith(start))
+
+    async def open_pull(self, branch: str, files: dict[str, str]) -> int:
+        """A pull request of `files` on a new `branch`, delivered as opened; its number."""
+        commit_files(self.fake.repos["octo/hello"].git_dir, branch, files, "Change", base="main")
+        pull = await self.fake.add_pull("octo", "hello", head=branch)
+        fr = self.fake.repos["octo/hello"]
+        self.deliver(
+            "pull_request",
+            {
+                "action": "opened",
+                "number": pull["number"],
+                "pull_request": pull,
+                "repository": self.fake._repo_stub(fr.full_name, fr),
+                "installation": {"id": 42},
+                "sender": pull["user"],
+            },
+        )
+        return int(pull["number"])
 
 
 def respond(body: dict[str, Any]) -> Reply:
@@ -178,23 +199,7 @@ async def test_language_reaches_the_triage_ask_and_review_prompts(world_for: Wor
     assert await world.worker.run_until_idle() == 1
     assert GERMAN in world.prompt("Answer this question")
 
-    git_dir = world.fake.repos["octo/hello"].git_dir
-    commit_files(
-        git_dir, "feature", {"src/new.py": "def f():\n    return 1\n"}, "Add f", base="main"
-    )
-    pull = await world.fake.add_pull("octo", "hello", head="feature")
-    fr = world.fake.repos["octo/hello"]
-    world.deliver(
-        "pull_request",
-        {
-            "action": "opened",
-            "number": pull["number"],
-            "pull_request": pull,
-            "repository": world.fake._repo_stub(fr.full_name, fr),
-            "installation": {"id": 42},
-            "sender": pull["user"],
-        },
-    )
+    await world.open_pull("feature", {"src/new.py": "def f():\n    return 1\n"})
     assert await world.worker.run_until_idle() == 1
     assert GERMAN in world.prompt("Review part of")
     assert GERMAN in world.prompt("Write the summary")
@@ -221,6 +226,66 @@ async def test_a_language_that_could_leave_the_prompt_makes_the_file_invalid(
     world.deliver("issues", issues_opened(issue, "octo/hello", 42))
     await world.worker.run_until_idle()
     assert world.llm.bodies == []  # nothing ran in the repository
+
+
+# -- review: the keys the flow hands on -----------------------------------------------------
+
+CONSTANT = Rule("return 1", "Returns a constant", severity="high", replacement="    return 2")
+CAPPED = "review:\n  max_comments: 0\n  max_suggestions: 0\n"
+
+
+async def test_review_max_comments_and_max_suggestions(world_for: WorldFactory) -> None:
+    world: World = await world_for()
+    repo = world.fake.repos["octo/hello"]
+    seen: dict[str, tuple[int, int, str]] = {}
+    for config, branch in (("", "defaults"), (CAPPED, "capped")):
+        world.config(config)
+        number = await world.open_pull(branch, {"src/new.py": "def f():\n    return 1\n"})
+        model = ReviewModel([CONSTANT], files=head_files(repo.git_dir, world.fake, number))
+        world.llm.respond_with(model)
+        assert await world.worker.run_until_idle() == 1
+        (review,) = repo.reviews[number]
+        inline = repo.review_comments.get(number, [])
+        text = "\n".join([str(review["body"]), *(str(c["body"]) for c in inline)])
+        seen[branch] = (model.calls["suggest"], len(inline), text)
+    tried, inline_count, text = seen["defaults"]
+    assert tried > 0 and inline_count == 1 and "```suggestion" in text  # requests: its turns
+    # Capped: no fix tried, no inline comment; the finding is in the review's body instead.
+    tried, inline_count, text = seen["capped"]
+    assert (tried, inline_count) == (0, 0)
+    assert "Returns a constant" in text and "```suggestion" not in text
+
+
+# -- fix: the check the flow runs -----------------------------------------------------------
+
+
+async def test_fix_check_command_runs_within_check_timeout(
+    world_for: WorldFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world: World = await world_for()
+    world.config('language: German\nfix:\n  check_command: "true"\n  check_timeout: 77\n')
+    model = FixModel([Edit("", {"README.md": "app, documented\n"}, "Dokumentiere die App")])
+    world.llm.respond_with(model)
+    limits: list[float] = []
+    real = sandbox.run_sandboxed
+
+    async def recording(*args: Any, time_limit: float, **kwargs: Any) -> Any:
+        limits.append(time_limit)
+        return await real(*args, time_limit=time_limit, **kwargs)
+
+    monkeypatch.setattr(sandbox, "run_sandboxed", recording)
+    issue = world.fake.add_issue("octo", "hello", title="Document it", body="Say what app does.")
+    comment = world.fake.add_comment("octo", "hello", issue["number"], "@repo-agent fix", "maint")
+    world.deliver("issue_comment", comment_created(issue, comment, "octo/hello", 42))
+    assert await world.worker.run_until_idle() == 1
+    (pull,) = world.fake.repos["octo/hello"].pulls.values()
+    if sandbox.probe_sandbox().ok:
+        assert "## Check\n\n`true` passed." in pull["body"]
+        assert limits == [77.0]  # the implementer ran no command: the check alone
+    else:  # the check is never run unsandboxed
+        assert "the sandbox is not available here" in pull["body"] and limits == []
+    for task in ("Plan the change", "Make the change", "Check this change"):
+        assert GERMAN in world.prompt(task), task
 
 
 # -- agents ------------------------------------------------------------------------------------

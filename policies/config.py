@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -17,6 +16,15 @@ from pydantic import (
     field_validator,
 )
 
+from policies._config_checks import (
+    MAX_LANGUAGE_CHARS,
+    AgentRules,
+    check_agent_model,
+    check_agent_name,
+    check_agent_tools,
+    checked_language,
+    rules_of,
+)
 from policies._config_yaml import (
     CONFIG_PATH,
     MAX_CONFIG_BYTES,
@@ -54,62 +62,6 @@ __all__ = [
 
 Effort = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
 _AGENT_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
-MAX_LANGUAGE_CHARS = 35
-
-
-def checked_language(value: object) -> str | None:
-    """A `language` value as the prompts may carry it; None when empty (or None).
-
-    The file is the repository's text, and the value goes into every published agent's
-    task, so only a language's name or tag passes: letters (any script), digits, and single
-    spaces or hyphens between them, starting with a letter, at most MAX_LANGUAGE_CHARS
-    characters (`German`, `pt-BR`, `zh-Hant-TW`, `Brazilian Portuguese`). No punctuation,
-    line break, markup or invisible character can get through. Raises ValueError otherwise.
-    """
-    if value is None:
-        return None
-    text = unicodedata.normalize("NFC", value.strip()) if isinstance(value, str) else None
-    if text == "":
-        return None
-    if text is None or len(text) > MAX_LANGUAGE_CHARS or not _language_shape(text):
-        raise ValueError(
-            "expected a language name or tag of letters, digits, spaces and hyphens (at most "
-            f"{MAX_LANGUAGE_CHARS} characters, e.g. `German` or `pt-BR`), got {got(value)}"
-        )
-    return text
-
-
-def _language_shape(text: str) -> bool:
-    words = text.replace("-", " ").split(" ")
-    return (
-        text[0].isalpha()
-        and all(words)  # no leading, trailing or doubled separator
-        and all(char.isalpha() or char in "0123456789" for word in words for char in word)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class AgentRules:
-    """What the deployment lets a repository's own agent types (`agents`) have.
-
-    The app's settings decide these, and the caller that reads the file passes them in:
-    `taken`, the names of the built-in and the operator's types (a repository type cannot
-    take one); `tools`, the tools a repository type may list (BOT_REPO_AGENT_TOOLS);
-    `default_tools`, what a type that lists none gets; `known_tools`, every tool there is;
-    `models`, the models a repository type may name (those the operator configured).
-    """
-
-    taken: frozenset[str]
-    tools: frozenset[str]
-    default_tools: tuple[str, ...]
-    known_tools: frozenset[str]
-    models: frozenset[str]
-
-
-def _rules(info: ValidationInfo) -> AgentRules | None:
-    context = info.context
-    rules = context.get("agent_rules") if isinstance(context, Mapping) else None
-    return rules if isinstance(rules, AgentRules) else None
 
 
 class _Section(BaseModel):
@@ -229,7 +181,9 @@ class AgentConfig(_Section):
 
     name: str = Field(pattern=_AGENT_NAME, description="Lower-case name, e.g. `security`.")
     description: str = Field(
-        default="", max_length=200, description="What the agent is for, one line."
+        default="",
+        max_length=200,
+        description="What the agent is for, one line; the agent is told it as its role.",
     )
     instructions: str = Field(
         min_length=1, max_length=8000, description="The agent's standing instructions."
@@ -237,10 +191,13 @@ class AgentConfig(_Section):
     tools: list[str] | None = Field(
         default=None,
         max_length=32,
-        description="Tool names; the runtime checks them. Default: read-only tools.",
+        description="Tool names, only those the operator allows repositories. Default: the "
+        "read-only ones it allows.",
     )
     model: str | None = Field(
-        default=None, max_length=100, description="Model name; default: the deployment's."
+        default=None,
+        max_length=100,
+        description="A model the operator configured; default: the deployment's.",
     )
     effort: Effort | None = Field(
         default=None, description="Reasoning effort; default: the model's."
@@ -249,49 +206,17 @@ class AgentConfig(_Section):
     @field_validator("name")
     @classmethod
     def _name_free(cls, value: str, info: ValidationInfo) -> str:
-        rules = _rules(info)
-        if rules is not None and value in rules.taken:
-            raise ValueError(
-                f"`{value}` is an agent type of this app already "
-                f"({', '.join(sorted(rules.taken))}); choose another name"
-            )
-        return value
+        return check_agent_name(value, rules_of(info.context))
 
     @field_validator("tools")
     @classmethod
     def _tools_allowed(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        rules = _rules(info)
-        if rules is None or value is None:
-            return value
-        unknown = sorted(set(value) - rules.known_tools)
-        if unknown:
-            raise ValueError(
-                f"unknown tool(s) {', '.join(unknown)}; known tools: "
-                + ", ".join(sorted(rules.known_tools))
-            )
-        denied = sorted(set(value) - rules.tools)
-        if denied:
-            raise ValueError(
-                f"tool(s) {', '.join(denied)} are not allowed for a repository's agent types "
-                "here; this app allows: " + (", ".join(sorted(rules.tools)) or "none")
-            )
-        return value
+        return check_agent_tools(value, rules_of(info.context))
 
     @field_validator("model")
     @classmethod
     def _model_configured(cls, value: str | None, info: ValidationInfo) -> str | None:
-        rules = _rules(info)
-        if rules is None or value is None or value in rules.models:
-            return value
-        if not rules.models:
-            raise ValueError(
-                f"{got(value)} cannot be chosen: this app lets a repository choose no model: "
-                "leave `model` out"
-            )
-        raise ValueError(
-            f"{got(value)} is not a model this app is configured with; name one of "
-            f"{', '.join(sorted(rules.models))}, or leave `model` out"
-        )
+        return check_agent_model(value, rules_of(info.context))
 
 
 class RepoConfig(_Section):

@@ -4,7 +4,8 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
 
 - `config_loader`: `.github/bot.yml` from the repository's default branch (never a PR head),
   with `_extends` followed (same owner by default, at most `MAX_EXTENDS` files, loops refused),
-  merged over the defaults; an invalid file raises `ConfigError` with line references;
+  merged over the defaults, its `agents` checked against what the settings allow
+  (`bot.agents.repo_types`); an invalid file raises `ConfigError` with line references;
 - `permission_lookup`: the sender's collaborator permission (cached briefly by the client; any
   failure gives None, so commands fail closed);
 - `executor`: `bot.runs.execute.RunExecutor` on the real runner, engine, mirrors and client;
@@ -127,8 +128,8 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
             setup=_setup(settings, credentials=False),
         )
 
+    from bot.agents.repo_types import RunAgentTypes
     from bot.agents.runtime import build_runner
-    from bot.agents.types import resolve_agent_types
     from bot.engine.artifacts import RunNotFound
     from bot.engine.engine import Engine
     from bot.git.checkout import Mirrors
@@ -142,10 +143,12 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
 
     slug = _learn_slug(settings)
     github = GitHubApp.from_settings(settings, app_slug=slug)
+    # The app's agent types, and the rules a repository's own (`agents`) are read under.
+    agent_types = RunAgentTypes.from_settings(settings)
     engine = Engine(
         build_runner(settings),
         data_dir=settings.data_dir,
-        agent_types=resolve_agent_types(settings.agent_types, None),
+        agent_types=agent_types.app,
         role_models=settings.role_models,
         default_model=settings.model,
         mirror=store,
@@ -197,7 +200,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
             chain.append({k: v for k, v in other_data.items() if k != "_extends"})
         for layer in reversed(chain):
             base = merge_repo_config(base, layer)
-        return parse_repo_config(text, base=base or None)
+        return parse_repo_config(text, base=base or None, agent_rules=agent_types.rules)
 
     executor = RunExecutor(
         github=github,
@@ -209,6 +212,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         config_reader=read_config,
         review_key=review_state_key(settings),
         flows=FLOWS,
+        agent_types=agent_types,
     )
 
     async def permission_lookup(event: Event) -> str | None:

@@ -7,8 +7,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from policies._config_checks import (
+    MAX_LANGUAGE_CHARS,
+    AgentRules,
+    check_agent_model,
+    check_agent_name,
+    check_agent_tools,
+    checked_language,
+    rules_of,
+)
 from policies._config_yaml import (
     CONFIG_PATH,
     MAX_CONFIG_BYTES,
@@ -24,7 +40,9 @@ __all__ = [
     "CONFIG_PATH",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_NODES",
+    "MAX_LANGUAGE_CHARS",
     "AgentConfig",
+    "AgentRules",
     "CommandsConfig",
     "ConfigError",
     "ConfigProblem",
@@ -33,6 +51,7 @@ __all__ = [
     "RepoConfig",
     "ReviewConfig",
     "TriageConfig",
+    "checked_language",
     "extends_target",
     "load_config_data",
     "merge_repo_config",
@@ -162,7 +181,9 @@ class AgentConfig(_Section):
 
     name: str = Field(pattern=_AGENT_NAME, description="Lower-case name, e.g. `security`.")
     description: str = Field(
-        default="", max_length=200, description="What the agent is for, one line."
+        default="",
+        max_length=200,
+        description="What the agent is for, one line; the agent is told it as its role.",
     )
     instructions: str = Field(
         min_length=1, max_length=8000, description="The agent's standing instructions."
@@ -170,14 +191,32 @@ class AgentConfig(_Section):
     tools: list[str] | None = Field(
         default=None,
         max_length=32,
-        description="Tool names; the runtime checks them. Default: read-only tools.",
+        description="Tool names, only those the operator allows repositories. Default: the "
+        "read-only ones it allows.",
     )
     model: str | None = Field(
-        default=None, max_length=100, description="Model name; default: the deployment's."
+        default=None,
+        max_length=100,
+        description="A model the operator configured; default: the deployment's.",
     )
     effort: Effort | None = Field(
         default=None, description="Reasoning effort; default: the model's."
     )
+
+    @field_validator("name")
+    @classmethod
+    def _name_free(cls, value: str, info: ValidationInfo) -> str:
+        return check_agent_name(value, rules_of(info.context))
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_allowed(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        return check_agent_tools(value, rules_of(info.context))
+
+    @field_validator("model")
+    @classmethod
+    def _model_configured(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return check_agent_model(value, rules_of(info.context))
 
 
 class RepoConfig(_Section):
@@ -190,7 +229,10 @@ class RepoConfig(_Section):
         description="Inherit from `repo`, `owner/repo` or `owner/repo:path.yml` first.",
     )
     language: str | None = Field(
-        default=None, max_length=40, description="Language for replies, e.g. `en` or `German`."
+        default=None,
+        max_length=MAX_LANGUAGE_CHARS,
+        description="The language of what the app writes with a model, e.g. `German` or "
+        "`pt-BR`; empty: the issue's or pull request's own.",
     )
     slash_commands: bool = Field(
         default=False, description="Also accept `/<command>` at the start of a comment line."
@@ -215,6 +257,11 @@ class RepoConfig(_Section):
             parse_extends(value)
         return value
 
+    @field_validator("language")
+    @classmethod
+    def _check_language(cls, value: str | None) -> str | None:
+        return checked_language(value)
+
     @field_validator("agents")
     @classmethod
     def _unique_agents(cls, value: list[AgentConfig]) -> list[AgentConfig]:
@@ -235,17 +282,20 @@ def parse_repo_config(
     *,
     base: Mapping[str, object] | None = None,
     file: str = CONFIG_PATH,
+    agent_rules: AgentRules | None = None,
 ) -> RepoConfig:
     """Validate a `.github/bot.yml` text into a RepoConfig; None or empty gives the defaults.
 
     `base` is the data this file extends (already resolved by the caller), merged under it.
+    `agent_rules` (from the app's settings) also checks each of `agents` against what the
+    deployment allows; without them only the schema is checked.
     Raises ConfigError naming the file, the line of each problem and what is expected, e.g.
     `.github/bot.yml line 4: review.drafts: expected true or false, got "sometimes"`.
     """
     data, marks = load_yaml(text, file)
     merged = merge_repo_config(base, data) if base else data
     try:
-        return RepoConfig.model_validate(merged)
+        return RepoConfig.model_validate(merged, context={"agent_rules": agent_rules})
     except ValidationError as exc:
         problems = [problem_at(error, marks, RepoConfig) for error in exc.errors()]
         problems.sort(key=lambda p: (p.line is None, p.line or 0, p.key))

@@ -1,4 +1,5 @@
-"""The system prompt: agent instructions, the run's interaction policy, tool and result rules."""
+"""The system prompt: agent role and instructions, the run's interaction policy, tool and result
+rules."""
 
 from __future__ import annotations
 
@@ -25,10 +26,18 @@ result; its arguments must match the tool's schema. Do not end without calling i
 </result>"""
 
 
+def role_line(description: str) -> str:
+    """An agent type's description (one line) as the prompt's first line; "" without one."""
+    text = " ".join(description.split())
+    return f"Your role: {text}" if text else ""
+
+
 def system_prompt(call: AgentInvocation, tool_names: Sequence[str], *, with_schema: bool) -> str:
-    """Agent type instructions, the run's interaction policy, tool guidance, result rules."""
+    """Agent type role and instructions, the run's interaction policy, tool guidance, result
+    rules."""
     policy = call.interaction
-    parts = [call.agent_type.instructions.strip(), policy.clarification_system]
+    atype = call.agent_type
+    parts = [role_line(atype.description), atype.instructions.strip(), policy.clarification_system]
     parts.append(
         "<guidance>\n"
         + policy.thinking_guidance

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from bot.engine.types import ALL_TOOLS, EFFORTS, READ_ONLY_TOOLS, WRITING_TOOLS, AgentType
@@ -130,17 +131,21 @@ def resolve_agent_types(
     repo_types: Mapping[str, Mapping[str, Any] | AgentType] | None,
     *,
     repo_allowed_tools: frozenset[str] | None = None,
+    repo_models: frozenset[str] = frozenset(),
 ) -> dict[str, AgentType]:
     """The built-in presets, then the operator's types (from settings), then the repository's.
 
-    The operator may define or redefine any type with any known tool. A repository may add
-    types but not redefine an existing one, and may only use `repo_allowed_tools` (by default
-    the read-only tools): it cannot grant a tool the operator's settings do not allow.
+    The operator may define or redefine any type with any known tool and model. A repository
+    may add types but not redefine an existing one, may only use `repo_allowed_tools` (by
+    default the read-only tools), so it cannot grant a tool the operator's settings do not
+    allow, and may only name a model in `repo_models` (none by default), never a provider:
+    a model an operator type names comes with that type's provider.
     Raises AgentTypeError with a message naming the type and the fix.
     """
     types = builtin_agent_types()
     for name, raw in (settings_types or {}).items():
         types[name] = _parse_type(name, raw, ALL_TOOLS, "the settings (BOT_AGENT_TYPES)")
+    providers = {t.model: t.provider for t in types.values() if t.model and t.provider}
     allowed = READ_ONLY_TOOLS if repo_allowed_tools is None else repo_allowed_tools & ALL_TOOLS
     for name, raw in (repo_types or {}).items():
         if name in types:
@@ -148,7 +153,18 @@ def resolve_agent_types(
                 f"agent type {name!r} in .github/bot.yml: a repository cannot redefine an "
                 "existing agent type; choose another name"
             )
-        types[name] = _parse_type(name, raw, allowed, ".github/bot.yml")
+        parsed = _parse_type(name, raw, allowed, ".github/bot.yml")
+        if parsed.provider is not None:
+            raise AgentTypeError(
+                f"agent type {name!r} in .github/bot.yml: a repository cannot choose a provider"
+            )
+        if parsed.model is not None and parsed.model not in repo_models:
+            raise AgentTypeError(
+                f"agent type {name!r} in .github/bot.yml: model {parsed.model!r} is not one "
+                "the operator configured; leave `model` out or name one of: "
+                + (", ".join(sorted(repo_models)) or "none")
+            )
+        types[name] = replace(parsed, provider=providers.get(parsed.model or ""))
     return types
 
 

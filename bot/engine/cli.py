@@ -30,8 +30,8 @@ from typing import Any
 
 import anyio
 
+from bot.agents.repo_types import local_agent_types
 from bot.agents.runtime import NoModelRunner, build_runner
-from bot.agents.types import resolve_agent_types
 from bot.engine import artifacts
 from bot.engine.artifacts import RunNotFound, RunStore, new_run_id
 from bot.engine.details import RunDetails
@@ -200,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             meta, fn = load_workflow_file(Path(args.file))
             repo, local_root = _repo_paths(args.repo)
-        agent_types = resolve_agent_types(settings.agent_types, None)
+        agent_types = local_agent_types(settings, repo)
     except (SettingsError, WorkflowLoadError, ValueError) as exc:
         return _fail(str(exc))
     store = RunStore(settings.data_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -133,13 +134,15 @@ class Engine:
         run_id: str | None = None,
         resume_from: str | None = None,
         on_update: Callable[[RunDetails], None] | None = None,
+        agent_types: Mapping[str, AgentType] | None = None,
     ) -> RunDetails:
         """Run a workflow to its end and return its details (status completed|failed|aborted).
 
         `repo` is a git dir or a work tree (a bare mirror in webhook runs); `base` is the
         commit read-only agents read and worktrees branch from (default: HEAD of `repo`).
         `local_root` lets read-only agents read that work tree. `resume_from` (a run id or
-        unique suffix) replays the journaled read-only calls of that run. Raises RunNotFound
+        unique suffix) replays the journaled read-only calls of that run. `agent_types`
+        replaces the engine's for this run (a repository's own added). Raises RunNotFound
         for a bad `resume_from` and ValueError for a bad `run_id`; never for workflow errors.
         The run can be stopped from the moment this is called.
         """
@@ -147,7 +150,7 @@ class Engine:
         run: Run | None = None
         try:
             run = await self._prepare(
-                meta, interaction, repo, base, local_root, rid, resume_from, on_update
+                meta, interaction, repo, base, local_root, rid, resume_from, on_update, agent_types
             )
         except BaseException:
             self._recent.pop(rid, None)
@@ -227,6 +230,7 @@ class Engine:
         run_id: str,
         resume_from: str | None,
         on_update: Callable[[RunDetails], None] | None,
+        agent_types: Mapping[str, AgentType] | None = None,
     ) -> Run:
         rid = run_id
         previous = None
@@ -269,8 +273,11 @@ class Engine:
                 setup_error = f"repository {repo} cannot be used: {exc}"
         details.repo = str(repo) if repo is not None else None
         details.base = commit
+        config = self.config
+        if agent_types is not None:
+            config = dataclasses.replace(config, agent_types=dict(agent_types))
         run = Run(
-            self.config,
+            config,
             details,
             store=self.store,
             interaction=interaction,

@@ -43,6 +43,7 @@ def call_key(
         "agent_type": {
             "name": agent_type.name,
             "instructions": agent_type.instructions,
+            "description": agent_type.description,  # the system prompt's role line
             "tools": sorted(agent_type.tools),
         },
         "model": model,

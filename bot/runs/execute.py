@@ -75,6 +75,7 @@ from policies.triggers import MAX_REPORTER_REPLIES, comment_identity
 
 if TYPE_CHECKING:
     from bot.engine.engine import Engine
+    from bot.engine.types import AgentType
     from bot.engine.workflow import WorkflowFn, WorkflowMeta
     from bot.git.checkout import Mirrors
     from bot.github.client import GitHubApp, InstallationClient
@@ -116,6 +117,7 @@ class RunExecutor:
         clock: Callable[[], float] = time.monotonic,
         config_reader: Callable[[InstallationClient], Awaitable[RepoConfig]] | None = None,
         review_key: bytes | None = None,
+        agent_types: Callable[[RepoConfig], Mapping[str, AgentType]] | None = None,
     ) -> None:
         self.github = github
         # The flows by workflow name (`review`, `fix`, `decide`), from the table the wiring
@@ -125,6 +127,8 @@ class RunExecutor:
         # one from the settings, a key of this process (the store stays the memory).
         self.review_key = review_key if review_key is not None else secrets.token_bytes(32)
         self.config_reader = config_reader
+        # The agent types of a run in a repository (its `agents` added); None: the engine's.
+        self.agent_types = agent_types
         self.engine = engine
         self.mirrors = mirrors
         self.store = store
@@ -519,6 +523,9 @@ class RunExecutor:
 
         `args` is recorded on the run first, so that a `decide` can resume it with the same
         prompts; `resume_from` (a run id) replays that run's journaled read-only agent calls.
+        The repository's `.github/bot.yml` gives the run its `language` (added to `args`
+        unless they carry one already: a follow-up keeps its blocked run's) and its own agent
+        types.
         """
         if run_id in self._resuming:
             await clear_interrupted(git_dir, run_id)
@@ -530,6 +537,10 @@ class RunExecutor:
             record = await anyio.to_thread.run_sync(self.store.get_run, run_id)
             if record is not None and record.args is not None:
                 args = record.args
+        config = await self.repo_config(publisher.client)
+        if "language" not in args:
+            args = {**args, "language": config.language}
+        agent_types = self.agent_types(config) if self.agent_types is not None else None
         saved = args
         await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, saved))
         self._engine_started.add(run_id)
@@ -546,6 +557,7 @@ class RunExecutor:
                 run_id=run_id,
                 resume_from=resume_from,
                 on_update=tracker.update,
+                agent_types=agent_types,
             )
             tasks.cancel_scope.cancel()
         await anyio.to_thread.run_sync(self._record_usage, finished)

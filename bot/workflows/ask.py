@@ -12,6 +12,7 @@ from typing import Any
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt
 from bot.workflows.decide.note import decision_note
+from bot.workflows.language import language_note
 from bot.workflows.schemas import AskAnswer, ExplorerReport
 from policies.untrusted_text import code_span
 
@@ -111,7 +112,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         task += "\n\nNo explorer report is available; answer from the context and say so."
     answer = await wf.agent(
         # After the explorers, so that a `decide` follow-up replays them (see `decision`).
-        context_prompt(task + decision_note(args), fence, context),
+        context_prompt(task + language_note(args) + decision_note(args), fence, context),
         agent_type="advisor",
         label="answer",
         phase="Answer",

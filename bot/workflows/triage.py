@@ -18,6 +18,7 @@ from typing import Any
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt, plain
 from bot.workflows.decide.note import decision_note
+from bot.workflows.language import language_note
 from bot.workflows.schemas import CodeRef, ExplorerReport, TriageVerdict
 from policies.untrusted_text import code_span
 
@@ -145,7 +146,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     if not explore.ok:
         task += "\n\nThe exploration failed; work from the issue text alone."
     conclude = await wf.agent(
-        context_prompt(task + decision_note(args), fence, context),
+        context_prompt(task + language_note(args) + decision_note(args), fence, context),
         agent_type="advisor",
         label="conclude",
         phase="Conclude",

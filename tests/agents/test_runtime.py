@@ -79,7 +79,7 @@ async def test_system_prompt_has_instructions_policy_and_tool_guidance(
     call = invocation(agent_type=REVIEWER, workspace=read_workspace, schema=SCHEMA)
     await runtime_for().run(call)
     system = fake.system_prompt(0)
-    assert system.startswith(REVIEWER.instructions)
+    assert system.startswith(f"Your role: {REVIEWER.description}\n\n{REVIEWER.instructions}")
     assert call.interaction.clarification_system in system
     assert call.interaction.thinking_guidance in system
     assert call.interaction.clarification_reminder in system

@@ -120,3 +120,18 @@ def test_operator_can_allow_writing_tools_for_repositories() -> None:
     assert repo_allowed_tools(None) == READ_ONLY_TOOLS
     with pytest.raises(AgentTypeError, match="unknown tool"):
         repo_allowed_tools("read_file,sudo")
+
+
+def test_a_repository_type_names_only_a_model_the_operator_configured() -> None:
+    operator = {
+        "big": {"instructions": "x", "tools": [], "model": "m-big", "provider": "anthropic"}
+    }
+    repo = {"sec": {"instructions": "Look.", "tools": ["read_file"], "model": "m-big"}}
+    with pytest.raises(AgentTypeError, match="model 'm-big' is not one the operator configured"):
+        resolve_agent_types(operator, repo)
+    types = resolve_agent_types(operator, repo, repo_models=frozenset({"m-big"}))
+    # The operator's model comes with the operator's provider; the repository names neither.
+    assert (types["sec"].model, types["sec"].provider) == ("m-big", "anthropic")
+    chose = {"sec": {"instructions": "Look.", "model": "m-big", "provider": "openai"}}
+    with pytest.raises(AgentTypeError, match="a repository cannot choose a provider"):
+        resolve_agent_types(operator, chose, repo_models=frozenset({"m-big"}))

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt
 from bot.workflows.decide.note import decision_note
+from bot.workflows.language import language_note
 from policies.config import FixConfig
 from policies.fix import (
     OPTION_NARROW,
@@ -171,11 +172,12 @@ async def workflow(
     decision = args.get("decision") if isinstance(args.get("decision"), Mapping) else None
     choice = _choice(decision)
     request = _request_text(question)
+    language = language_note(args)
     out: dict[str, Any] = {"summary": "", "assumptions": [], "fix": {"choice": choice}}
 
     wf.phase("Plan")
     planned = await wf.agent(
-        context_prompt(PLAN_TASK.format(target=target, request=request), fence, context),
+        context_prompt(PLAN_TASK.format(target=target, request=request) + language, fence, context),
         agent_type="explorer",
         label="plan",
         phase="Plan",
@@ -203,7 +205,7 @@ async def workflow(
         }
 
     wf.phase("Implement")
-    task = IMPLEMENT_TASK.format(target=target, request=request)
+    task = IMPLEMENT_TASK.format(target=target, request=request) + language
     task += decision_note(args)
     if choice == "narrow" and risk is not None:
         avoided = "; ".join(a for reason in risk.reasons for a in reason.actions)
@@ -232,7 +234,7 @@ async def workflow(
     diff = await diff_of(commit) if diff_of is not None else ""
     reviewed = await wf.agent(
         context_prompt(
-            REVIEW_TASK.format(target=target, request=request),
+            REVIEW_TASK.format(target=target, request=request) + language,
             fence,
             context + "\n\n" + fenced_change(fence, diff),
         ),

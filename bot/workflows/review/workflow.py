@@ -28,6 +28,7 @@ from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt, plain
+from bot.workflows.language import language_note
 from bot.workflows.schemas import (
     RecheckReport,
     ReviewFinding,
@@ -178,7 +179,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
             return most_severe([ReviewFinding.model_validate(f) for f in reused], cap)
         task = REVIEW_TASK.format(
             pr=pr, paths=_paths(unit), focus=FOCUS if unit.get("focus") else ""
-        )
+        ) + language_note(args)
         result = await wf.agent(
             with_unit(task, unit),
             agent_type="reviewer",
@@ -323,7 +324,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         findings=json.dumps([_finding_json(f) for f in verified], ensure_ascii=False)[:24_000],
     )
     summary = await wf.agent(
-        context_prompt(summary_task, fence, context),
+        context_prompt(summary_task + language_note(args), fence, context),
         agent_type="advisor",
         label="summarize",
         phase="Summarize",

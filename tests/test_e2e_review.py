@@ -78,6 +78,10 @@ def test_first_review_posts_one_review_one_summary_one_check(world: World) -> No
     sticky_writes = [c for c in writes if "/issues/" in c.path and "comments" in c.path]
     assert len(sticky_writes) <= 2, kinds
     assert sum(1 for c in writes if c.path.endswith("/check-runs")) == 1
+    # `.github/bot.yml` is read once to decide and once for the run, however many of the
+    # run's steps (its flow, its language, its agent types) need it.
+    config_reads = [c for c in fake.calls[start:] if c.path.endswith("/contents/.github/bot.yml")]
+    assert len(config_reads) == 2, [(c.method, c.path) for c in config_reads]
     # Nothing pushed, no branch or worktree left in the mirror.
     assert not any("git-receive-pack" in c.path for c in fake.calls)
     heads = subprocess.run(

@@ -34,6 +34,7 @@ import hashlib
 import json
 import secrets
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,6 +128,9 @@ class RunExecutor:
         # one from the settings, a key of this process (the store stays the memory).
         self.review_key = review_key if review_key is not None else secrets.token_bytes(32)
         self.config_reader = config_reader
+        self._configs: weakref.WeakKeyDictionary[InstallationClient, RepoConfig] = (
+            weakref.WeakKeyDictionary()
+        )
         # The agent types of a run in a repository (its `agents` added); None: the engine's.
         self.agent_types = agent_types
         self.engine = engine
@@ -616,10 +620,16 @@ class RunExecutor:
         await self.record(run_id, outcome.status, outcome)
 
     async def repo_config(self, client: InstallationClient) -> RepoConfig:
-        """The repository's `.github/bot.yml` (defaults when no reader is configured)."""
+        """The repository's `.github/bot.yml` (defaults when no reader is configured), read
+        once per run: a run's client is its own, so every step of one run (its flow, its
+        language, its agent types) sees the same file for one request, and the next run reads
+        it afresh."""
         if self.config_reader is None:
             return parse_repo_config(None)
-        return await self.config_reader(client)
+        config = self._configs.get(client)
+        if config is None:
+            config = self._configs[client] = await self.config_reader(client)
+        return config
 
     async def _pump(self, publisher: Publisher, tracker: Tracker) -> None:
         """Edit the progress comment while the run goes, at most once per interval.

@@ -216,7 +216,9 @@ def test_deliveries_lists_stored_deliveries_with_decisions(
     assert rows[1]["job"]["status"] == "queued" and rows[1]["job"]["attempts"] == 0
     assert rows[1]["runs"] == []
     assert main(["deliveries"]) == 0
-    text = capsys.readouterr().out.splitlines()
+    header, *text = capsys.readouterr().out.splitlines()
+    assert header.split()[:2] == ["RECEIVED", "(UTC)"]
+    text = [line.split(maxsplit=1)[1] for line in text]  # after the time it was received
     assert text[0].split() == [
         "g-0",
         "issues.opened",
@@ -334,7 +336,9 @@ async def test_deliveries_shows_each_decision_job_and_runs_on_either_backend(
     assert rows["g-waiting"]["job"]["attempts"] == 0
 
     assert main(["deliveries"]) == 0
-    text = capsys.readouterr().out.splitlines()
+    header, *text = capsys.readouterr().out.splitlines()
+    assert header.split()[:2] == ["RECEIVED", "(UTC)"]
+    text = [line.split(maxsplit=1)[1] for line in text]  # after the time it was received
     assert text[0].split() == [
         "g-retried",
         "issues.opened",

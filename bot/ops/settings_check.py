@@ -25,6 +25,7 @@ from bot.github.setup import missing_credentials
 from bot.ops.checks import CheckResult, DoctorContext
 from bot.settings import ENVIRONMENT_ONLY, OUTSIDE_SETTINGS, Settings, read_variables
 from bot.settings_sources import ENVIRONMENT, SettingsError
+from bot.wiring import has_model
 
 # Endpoints that refuse a request without a key (a local server usually needs none).
 KEYED_HOSTS = frozenset({"api.openai.com"})
@@ -87,30 +88,37 @@ class Gap:
 
 
 def model_gap(settings: Settings) -> Gap | None:
-    """What the agents lack to reach a model, as bot/agents/runtime.py builds it."""
-    missing: list[str] = []
-    if not settings.model:
-        missing.append("BOT_MODEL")
-    if settings.llm_provider == "anthropic":
-        keyless = settings.anthropic_api_key is None and settings.llm_api_key is None
-        if keyless and not settings.llm_base_url:  # a proxy of its own may need no key
-            missing.append("BOT_ANTHROPIC_API_KEY")
-        fix = "set BOT_MODEL and BOT_ANTHROPIC_API_KEY"
-    else:
-        if not settings.llm_base_url:
+    """What the agents lack to reach a model. Without BOT_MODEL or the default provider's
+    endpoint (`bot.wiring.has_model`, which the worker goes by), deliveries that need a model
+    are skipped `not_configured`; without a key the endpoint requires, every call is refused."""
+    anthropic = settings.llm_provider == "anthropic"
+    if not has_model(settings):
+        missing = ["BOT_MODEL"] if not settings.model else []
+        if not anthropic and not settings.llm_base_url:
             missing.append("BOT_LLM_BASE_URL")
-        elif settings.llm_api_key is None and _host(settings.llm_base_url) in KEYED_HOSTS:
-            missing.append("BOT_LLM_API_KEY")
-        fix = "set BOT_MODEL and BOT_LLM_BASE_URL"
-        if "BOT_LLM_API_KEY" in missing:
-            fix = f"set BOT_LLM_API_KEY: {settings.llm_base_url} needs a key"
-    if not missing:
-        return None
-    return Gap("no model configured: every agent run fails", tuple(missing), fix)
+        if anthropic and _needs_key(settings):
+            missing.append("BOT_ANTHROPIC_API_KEY")
+        fix = "set BOT_MODEL and " + ("BOT_ANTHROPIC_API_KEY" if anthropic else "BOT_LLM_BASE_URL")
+        return Gap(
+            "no model configured: deliveries that need one are skipped (not_configured)",
+            tuple(missing),
+            fix,
+        )
+    if _needs_key(settings):
+        key = "BOT_ANTHROPIC_API_KEY" if anthropic else "BOT_LLM_API_KEY"
+        endpoint = settings.llm_base_url or "the Anthropic API"
+        return Gap(f"{endpoint} needs a key: every agent call fails", (key,), f"set {key}")
+    return None
 
 
-def _host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
+def _needs_key(settings: Settings) -> bool:
+    """Whether the default provider's endpoint refuses requests without a key, and none is
+    set (a local OpenAI-compatible server, or an Anthropic proxy of one's own, needs none)."""
+    if settings.llm_provider == "anthropic":
+        no_key = settings.anthropic_api_key is None and settings.llm_api_key is None
+        return no_key and not settings.llm_base_url
+    host = (urlsplit(settings.llm_base_url or "").hostname or "").lower()
+    return settings.llm_api_key is None and host in KEYED_HOSTS
 
 
 def credentials_gap(settings: Settings) -> Gap | None:

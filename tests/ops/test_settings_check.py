@@ -24,6 +24,7 @@ from bot.ops.settings_check import (
 )
 from bot.settings import OUTSIDE_SETTINGS, Settings, read_variables
 from bot.settings_sources import ENVIRONMENT
+from bot.wiring import has_model
 
 ROOT = Path(__file__).resolve().parents[2]
 PEM_PATH = "/nonexistent/app.pem"
@@ -125,6 +126,34 @@ def test_no_model_names_what_the_anthropic_provider_needs() -> None:
     assert "BOT_LLM_BASE_URL" not in gap.fix
     assert model_gap(Settings(llm_provider="anthropic", model="m", anthropic_api_key="k")) is None
     assert model_gap(Settings(llm_provider="anthropic", model="m", llm_api_key="k")) is None
+
+
+def test_a_model_without_the_key_its_endpoint_needs_is_a_gap_of_its_own() -> None:
+    gap = model_gap(Settings(llm_provider="anthropic", model="m"))
+    assert gap is not None and gap.missing == ("BOT_ANTHROPIC_API_KEY",)
+    assert gap.what.startswith("the Anthropic API needs a key")
+    proxy = Settings(llm_provider="anthropic", model="m", llm_base_url="http://127.0.0.1:9/")
+    assert model_gap(proxy) is None
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({}, id="nothing"),
+        pytest.param({"model": "m"}, id="model-only"),
+        pytest.param({"llm_base_url": "http://127.0.0.1:1/v1"}, id="endpoint-only"),
+        pytest.param({"model": "m", "llm_base_url": "http://127.0.0.1:1/v1"}, id="openai"),
+        pytest.param({"model": "m", "llm_provider": "anthropic"}, id="anthropic-keyless"),
+        pytest.param(
+            {"llm_provider": "anthropic", "anthropic_api_key": "k"}, id="anthropic-no-model"
+        ),
+    ],
+)
+def test_no_model_is_said_exactly_when_the_worker_skips_for_it(values: dict[str, str]) -> None:
+    settings = Settings.model_validate(values)
+    gap = model_gap(settings)
+    said = gap is not None and gap.what.startswith("no model configured")
+    assert said == (not has_model(settings))
 
 
 def test_no_credentials_names_them_and_bot_setup() -> None:

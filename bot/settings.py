@@ -1,49 +1,62 @@
-"""Deployment settings, read from BOT_* environment variables and an optional .env file."""
+"""Deployment settings: BOT_* variables from the environment, `.env` and the secrets directory.
+
+`load_settings()` reads the three (bot/settings_sources.py says how, and in which order) into
+`Settings`; `Settings(...)` itself holds exactly what it is given, nothing read from outside.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
+
+from bot.settings_sources import SettingsError as SettingsError  # callers import it from here
+from bot.settings_sources import describe_errors, read_sources
 
 LLM_PROVIDERS = ("openai", "anthropic")
 
-
-class SettingsError(ValueError):
-    """A setting is missing or malformed; the message says which and how to fix it."""
-
-
-def read_dotenv(path: Path) -> dict[str, str]:
-    """Parse KEY=VALUE lines; quotes are stripped, `#` lines and blanks ignored.
-    Raises SettingsError when the file exists but cannot be read as UTF-8 text."""
-    values: dict[str, str] = {}
-    if not path.is_file():
-        return values
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"{path} cannot be read ({exc}); fix or remove it") from exc
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip().removeprefix("export ").strip()
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        values[key] = value.replace("\\n", "\n") if key == "BOT_PRIVATE_KEY" else value
-    return values
+# BOT_* variables the app reads itself, outside Settings, and where: never reported as unknown.
+OUTSIDE_SETTINGS: Mapping[str, str] = {
+    "BOT_SECRETS_DIR": "bot/settings_sources.py: where the secret files are",
+    "BOT_GIT_NAME": "bot/git/hostgit.py: the author of agents' commits",
+    "BOT_GIT_EMAIL": "bot/git/hostgit.py: the author of agents' commits",
+    "BOT_TEST_DATABASE_URL": "tests/conftest.py: the Postgres server the tests use",
+    "BOT_TEST_POSTGRES_DIR": "scripts/postgres: the test server's folder",
+    "BOT_SETUP_BENCH": "scripts/setup: install the benchmarks' extras too",
+    "BOT_SETUP_SYSTEM": "scripts/setup: 0 leaves the system packages alone",
+}
+# Of those, the ones read from the process environment only (a .env line or file is ignored).
+ENVIRONMENT_ONLY = frozenset(OUTSIDE_SETTINGS) - {"BOT_SECRETS_DIR"}
 
 
-class Settings(BaseModel):
+class Settings(BaseSettings):
     """Every BOT_* setting, with its default. Secrets are SecretStr so they never print."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="ignore",
+        env_prefix="BOT_",
+        case_sensitive=False,
+        # JSON-valued settings are parsed by `_json_object`, which names the variable.
+        enable_decoding=False,
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only the values given: the deployment's sources are read by `load_settings`."""
+        return (init_settings,)
 
     app_id: int | None = None
     private_key: SecretStr | None = None
@@ -110,18 +123,25 @@ class Settings(BaseModel):
         "database_url",
         "redeliver_interval",
         "ui_token",
+        "worker_port",
         mode="before",
     )
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
+    @field_validator("private_key", mode="before")
+    @classmethod
+    def _literal_newlines(cls, value: object) -> object:
+        """A PEM on one line with literal `\\n`s (as an environment variable must carry it)."""
+        return value.replace("\\n", "\n") if isinstance(value, str) else value
+
     @field_validator("llm_provider")
     @classmethod
     def _known_provider(cls, value: str) -> str:
         name = value.strip().lower()
         if name not in LLM_PROVIDERS:
-            raise ValueError(f"BOT_LLM_PROVIDER must be one of {', '.join(LLM_PROVIDERS)}")
+            raise ValueError(f"must be one of {', '.join(LLM_PROVIDERS)}")
         return name
 
     @field_validator("role_models", "agent_types", "model_prices", mode="before")
@@ -216,12 +236,23 @@ def _dsn_password(dsn: str | None) -> str | None:
 def load_settings(
     environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
 ) -> Settings:
-    """Settings from the environment, over values from `.env` (the environment wins)."""
-    env = dict(os.environ if environ is None else environ)
-    merged = read_dotenv(dotenv) if dotenv is not None else {}
-    merged.update({k: v for k, v in env.items() if k.startswith("BOT_")})
-    fields = {k.removeprefix("BOT_").lower(): v for k, v in merged.items() if k.startswith("BOT_")}
+    """Settings from the environment (os.environ when None), over `.env` at `dotenv` (None:
+    no file), over the secrets directory. Raises SettingsError naming what is wrong and where."""
+    sources = read_sources(environ, dotenv)
+    values: dict[str, Any] = {}
     try:
-        return Settings.model_validate(fields)
-    except ValueError as exc:
-        raise SettingsError(f"invalid BOT_* setting: {exc}") from exc
+        for source in sources.pydantic_sources(Settings):
+            values.update(source())
+        return Settings(**values)
+    except ValidationError as exc:
+        raise SettingsError(describe_errors(exc, Settings, sources.where)) from exc
+    except SourceError as exc:
+        raise SettingsError(f"the BOT_* settings cannot be read: {exc}") from exc
+
+
+def read_variables(
+    environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
+) -> dict[str, str]:
+    """Every BOT_* variable the sources hold (upper case) and where it is set; unknown
+    names included, nothing checked. Raises SettingsError when a source cannot be read."""
+    return read_sources(environ, dotenv).variables()

@@ -21,11 +21,11 @@ import uvicorn
 from starlette.applications import Starlette
 
 from bot import metrics
-from bot.github.setup import missing_credentials
 from bot.intake import wakeup
 from bot.intake.receivers import Receivers, default_receivers, die_with_parent, listen, supervise
 from bot.intake.web import WEBHOOK_PATH, create_app
 from bot.log import configure, get_logger
+from bot.ops.settings_check import log_startup_warnings
 from bot.redact import install as install_redactor
 from bot.runs import worker_http
 from bot.runs.worker import DEFAULT_APP_SLUG, Worker
@@ -103,14 +103,8 @@ def _prepare(*, quiet: bool = False) -> tuple[Settings, Storage] | None:
         return None
     configure(settings.log_level)
     install_redactor(settings)  # before anything is logged that could carry a secret
-    missing = [] if quiet else missing_credentials(settings)
-    if missing:
-        log.warning(
-            "settings missing (%s): until they are set, nothing is read from or posted to "
-            "GitHub; run `bot setup` to register the app and write them to .env",
-            ", ".join(missing),
-            extra={"missing": missing},
-        )
+    if not quiet:
+        log_startup_warnings(log, settings)  # unknown BOT_* names, no model, no credentials
     if not quiet and settings.app_slug is None and not has_credentials(settings):
         log.warning(f"BOT_APP_SLUG is not set; answering to @{DEFAULT_APP_SLUG}")
     try:

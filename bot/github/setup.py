@@ -133,15 +133,18 @@ def new_app_url(web_url: str, org: str | None, state: str) -> str:
 
 
 def _dotenv_value(value: str) -> str:
-    """A value as `bot.settings.read_dotenv` reads it back: bare, or in quotes it lacks."""
+    """A value as python-dotenv (bot/settings_sources.py) reads it back: bare, in double
+    quotes when nothing in it is an escape, else in single quotes with `\\` and `'` escaped.
+    python-dotenv expands `${NAME}` whatever the quotes, so such a value is refused."""
     if "\n" in value or "\r" in value:
         raise SetupError("a .env value cannot span lines")
+    if "${" in value:
+        raise SetupError("a .env value cannot hold `${` (it would be expanded when read)")
     if value and all(c.isalnum() or c in "-_./:@+=," for c in value):
         return value
-    for quote in ('"', "'"):
-        if quote not in value:
-            return f"{quote}{value}{quote}"
-    raise SetupError("a .env value cannot hold both kinds of quotes")
+    if not any(c in value for c in '\\"$'):
+        return f'"{value}"'
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def merge_dotenv(path: Path, values: Mapping[str, str], *, remove: tuple[str, ...] = ()) -> None:

@@ -6,8 +6,8 @@ these without importing the command that runs it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.settings import Settings
@@ -35,6 +35,8 @@ class DoctorContext:
 
     settings: Settings | None
     settings_error: str | None = None
+    # Every BOT_* variable set (upper case) and where, unknown ones included.
+    variables: Mapping[str, str] = field(default_factory=dict)
     model_timeout: float = 20.0
     skip_model: bool = False
 

@@ -23,7 +23,8 @@ from bot.agents.sandbox_limits import SandboxLimits
 from bot.ops.checks import Check, CheckResult, DoctorContext
 from bot.ops.doctor_checks import make_github_check
 from bot.ops.doctor_database import check_database
-from bot.settings import Settings, SettingsError, load_settings
+from bot.ops.settings_check import check_unknown_settings, credentials_gap, model_gap
+from bot.settings import Settings, SettingsError, load_settings, read_variables
 
 MIN_FREE_BYTES = 1 << 30
 MIN_GIT = (2, 35)
@@ -50,31 +51,22 @@ async def check_settings(ctx: DoctorContext) -> CheckResult:
         for n in ("APP_ID", "PRIVATE_KEY", "PRIVATE_KEY_PATH", "WEBHOOK_SECRET", "APP_SLUG")
         if _is_set(s, n)
     ]
-    shown += [n for n in ("MODEL", "LLM_BASE_URL", "LLM_API_KEY", "DATA_DIR") if _is_set(s, n)]
-    missing: list[str] = []
-    if not _is_set(s, "APP_ID"):
-        missing.append("BOT_APP_ID")
-    if not (_is_set(s, "PRIVATE_KEY") or _is_set(s, "PRIVATE_KEY_PATH")):
-        missing.append("BOT_PRIVATE_KEY or BOT_PRIVATE_KEY_PATH")
-    if not _is_set(s, "WEBHOOK_SECRET"):
-        missing.append("BOT_WEBHOOK_SECRET")
-    for name in ("MODEL", "LLM_BASE_URL"):
-        if not _is_set(s, name) and not (name == "LLM_BASE_URL" and s.llm_provider == "anthropic"):
-            missing.append(f"BOT_{name}")
+    shown += [
+        n
+        for n in ("MODEL", "LLM_BASE_URL", "LLM_API_KEY", "ANTHROPIC_API_KEY", "DATA_DIR")
+        if _is_set(s, n)
+    ]
+    model, credentials = model_gap(s), credentials_gap(s)
+    missing = [*(credentials.missing if credentials else ()), *(model.missing if model else ())]
     detail = "set: " + (", ".join(f"BOT_{n}" for n in shown) or "none")
-    if any(m.startswith(("BOT_MODEL", "BOT_LLM")) for m in missing):
-        return CheckResult(
-            "settings",
-            "fail",
-            f"{detail}; missing: {', '.join(missing)}",
-            "set BOT_MODEL and BOT_LLM_BASE_URL (an OpenAI-compatible endpoint) in .env",
-        )
     if missing:
+        detail += f"; missing: {', '.join(missing)}"
+    if model is not None:
+        fix = f"{model.fix} in .env" + (f"; {credentials.fix}" if credentials else "")
+        return CheckResult("settings", "fail", detail, fix)
+    if credentials is not None:
         return CheckResult(
-            "settings",
-            "warn",
-            f"{detail}; missing: {', '.join(missing)}",
-            "needed to serve webhooks: run `bot setup` or set them in .env",
+            "settings", "warn", detail, f"needed to serve webhooks: {credentials.fix}"
         )
     return CheckResult("settings", "ok", detail)
 
@@ -84,9 +76,9 @@ async def check_model(ctx: DoctorContext) -> CheckResult:
     if ctx.skip_model:
         return CheckResult("model", "warn", "not checked (--skip-model)")
     if s is None or not s.model:
-        return CheckResult(
-            "model", "fail", "no model configured", "set BOT_MODEL and BOT_LLM_BASE_URL"
-        )
+        fix = "set BOT_MODEL and BOT_LLM_BASE_URL"
+        gap = None if s is None else model_gap(s)
+        return CheckResult("model", "fail", "no model configured", gap.fix if gap else fix)
     model = build_model(s)
     if model is None:
         return CheckResult("model", "fail", "no endpoint configured", "set BOT_LLM_BASE_URL")
@@ -203,6 +195,7 @@ CHECKS: list[Check] = [
     check_database,
     check_git,
     check_ui,
+    check_unknown_settings,
 ]
 
 
@@ -224,9 +217,13 @@ async def run_checks(ctx: DoctorContext, checks: list[Check] | None = None) -> l
 
 def load_context(environ: dict[str, str] | None = None) -> DoctorContext:
     try:
-        return DoctorContext(settings=load_settings(environ))
+        variables = read_variables(environ)
+    except SettingsError:
+        variables = {}  # a source that cannot be read: the settings check names it
+    try:
+        return DoctorContext(settings=load_settings(environ), variables=variables)
     except SettingsError as exc:
-        return DoctorContext(settings=None, settings_error=str(exc))
+        return DoctorContext(settings=None, settings_error=str(exc), variables=variables)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -555,5 +555,5 @@ def test_the_buffer_setting_sizes_the_budget(data_dir: Path) -> None:
         assert (receiver.budget.total, receiver.budget.reserve) == (40 * MiB, 10 * MiB)
     finally:
         store.close()
-    with pytest.raises(SettingsError, match="intake_buffer_mb"):
+    with pytest.raises(SettingsError, match="BOT_INTAKE_BUFFER_MB: must be at least 34"):
         load_settings({"BOT_INTAKE_BUFFER_MB": "33"}, dotenv=None)

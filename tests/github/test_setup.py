@@ -222,6 +222,10 @@ def test_setup_is_a_cli_command() -> None:
         pytest.param('it"s', id="double-quote"),
         pytest.param("it's", id="single-quote"),
         pytest.param("a#b", id="hash"),
+        pytest.param("a\\b\\n", id="backslashes"),
+        pytest.param("a$b", id="dollar"),
+        pytest.param("p\\", id="trailing-backslash"),
+        pytest.param('it\'s "both"', id="both-quotes"),
     ],
 )
 def test_dotenv_values_read_back_unchanged(tmp_path: Path, value: str) -> None:
@@ -233,6 +237,8 @@ def test_dotenv_values_read_back_unchanged(tmp_path: Path, value: str) -> None:
 def test_dotenv_values_that_cannot_be_written_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SetupError):
         merge_dotenv(tmp_path / ".env", {"BOT_APP_SLUG": "two\nlines"})
+    with pytest.raises(SetupError, match=r"\$\{"):  # python-dotenv would expand it
+        merge_dotenv(tmp_path / ".env", {"BOT_APP_SLUG": "x${HOME}y"})
     assert not (tmp_path / ".env").exists()
 
 

@@ -16,6 +16,8 @@ COMMANDS = (
     "workflow",
     "doctor",
     "setup",
+    "backup",
+    "restore",
 )
 
 

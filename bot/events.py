@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Annotated, Literal, TypeVar
 
@@ -97,6 +98,37 @@ class _Comment(_Model):
     submitted_at: Lenient[str] = None  # a review's (it has no updated_at)
 
 
+class _App(_Model):
+    id: Lenient[int] = None
+
+
+class _CheckPull(_Model):
+    """An entry of a check's `pull_requests`: the open pull requests at its head branch."""
+
+    id: Lenient[int] = None
+    number: Lenient[int] = None
+    head: Lenient[_Ref] = None
+    base: Lenient[_Ref] = None
+
+
+class _CheckSuite(_Model):
+    id: Lenient[int] = None
+    head_sha: Lenient[str] = None
+    head_branch: Lenient[str] = None
+    updated_at: Lenient[str] = None
+    app: Lenient[_App] = None
+    pull_requests: Lenient[list[Lenient[_CheckPull]]] = None
+
+
+class _CheckRun(_Model):
+    id: Lenient[int] = None
+    name: Lenient[str] = None
+    head_sha: Lenient[str] = None
+    app: Lenient[_App] = None
+    check_suite: Lenient[_CheckSuite] = None
+    pull_requests: Lenient[list[Lenient[_CheckPull]]] = None
+
+
 class _Payload(_Model):
     action: Lenient[str] = None
     repositories_added: Lenient[list[Lenient[_Repository]]] = None
@@ -109,6 +141,8 @@ class _Payload(_Model):
     pull_request: Lenient[_PullRequest] = None
     comment: Lenient[_Comment] = None
     review: Lenient[_Comment] = None
+    check_run: Lenient[_CheckRun] = None
+    check_suite: Lenient[_CheckSuite] = None
 
 
 _COMMENT_KINDS: Mapping[str, Literal["issue_comment", "review_comment", "review"]] = {
@@ -190,6 +224,58 @@ def _event(name: str, delivery_id: str, p: _Payload) -> Event:
     )
 
 
+def _based_in(pull: _CheckPull, repo_id: int | None) -> bool:
+    base = pull.base.repo.id if pull.base is not None and pull.base.repo is not None else None
+    return repo_id is None or base is None or base == repo_id
+
+
+def _check_pull(
+    pulls: list[_CheckPull | None] | None, head_sha: str | None, repo_id: int | None
+) -> _CheckPull | None:
+    """The listed pull request of this repository whose head is the check's commit.
+
+    GitHub lists the open pull requests whose head *branch* matches, so one that has moved on
+    since is listed too: it is not the check's. A fork's head lists none at all.
+    """
+    found = [
+        pull
+        for pull in pulls or ()
+        if pull is not None
+        and pull.number is not None
+        and pull.head is not None
+        and head_sha is not None
+        and pull.head.sha == head_sha
+        and _based_in(pull, repo_id)
+    ]
+    return min(found, key=lambda pull: pull.number or 0, default=None)
+
+
+def _with_check(event: Event, p: _Payload) -> Event:
+    """A `check_run` or `check_suite` event: the check, its App and head, and the pull
+    request at that head when the payload lists it."""
+    run = p.check_run if event.name == "check_run" else None
+    suite = run.check_suite if run is not None else p.check_suite
+    check: _CheckRun | _CheckSuite | None = run if event.name == "check_run" else suite
+    if check is None:
+        return event
+    pull = _check_pull(check.pull_requests, check.head_sha, event.repo_id)
+    return dataclasses.replace(
+        event,
+        check_app_id=check.app.id if check.app else None,
+        check_id=check.id,
+        check_name=run.name if run is not None else None,
+        check_suite_updated_at=suite.updated_at if suite else None,
+        head_sha=check.head_sha,
+        head_ref=suite.head_branch if suite else None,
+        target_kind="pull_request" if pull is not None else None,
+        number=pull.number if pull is not None else None,
+        target_id=pull.id if pull is not None else None,
+    )
+
+
+_CHECK_EVENTS = frozenset({"check_run", "check_suite"})
+
+
 def parse_event(name: str, delivery_id: str, payload: Mapping[str, object]) -> Event:
     """Read the fields the bot uses from one delivery's payload.
 
@@ -198,4 +284,6 @@ def parse_event(name: str, delivery_id: str, payload: Mapping[str, object]) -> E
     """
     fields = dict(payload) if isinstance(payload, Mapping) else {}
     # Cannot raise: every field is Lenient, so a misfit becomes None where it sits.
-    return _event(name, delivery_id, _Payload.model_validate(fields))
+    parsed = _Payload.model_validate(fields)
+    event = _event(name, delivery_id, parsed)
+    return _with_check(event, parsed) if name in _CHECK_EVENTS else event

@@ -8,6 +8,8 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
   (`bot.agents.repo_types`); an invalid file raises `ConfigError` with line references;
 - `permission_lookup`: the sender's collaborator permission (cached briefly by the client; any
   failure gives None, so commands fail closed);
+- `pull_lookup` and `app_id`: the open pull request at a check's head, for a check run again
+  whose payload lists none (a fork's), and the App's id, which says whose check it is;
 - `executor`: `bot.runs.execute.RunExecutor` on the real runner, engine, mirrors and client;
 - `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
   installation's lifecycle change drops and stops (`bot.runs.lifecycle`);
@@ -126,6 +128,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
             executor=None,
             app_slug=settings.app_slug,
             setup=_setup(settings, credentials=False),
+            app_id=settings.app_id,
         )
 
     from bot.agents.repo_types import RunAgentTypes
@@ -222,6 +225,14 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         client = github.installation(event.installation_id, owner, repo)
         return await client.get_collaborator_permission(event.sender_login)
 
+    async def pull_lookup(event: Event) -> int | None:
+        if event.installation_id is None or not event.repo_full_name or not event.head_sha:
+            return None
+        owner, repo = event.repo_full_name.split("/", 1)
+        client = github.installation(event.installation_id, owner, repo)
+        pulls = await client.open_pulls_at(event.head_sha)
+        return min((pull.number for pull in pulls), default=None)
+
     async def stop_run(run_id: str, reason: str) -> bool:
         try:
             await engine.stop(run_id, reason)
@@ -240,6 +251,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     return WorkerHooks(
         config_loader=config_loader,
         permission_lookup=permission_lookup,
+        pull_lookup=pull_lookup,
         executor=executor,
         skip_handler=executor.answer_skip,
         access=github,
@@ -247,4 +259,5 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         background=tuple(background),
         app_slug=slug,
         setup=_setup(settings, credentials=True),
+        app_id=settings.app_id,
     )

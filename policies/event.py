@@ -49,6 +49,15 @@ class Event:
     """`installation_repositories.added`: the full names the installation gained."""
     repositories_removed: tuple[str, ...] = ()
     """`installation_repositories.removed`: the full names the installation lost."""
+    check_app_id: int | None = None
+    """`check_run` / `check_suite`: the id of the App the check belongs to."""
+    check_id: int | None = None
+    """`check_run` / `check_suite`: the check run's (or the suite's) own id."""
+    check_name: str | None = None
+    """`check_run`: the check run's name (the app names its own `<slug>: <workflow>`)."""
+    check_suite_updated_at: str | None = None
+    """`check_run` / `check_suite`: when the check's suite last changed, as GitHub wrote it.
+    GitHub resets the suite at every request to run a check again, so this moves with each."""
 
 
 class SkipReason(StrEnum):
@@ -71,6 +80,9 @@ class SkipReason(StrEnum):
     NO_TARGET = "no_target"
     REPLY_LIMIT = "reply_limit"
     INSTALLATION_INACTIVE = "installation_inactive"
+    NOT_OUR_CHECK = "not_our_check"
+    """A request to run a check again, for a check that is not this App's (or whose App
+    cannot be told)."""
     REPLAYED = "replayed"
     """The same command or automatic trigger already ran under another delivery's GUID."""
     NOT_CONFIGURED = "not_configured"

@@ -16,6 +16,7 @@ from policies.config import RepoConfig
 from policies.config_notice import CHECK, NOTICE, REPLY
 from policies.decide import parse_answer
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
+from policies.rerun import CHECK_EVENTS, check_workflow
 
 __all__ = [
     "MAX_REPORTER_REPLIES",
@@ -30,6 +31,7 @@ __all__ = [
     "is_app_account",
     "is_reporter_comment",
     "needs_permission",
+    "on_check_rerequested",
     "on_comment",
     "on_comment_changed",
     "on_issue_opened",
@@ -120,6 +122,24 @@ def on_issue_opened(event: Event, config: RepoConfig, app_slug: str) -> Request 
 def on_comment_changed(event: Event, config: RepoConfig, app_slug: str) -> Request | Skip:
     """A comment or review was edited or deleted: commands count only when first posted."""
     return Skip(SkipReason.EDITED_OR_DELETED, f"{event.name}.{event.action}")
+
+
+def on_check_rerequested(event: Event, config: RepoConfig, app_slug: str) -> Request | Skip:
+    """Someone asked for one of the app's checks to run again (Re-run, or Re-run all checks on
+    its suite): review the pull request at the check's head again, as a writer's `review`
+    command would, paused or not; the person needs write permission, as for a command.
+
+    The worker has made sure the check is this App's and found its pull request first
+    (`policies.rerun`). Only a review runs again this way: `ask` and `fix` need the words of
+    their command.
+    """
+    workflow = check_workflow(event.check_name)
+    if workflow != "review":
+        detail = f"the {workflow or event.check_name} check does not run again; only a review does"
+        return Skip(SkipReason.UNSUPPORTED_ACTION, detail)
+    if not config.review.enabled:
+        return Skip(SkipReason.WORKFLOW_DISABLED, "review")
+    return Request("review", command="review", needs_permission=True)
 
 
 def _command_skip(command: Command, event: Event, config: RepoConfig) -> Skip | None:
@@ -217,6 +237,8 @@ ROUTES: Mapping[tuple[str, str], Handler] = {
     ("pull_request_review_comment", "deleted"): on_comment_changed,
     ("pull_request_review", "submitted"): on_comment,
     ("pull_request_review", "edited"): on_comment_changed,
+    ("check_run", "rerequested"): on_check_rerequested,
+    ("check_suite", "rerequested"): on_check_rerequested,
 }
 """(event, action) -> handler. Every pair not listed is skipped with a reason."""
 
@@ -391,9 +413,19 @@ def run_key(event: Event, trigger: Trigger, body_digest: str) -> str:
     action, target, head sha), or the target's own id where there is no head (an issue
     opened). Where a payload lacks those, the body's digest stands in: the same bytes ask
     for the same thing. The workflow ends every key, so two workflows never share one.
+
+    A request to run a check again is the check as its suite last changed: (check run or
+    suite id, the suite's `updated_at`). Every click on Re-run is a new request with a body of
+    its own (GitHub resets the suite at each, and the review it starts posts a new check run,
+    which the next click is on), while the same body is the same request, replayed.
     """
     repo = str(event.repo_id) if event.repo_id is not None else trigger.repo_full_name
     target = f"{repo}/{trigger.target_kind}/{trigger.number}"
+    if event.name in CHECK_EVENTS:
+        if event.check_id is None or not event.check_suite_updated_at:
+            return f"body:{body_digest}:{trigger.workflow}"
+        check = f"{event.name}/{event.check_id}@{event.check_suite_updated_at}"
+        return f"{event.name}.{event.action}:{target}:{check}:{trigger.workflow}"
     if trigger.comment_id is not None:
         comment = comment_identity(event)
         if comment is not None:

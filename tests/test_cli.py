@@ -19,6 +19,8 @@ COMMANDS = (
     "workflow",
     "doctor",
     "setup",
+    "backup",
+    "restore",
 )
 
 

@@ -424,6 +424,13 @@ class InstallationClient:
         found = models_of(PullRequest, await self._paginate("/pulls", query))
         return found[0] if found else None
 
+    async def open_pulls_at(self, sha: str) -> list[PullRequest]:
+        """The open pull requests of this repository whose head is commit `sha`, a fork's
+        included: GitHub's `commits/{sha}/pulls` does not know a commit that only a fork has,
+        so the open pull requests are listed and their heads compared."""
+        found = models_of(PullRequest, await self._paginate("/pulls", {"state": "open"}))
+        return [pull for pull in found if pull.head.sha == sha]
+
     async def request_reviewers(self, number: int, logins: Sequence[str]) -> PullRequest:
         """Ask `logins` to review the pull request (asking again is harmless).
 

@@ -38,6 +38,7 @@ from policies.interaction import resolve_run_interaction_policy
 from policies.lifecycle import LifecycleChange, inactive_skip, lifecycle_change
 from policies.outcome import OUTCOME_STATUSES
 from policies.readiness import Setup, not_configured
+from policies.rerun import foreign_check, needs_pull_lookup, with_pull
 from policies.triggers import (
     AwaitingReporter,
     decide,
@@ -74,6 +75,13 @@ class PermissionLookup(Protocol):
     async def __call__(self, event: Event) -> str | None: ...
 
 
+class PullLookup(Protocol):
+    """The number of the open pull request of the event's repository whose head is the
+    event's `head_sha` (a check's commit); None when there is none or it cannot be known."""
+
+    async def __call__(self, event: Event) -> int | None: ...
+
+
 class Executor(Protocol):
     """Carries out a run: builds its context, runs the workflow, publishes the outcome.
 
@@ -102,18 +110,27 @@ async def unknown_permission(event: Event) -> str | None:
     return None
 
 
+async def no_pull(event: Event) -> int | None:
+    """No GitHub access: no pull request can be found at a check's head."""
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerHooks:
     """The pieces a worker gets from outside; the defaults need no GitHub access."""
 
     config_loader: ConfigLoader = field(default=default_config)
     permission_lookup: PermissionLookup = field(default=unknown_permission)
+    pull_lookup: PullLookup = field(default=no_pull)
+    """Finds the pull request of a check run again whose payload lists none (a fork's)."""
     executor: Executor | None = None
     skip_handler: SkipHandler | None = None
     background: tuple[Callable[[], Coroutine[Any, Any, object]], ...] = ()
     """Housekeeping that runs beside the pool for its lifetime (e.g. the mirror sweep)."""
     app_slug: str | None = None
     """Overrides the slug from settings, e.g. once learned from `GET /app`."""
+    app_id: int | None = None
+    """The App's own id: a check is run again only when it is this App's (`policies.rerun`)."""
     access: Access | None = None
     """The GitHub client's hold on installation tokens, dropped when an installation is lost."""
     stop_run: RunStopper | None = None
@@ -410,6 +427,14 @@ class Worker:
             inactive = inactive_skip(installation, state)
             if inactive is not None:
                 return event, inactive
+        refused = foreign_check(event, self.hooks.app_id)
+        if refused is not None:
+            return event, refused
+        if needs_pull_lookup(event):  # a check run again whose payload lists no pull request
+            found = with_pull(event, await self.hooks.pull_lookup(event))
+            if isinstance(found, Skip):
+                return event, found
+            event = found
         with bound(repo=event.repo_full_name, action=event.action):
             config_error: str | None = None
             try:

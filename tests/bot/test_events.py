@@ -51,6 +51,9 @@ def test_every_shared_payload_parses_and_gets_a_decision(shared_payloads_dir: Pa
             assert (event.sender_login, event.sender_type) == (sender["login"], sender["type"])
         if name in TARGET_EVENTS:
             assert event.target_kind is not None and event.number is not None, path
+        elif name in ("check_run", "check_suite"):  # the pull request listed at its head
+            assert event.target_kind in (None, "pull_request"), path
+            assert event.check_app_id is not None and event.head_sha is not None, path
         else:
             assert event.target_kind is None, path
         decision = decide(event, RepoConfig(), app_slug="repo-bot", permission="write")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import PlainTextResponse, Response
 
+from tests.fakes._github_checks import follow_runs, suite_for
 from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
 from tests.fakes._github_git import git, pull_changes
 from tests.fakes._github_state import FakeError, invalid, is_sha, iso, user_json
@@ -175,6 +176,9 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         head_sha = body_field(ctx, "head_sha")
         data = ctx.json
         check_run_fields(data)
+        if not isinstance(head_sha, str) or not is_sha(head_sha):
+            raise FakeError(422, f"No commit found for SHA: {head_sha}")
+        suite = suite_for(fake, ctx.fr, head_sha)
         cid = fake._id()
         run = {
             "id": cid,
@@ -190,9 +194,11 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
             "completed_at": iso() if data.get("conclusion") else None,
             "output": {"title": None, "summary": None, "text": None, **(data.get("output") or {})},
             "app": {"id": fake.app_id, "slug": fake.slug},
+            "check_suite": {"id": suite["id"]},
         }
         fake.check_runs[cid] = run
         fake.check_run_repo[cid] = ctx.fr.full_name
+        follow_runs(fake, suite)
         return ok(run, 201)
 
     async def update_check_run(ctx: Ctx) -> Response:
@@ -210,6 +216,7 @@ def pull_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler]]
         if data.get("conclusion"):
             run["status"] = "completed"
             run["completed_at"] = iso()
+        follow_runs(fake, fake.check_suites[run["check_suite"]["id"]])
         return ok(run)
 
     async def list_check_runs(ctx: Ctx) -> Response:

@@ -21,6 +21,8 @@ the repository lacks creates it, as GitHub does, and records it in `labels_creat
 `remove_repositories` take access away as GitHub does (403 "suspended", 401 for a deleted
 installation's tokens, 404 for a removed repository); `hooks` keeps the webhook deliveries
 the fake sent to `webhook_url` and serves `/app/hook/deliveries` (see `_github_hooks`).
+Check runs belong to the App's check suite of their head; `rerequest_check_run` and
+`rerequest_check_suite` give the delivery a person's Re-run sends (see `_github_checks`).
 Every request is appended to
 `calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
 and malformed answers. Repositories for it are built with `init_bare_repo` and
@@ -47,6 +49,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
+from tests.fakes._github_checks import rerequest_check_run, rerequest_check_suite
 from tests.fakes._github_hooks import HookLog
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
@@ -113,6 +116,8 @@ class FakeGitHub:
         self.reactions: list[dict[str, Any]] = []
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.check_run_repo: dict[int, str] = {}
+        self.check_suites: dict[int, dict[str, Any]] = {}  # the App's, one per repo and head
+        self.check_suite_repo: dict[int, str] = {}
         self.review_comment_by_id: dict[int, dict[str, Any]] = {}
         self.review_comment_pull: dict[int, tuple[str, int]] = {}
         self.threads: dict[str, dict[str, Any]] = {}  # review threads by node id
@@ -332,6 +337,14 @@ class FakeGitHub:
     async def push_pull(self, owner: str, repo: str, number: int, sha: str) -> dict[str, Any]:
         """Move a pull's head to `sha`; returns the `synchronize` payload GitHub would send."""
         return await push_pull(self, owner, repo, number, sha)
+
+    def rerequest_check_run(self, check_run_id: int, sender: str) -> dict[str, Any]:
+        """`sender` pressed Re-run on a check run; the `check_run.rerequested` payload."""
+        return rerequest_check_run(self, check_run_id, sender)
+
+    def rerequest_check_suite(self, suite_id: int, sender: str) -> dict[str, Any]:
+        """`sender` pressed Re-run all checks on a suite; the `check_suite.rerequested` payload."""
+        return rerequest_check_suite(self, suite_id, sender)
 
     def token_allows(self, token: Token, full_name: str) -> bool:
         inst = self.installations.get(token.installation_id)

@@ -288,6 +288,7 @@ def test_every_skip_reason_is_covered() -> None:
         SkipReason.INSTALLATION_INACTIVE,  # policies.lifecycle (tests/policies/test_lifecycle.py)
         SkipReason.REPLAYED,  # the store's trigger keys (tests/policies/test_run_key.py)
         SkipReason.NOT_CONFIGURED,  # policies.readiness (tests/policies/test_readiness.py)
+        SkipReason.NOT_OUR_CHECK,  # policies.rerun (tests/policies/test_rerun_routes.py)
     }
     assert reasons == set(SkipReason)
 
@@ -509,4 +510,6 @@ def test_routes_are_plain_data() -> None:
         "issue_comment",
         "pull_request_review",
         "pull_request_review_comment",
+        "check_run",
+        "check_suite",
     }

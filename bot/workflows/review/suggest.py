@@ -17,7 +17,6 @@ a tampered worktree cannot steer the host) and their branches. Nothing is pushed
 
 from __future__ import annotations
 
-import ast
 import json
 import shutil
 import tempfile
@@ -68,7 +67,10 @@ def syntax_error(path: str, text: str) -> str | None:
     suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
     try:
         if suffix in ("py", "pyi"):
-            ast.parse(text, filename=path)
+            # Compiled to bytecode, never run: unlike `ast.parse`, this builds no AST objects,
+            # whose constructor in CPython 3.11 keeps a process-wide recursion counter that
+            # other threads' conversions can leave wrong (python/cpython#106905).
+            compile(text, path, "exec", dont_inherit=True)
         elif suffix == "json":
             json.loads(text)
         elif suffix == "toml":

@@ -16,8 +16,6 @@ import anyio
 import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
@@ -25,6 +23,7 @@ from bot import metrics
 from bot.intake.budget import IntakeBudget, Reservation
 from bot.intake.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
 from bot.log import get_logger
+from bot.probes import probe_routes
 from bot.settings import Settings
 from bot.store.backend import job_queue
 from bot.store.contract import Storage, StoreError, storable
@@ -423,19 +422,6 @@ def create_app(
         budget=IntakeBudget(settings.intake_buffer_mb * MiB),
     )
 
-    async def healthz(request: Request) -> PlainTextResponse:
-        return PlainTextResponse("ok")
-
-    async def readyz(request: Request) -> JSONResponse:
-        ready = writer.running and await anyio.to_thread.run_sync(store.ping)
-        return JSONResponse(
-            {"status": "ready" if ready else "unavailable"}, status_code=200 if ready else 503
-        )
-
-    async def metrics_page(request: Request) -> Response:
-        page = await anyio.to_thread.run_sync(metrics.render, read_queue)
-        return Response(page, media_type=metrics.CONTENT_TYPE)
-
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         writer.start()
@@ -450,9 +436,7 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route(WEBHOOK_PATH, receiver, methods=["POST"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics_page, methods=["GET"]),
+        *probe_routes(lambda: writer.running, store, read_queue),
     ]
     if settings.ui_token is not None:
         from bot.ui.app import operator_page  # Jinja2 is loaded only when the page is on

@@ -25,12 +25,9 @@ import anyio
 import anyio.abc
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
 
-from bot import metrics
 from bot.metrics import QueueReader
+from bot.probes import probe_routes
 from bot.store.contract import Storage
 
 GRACEFUL_STOP = 5.0  # seconds the server gives a scrape in flight when the worker stops
@@ -60,28 +57,8 @@ class PoolState:
 
 
 def create_worker_app(store: Storage, read_queue: QueueReader, pool: PoolState) -> Starlette:
-    """The worker's three routes, nothing else."""
-
-    async def healthz(request: Request) -> PlainTextResponse:
-        return PlainTextResponse("ok")
-
-    async def readyz(request: Request) -> JSONResponse:
-        ready = pool.running and await anyio.to_thread.run_sync(store.ping)
-        return JSONResponse(
-            {"status": "ready" if ready else "unavailable"}, status_code=200 if ready else 503
-        )
-
-    async def metrics_page(request: Request) -> Response:
-        page = await anyio.to_thread.run_sync(metrics.render, read_queue)
-        return Response(page, media_type=metrics.CONTENT_TYPE)
-
-    return Starlette(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics_page, methods=["GET"]),
-        ]
-    )
+    """The worker's three routes (`bot.probes`), nothing else: a worker receives no webhooks."""
+    return Starlette(routes=probe_routes(lambda: pool.running, store, read_queue))
 
 
 async def serve(

@@ -280,7 +280,7 @@ def test_an_unknown_durability_is_refused_before_anything_starts(tmp_path: Path)
         timeout=60,
     )
     assert done.returncode == 1
-    assert "durability" in done.stderr and "fsync" in done.stderr
+    assert "BOT_DURABILITY" in done.stderr and "fsync" in done.stderr
 
 
 def test_kill_9_of_every_process_right_after_202s_loses_nothing(tmp_path: Path) -> None:

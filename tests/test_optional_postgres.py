@@ -218,3 +218,31 @@ def test_the_database_password_is_redacted_alike_with_and_without_the_stack(
     with_stack = [load_settings({"BOT_DATABASE_URL": dsn}, None).secret_values() for dsn in DSNS]
     assert json.loads(done.stdout) == with_stack
     assert with_stack == [["p@ss+w/rd"], ["a+b&c-long"], ["second-one"], ["yyyyyy"], []]
+
+
+# The Postgres backend itself: each imports the stack at its top, and only
+# `bot.store.backend`, `bot.intake.web` and `bot.ops.doctor_database` import them, when
+# Postgres is chosen.
+POSTGRES_MODULES = (
+    "bot.store.postgres.",
+    "bot.store.queue.postgres",
+    "bot.intake.postgres_writer",
+)
+
+
+def test_no_other_module_imports_the_stack_when_imported(tmp_path: Path) -> None:
+    modules = sorted(
+        ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for package in ("bot", "policies")
+        for path in (REPO / package).rglob("*.py")
+    )
+    plain = [m for m in modules if not m.startswith(POSTGRES_MODULES)]
+    assert "bot.cli" in plain and "bot.store.backend" in plain
+    assert len(plain) < len(modules)
+    probe = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    env = {**bot_env_plain(tmp_path), **without_stack(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *plain], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert attempts(tmp_path) == []

@@ -10,8 +10,9 @@ RUN apt-get update \
 # uid and gid 10001: the App's key must be readable by this group (README, step 3).
 RUN groupadd --gid 10001 bot && useradd --create-home --uid 10001 --gid 10001 bot
 WORKDIR /app
-# The dependencies exactly as requirements.lock pins them, each file checked against its hash
-# (`bash scripts/lock` writes it; CI checks it is current), then the app alone on top.
+# The dependencies, with the postgres extra (compose runs on Postgres), exactly as
+# requirements.lock pins them, each file checked against its hash (`bash scripts/lock` writes
+# it; CI checks it is current), then the app alone on top.
 COPY requirements.lock ./
 RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -223,14 +224,30 @@ def _dsn_password(dsn: str | None) -> str | None:
     """The password in a libpq DSN (URL or key=value form), if it has one."""
     if not dsn:
         return None
-    import psycopg  # only a Postgres deployment pays for the import
-    from psycopg.conninfo import conninfo_to_dict
-
+    try:
+        import psycopg  # only a Postgres deployment pays for the import
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # no postgres extra: the store refuses to open (bot.store.backend)
+        return _url_password(dsn)
     try:
         value = conninfo_to_dict(dsn).get("password")
     except psycopg.Error:  # malformed: connecting reports it
         return None
     return None if value is None else str(value)
+
+
+def _url_password(dsn: str) -> str | None:
+    """The password in a postgresql:// URL (the only form `uses_postgres` accepts), read
+    without psycopg: its `password=` parameter, else the one after the user name."""
+    parts = urlsplit(dsn)
+    given = [
+        unquote(value)  # as libpq decodes: %XX only, a `+` stays
+        for key, _, value in (pair.partition("=") for pair in parts.query.split("&"))
+        if unquote(key) == "password"
+    ]
+    if given:
+        return given[-1]
+    return None if parts.password is None else unquote(parts.password)
 
 
 def load_settings(

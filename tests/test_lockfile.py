@@ -1,7 +1,9 @@
-"""The image installs exactly what requirements.lock pins, each file checked against its hash,
-and its build context holds the app and nothing secret. `bash scripts/lock --check` (run by
-.ci/run) says whether the lock is what pyproject.toml resolves to; these tests say that the
-lock covers every runtime dependency and that the Dockerfile and .dockerignore use it right."""
+"""The image installs exactly what requirements.lock pins, and scripts/setup (so CI) what
+requirements-dev.lock pins, each file checked against its hash; the image's build context holds
+the app and nothing secret. `bash scripts/lock --check` (run by .ci/run) says whether both locks
+are what pyproject.toml resolves to; these tests say that each lock covers what it should, that
+the two agree, that pyproject.toml bounds every dependency, and that the Dockerfile and
+.dockerignore use the lock right."""
 
 from __future__ import annotations
 
@@ -14,72 +16,141 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)(?:\s*;\s*([^\\]+?))?\s*\\?$")
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}\b")
+IMAGE_EXTRAS = ("postgres",)
+DEV_EXTRAS = ("postgres", "dev")
 
 
 def pyproject() -> dict[str, object]:
     return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
-def runtime_requirements() -> list[Requirement]:
+def declared(*extras: str, runtime: bool = True) -> list[str]:
+    """pyproject's runtime dependencies (unless `runtime` is False) and those of `extras`, as
+    written there."""
     project = pyproject()["project"]
     assert isinstance(project, dict)
-    return [Requirement(text) for text in project["dependencies"]]
+    texts = list(project["dependencies"]) if runtime else []
+    for extra in extras:
+        texts += project["optional-dependencies"][extra]
+    return texts
 
 
-def dev_requirements() -> list[Requirement]:
+def requirements(*extras: str, runtime: bool = True) -> list[Requirement]:
+    return [Requirement(text) for text in declared(*extras, runtime=runtime)]
+
+
+def every_extra() -> list[str]:
     project = pyproject()["project"]
     assert isinstance(project, dict)
-    extras = project["optional-dependencies"]
-    return [Requirement(text) for group in extras.values() for text in group]
+    return list(project["optional-dependencies"])
 
 
-def locked() -> dict[str, tuple[str, list[str]]]:
-    """requirements.lock as {canonical name: (version, hashes)}."""
-    pins: dict[str, tuple[str, list[str]]] = {}
+class Pin:
+    def __init__(self, version: str, marker: str | None) -> None:
+        self.version = version
+        self.marker = marker
+        self.hashes: list[str] = []
+
+
+def locked(name: str = "requirements.lock") -> dict[str, Pin]:
+    """A lock file as {canonical name: its pin (version, marker, hashes)}."""
+    pins: dict[str, Pin] = {}
     current: str | None = None
-    for line in (REPO / "requirements.lock").read_text().splitlines():
+    for line in (REPO / name).read_text().splitlines():
         match = PIN.match(line)
         if match:
             current = canonicalize_name(match.group(1))
-            assert current not in pins, f"{current} is pinned twice"
-            pins[current] = (match.group(2), [])
+            assert current not in pins, f"{name}: {current} is pinned twice"
+            pins[current] = Pin(match.group(2), match.group(3))
         elif line.startswith(" ") and (found := HASH.search(line)) and current is not None:
-            pins[current][1].append(found.group(0))
+            pins[current].hashes.append(found.group(0))
         elif not line.startswith(" ") and line.strip() and not line.startswith("#"):
-            raise AssertionError(f"requirements.lock: not a pin: {line!r}")
+            raise AssertionError(f"{name}: not a pin: {line!r}")
     return pins
 
 
-def test_every_runtime_dependency_is_pinned_with_its_hashes() -> None:
-    pins = locked()
-    for requirement in runtime_requirements():
+@pytest.mark.parametrize(
+    ("lock", "extras"),
+    [
+        pytest.param("requirements.lock", IMAGE_EXTRAS, id="image"),
+        pytest.param("requirements-dev.lock", DEV_EXTRAS, id="dev"),
+    ],
+)
+def test_every_dependency_is_pinned_with_its_hashes(lock: str, extras: tuple[str, ...]) -> None:
+    pins = locked(lock)
+    for requirement in requirements(*extras):
         name = canonicalize_name(requirement.name)
-        assert name in pins, f"{requirement.name} is not in requirements.lock: run scripts/lock"
-        version, hashes = pins[name]
-        assert requirement.specifier.contains(version, prereleases=True), (
-            f"requirements.lock pins {name}=={version}, outside {requirement}: run scripts/lock"
+        assert name in pins, f"{requirement.name} is not in {lock}: run scripts/lock"
+        pin = pins[name]
+        assert requirement.specifier.contains(pin.version, prereleases=True), (
+            f"{lock} pins {name}=={pin.version}, outside {requirement}: run scripts/lock"
         )
-        assert hashes, f"{name} has no hash in requirements.lock"
+        assert pin.hashes, f"{name} has no hash in {lock}"
     # psycopg[binary]: an extra's own package is pinned too.
     assert "psycopg-binary" in pins
 
 
-def test_every_locked_package_has_an_exact_version_and_a_hash() -> None:
-    pins = locked()
-    assert len(pins) > len(runtime_requirements())  # their dependencies too
-    for name, (version, hashes) in pins.items():
-        assert re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", version), (name, version)
-        assert hashes, f"{name} has no hash"
+@pytest.mark.parametrize("lock", ["requirements.lock", "requirements-dev.lock"])
+def test_every_locked_package_has_an_exact_version_and_a_hash(lock: str) -> None:
+    pins = locked(lock)
+    assert len(pins) > len(requirements(*DEV_EXTRAS))  # their dependencies too
+    for name, pin in pins.items():
+        assert re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", pin.version), (name, pin.version)
+        assert pin.hashes, f"{name} has no hash"
 
 
-def test_the_lock_holds_runtime_dependencies_only() -> None:
+def test_the_image_lock_holds_the_runtime_and_postgres_only() -> None:
     pins = locked()
-    runtime = {canonicalize_name(r.name) for r in runtime_requirements()}
-    extras_only = {canonicalize_name(r.name) for r in dev_requirements()} - runtime
-    assert extras_only & pins.keys() == set()
-    assert "uv" in {canonicalize_name(r.name) for r in dev_requirements()}  # scripts/lock's
+    image = {canonicalize_name(r.name) for r in requirements(*IMAGE_EXTRAS)}
+    others = [extra for extra in every_extra() if extra not in IMAGE_EXTRAS]
+    extras_only = {canonicalize_name(r.name) for r in requirements(*others, runtime=False)}
+    assert (extras_only - image) & pins.keys() == set()
+    assert {"procrastinate", "psycopg", "psycopg-pool"} <= pins.keys()
+    assert "uv" in {canonicalize_name(r.name) for r in requirements("dev")}  # scripts/lock's
+
+
+def test_the_dev_lock_has_every_image_package_at_the_image_version() -> None:
+    image, dev = locked(), locked("requirements-dev.lock")
+    for name, pin in image.items():
+        assert name in dev, f"{name} is in requirements.lock, not in requirements-dev.lock"
+        assert dev[name].version == pin.version, (name, pin.version, dev[name].version)
+
+
+def test_the_bench_extra_is_in_no_lock() -> None:
+    bench = {canonicalize_name(r.name) for r in requirements("bench", runtime=False)}
+    assert bench
+    for lock in ("requirements.lock", "requirements-dev.lock"):
+        assert bench & locked(lock).keys() == set(), lock
+
+
+def test_the_postgres_stack_is_an_extra_not_a_runtime_dependency() -> None:
+    runtime = {canonicalize_name(r.name) for r in requirements()}
+    postgres = {canonicalize_name(r.name) for r in requirements("postgres", runtime=False)}
+    assert postgres == {"procrastinate", "psycopg", "psycopg-pool"}
+    assert runtime & postgres == set()
+
+
+def reason_beside(text: str) -> str:
+    """The comment beside a dependency in pyproject.toml: on its line, or the comment lines
+    right above it (the list's own, for a list on one line)."""
+    lines = (REPO / "pyproject.toml").read_text().splitlines()
+    (index,) = [i for i, line in enumerate(lines) if f'"{text}"' in line]
+    comments = [lines[index].partition("#")[2]]
+    above = index - 1
+    while above >= 0 and lines[above].strip().startswith("#"):
+        comments.insert(0, lines[above].strip())
+        above -= 1
+    return " ".join(c for c in comments if c)
+
+
+def test_every_dependency_has_an_upper_bound_and_an_exact_pin_a_reason() -> None:
+    for text in declared(*every_extra()):
+        operators = {spec.operator for spec in Requirement(text).specifier}
+        assert operators & {"<", "<=", "==", "~="}, f"{text} has no upper bound"
+        if "==" in operators:
+            assert "pinned" in reason_beside(text).lower(), f"{text}: pinned with no reason"
 
 
 def dockerfile_instructions() -> list[str]:

@@ -8,6 +8,7 @@ in for pip with one that reports success and installs nothing, inside a real vir
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -90,15 +91,25 @@ def _run_setup(checkout: Path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _venv_with_standin_pip(checkout: Path, bot_script: str | None = None) -> Path:
+def _venv_with_standin_pip(
+    checkout: Path, bot_script: str | None = None, record: Path | None = None
+) -> Path:
     """A real virtualenv made by the good Python, whose `pip` reports success and installs
-    nothing; with `bot_script`, a `bin/bot` like the one an install leaves."""
+    nothing (writing each command line to `record`, one JSON list a line, when given); with
+    `bot_script`, a `bin/bot` like the one an install leaves."""
     venv = checkout / ".venv"
     subprocess.run([GOOD_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     (site,) = venv.glob("lib/python3*/site-packages")
     (site / "pip").mkdir()
     (site / "pip" / "__init__.py").write_text("")
-    (site / "pip" / "__main__.py").write_text("raise SystemExit(0)\n")
+    main = "raise SystemExit(0)\n"
+    if record is not None:
+        main = (
+            "import json, sys\n"
+            f"with open({str(record)!r}, 'a') as out:\n"
+            "    out.write(json.dumps(sys.argv[1:]) + '\\n')\n" + main
+        )
+    (site / "pip" / "__main__.py").write_text(main)
     if bot_script is not None:
         bot = venv / "bin" / "bot"
         bot.write_text(bot_script)
@@ -152,12 +163,15 @@ def test_a_venv_made_by_an_old_python_is_replaced_and_a_failing_pip_is_shown(
         (venv / "bin" / "python").chmod(0o755)
     (venv / "made-by-3.10").write_text("")
 
-    # A real pip, kept off the network: it cannot find the build backend and says so.
+    # A real pip, kept off the network: it cannot find the first locked package and says so.
     done = _run_setup(checkout, PYTHON=GOOD_PYTHON)
     out = _output(done)
     assert done.returncode != 0, out
     assert "replacing .venv" in out and "3.10.13" in out, out
-    assert "hatchling" in out, out  # pip's own error, not swallowed
+    first = (ROOT / "requirements-dev.lock").read_text().split("\n\n")[0]
+    pin = next(line for line in first.splitlines() if line[:1].isalnum()).split()[0]
+    assert f"No matching distribution found for {pin}" in out, out  # pip's own error
+    assert "could not install requirements-dev.lock" in out, out
     assert not (venv / "made-by-3.10").exists()
     assert _version_of(str(venv / "bin" / "python")) == GOOD_VERSION
 
@@ -187,6 +201,28 @@ def test_the_installed_bot_is_run_from_outside_the_checkout(checkout: Path, tmp_
     assert pythonpath == "unset"  # PYTHONPATH=$PWD would import the checkout, installed or not
     assert args == "--version"
     assert "bot 0.1.0" in out, out
+
+
+@pytest.mark.parametrize(
+    ("bench", "app"),
+    [
+        pytest.param("0", ["--no-deps", "-e", "."], id="dev"),
+        pytest.param("1", ["-e", ".[bench]"], id="bench"),
+    ],
+)
+def test_the_lock_is_installed_with_its_hashes_then_the_app(
+    checkout: Path, tmp_path: Path, bench: str, app: list[str]
+) -> None:
+    record = tmp_path / "pip-commands"
+    _venv_with_standin_pip(checkout, bot_script="#!/bin/sh\necho 'bot 0.1.0'\n", record=record)
+    done = _run_setup(checkout, PYTHON=GOOD_PYTHON, BOT_SETUP_BENCH=bench)
+    assert done.returncode == 0, _output(done)
+    commands = [json.loads(line) for line in record.read_text().splitlines()]
+    installs = [c for c in commands if c[:1] == ["install"] and "--upgrade" not in c]
+    assert len(installs) == 2, commands
+    locked, the_app = installs
+    assert locked[-3:] == ["--require-hashes", "-r", "requirements-dev.lock"], locked
+    assert the_app[-len(app) :] == app, the_app
 
 
 def test_the_header_documents_how_to_skip_the_system_packages() -> None:

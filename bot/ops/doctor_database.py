@@ -7,8 +7,9 @@ version it found and the version it migrated to, and a database newer than this 
 Postgres (`BOT_DATABASE_URL=postgresql://...`): the server must answer, and its schema version
 (`bot_schema`) is compared with this bot's (`bot.store.postgres.schema.SCHEMA_VERSION`)
 without migrating: older, or never migrated, is a warning (`bot serve` or `bot worker`
-migrates it when it starts); newer, or job tables of another procrastinate version, fail.
-The DSN is shown without its password.
+migrates it when it starts); newer, or job tables of another procrastinate version, fail,
+and so does a bot installed without the `postgres` extra (the line `bot serve` would fail
+with). The DSN is shown without its password.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from bot.ops.checks import CheckResult
+from bot.store.backend import require_postgres
 from bot.store.contract import StoreError
 from bot.store.sqlite import SCHEMA_VERSION, Store
 
@@ -79,6 +81,10 @@ def sqlite_result(path: Path) -> CheckResult:
 
 
 def postgres_result(dsn: str) -> CheckResult:
+    try:
+        require_postgres()
+    except StoreError as exc:
+        return CheckResult(NAME, "fail", str(exc))
     # Imported only here: an embedded deployment never loads psycopg (`bot.store.backend`).
     import procrastinate
     import psycopg

@@ -19,7 +19,7 @@ from pydantic_settings import SettingsError as SourceError
 from bot.settings_sources import SettingsError as SettingsError  # callers import it from here
 from bot.settings_sources import describe_errors, read_sources
 
-LLM_PROVIDERS = ("openai", "anthropic")
+LLM_PROVIDERS = ("openai", "anthropic", "azure")
 
 # BOT_* variables the app reads itself, outside Settings, and where: never reported as unknown.
 OUTSIDE_SETTINGS: Mapping[str, str] = {
@@ -99,6 +99,7 @@ class Settings(BaseSettings):
     llm_provider: str = "openai"
     llm_stream: bool = True
     llm_reasoning_effort: bool = False
+    llm_api_version: str = "2024-10-21"
     first_response_timeout: float = Field(default=45.0, gt=0)
     tool_timeout: float = Field(default=180.0, gt=0)
     max_turns: int = Field(default=50, ge=1, le=500)

@@ -115,6 +115,7 @@ class OpenAIChatModel:
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self._headers = {"content-type": "application/json"}
+        self._params: dict[str, str] = {}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._timeout = httpx.Timeout(stall_timeout, connect=connect_timeout)
@@ -125,6 +126,10 @@ class OpenAIChatModel:
 
     async def aclose(self) -> None:
         await self._clients.aclose()
+
+    def endpoint(self, model: str) -> str:
+        """The URL a request for `model` goes to (one for every model here)."""
+        return self.url
 
     def request_body(
         self,
@@ -157,7 +162,8 @@ class OpenAIChatModel:
         client = self._clients.get()
         request = client.build_request(
             "POST",
-            self.url,
+            self.endpoint(model),
+            params=self._params,
             content=json.dumps(body).encode(),
             headers=self._headers,
             timeout=self._timeout,

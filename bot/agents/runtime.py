@@ -459,6 +459,7 @@ def build_models(
             api_key=key.get_secret_value() if key else None,
             http_client=http_client,
             stream=settings.llm_stream,
+            thinking=settings.llm_reasoning_effort,
         )
     return models
 

@@ -6,16 +6,22 @@ settings the way the app builds it (`build_runner`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
+from bot.agents.anthropic_model import AnthropicChatModel
 from bot.agents.azure_model import AzureChatModel
 from bot.agents.models import ModelError
 from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.runtime import AgentRuntime, build_runner
 from bot.agents.sandbox import SandboxStatus
+from bot.agents.types import EXPLORER
+from bot.engine.types import RunnerResult
 from bot.settings import Settings, load_settings
 from tests.agents.conftest import invocation
+from tests.fakes.anthropic_llm import AnthropicReply, FakeAnthropic, call, reply, signature_of
 from tests.fakes.llm import FakeLLM, text, tool_call
 
 OFF = SandboxStatus(False, "off")
@@ -84,4 +90,136 @@ async def test_the_fake_refuses_what_azure_refuses() -> None:
         with pytest.raises(ModelError) as missing:
             await unversioned.complete([{"role": "user", "content": "x"}], (), model="m")
         assert missing.value.status == 404
+    assert fake.remaining == 1
+
+
+# -- Anthropic extended thinking ------------------------------------------------------------------
+
+
+def anthropic_env(fake: FakeAnthropic, **more: str) -> dict[str, str]:
+    return {
+        "BOT_MODEL": "claude-x",
+        "BOT_LLM_PROVIDER": "anthropic",
+        "BOT_LLM_BASE_URL": fake.base_url,
+        "BOT_LLM_API_KEY": fake.api_key,
+        **more,
+    }
+
+
+async def run_anthropic(
+    script: list[AnthropicReply], env: Mapping[str, str], effort: str | None
+) -> tuple[FakeAnthropic, RunnerResult]:
+    fake = FakeAnthropic(script)
+    settings = settings_of({**anthropic_env(fake), **env})
+    async with fake.client() as client:
+        runner = build_runner(settings, http_client=client, sandbox=OFF)
+        result = await runner.run(invocation(agent_type=replace(EXPLORER, effort=effort)))
+    return fake, result
+
+
+def first_blocks(body: dict[str, Any]) -> list[str]:
+    """The type of the first block of each assistant turn of a request."""
+    return [m["content"][0]["type"] for m in body["messages"] if m["role"] == "assistant"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", ["true", "false"], ids=["streamed", "whole"])
+async def test_signed_thinking_blocks_round_trip_through_tool_use(stream: str) -> None:
+    script = [
+        reply(thinking="List the tree first.", calls=[call("list_files", {"path": "."})]),
+        reply("Now read it.", [call("read_file", {"path": "README.md"})], thinking="Read it."),
+        reply("done", thinking="Enough."),
+    ]
+    env = {"BOT_LLM_REASONING_EFFORT": "true", "BOT_LLM_STREAM": stream}
+    fake, result = await run_anthropic(script, env, "medium")
+    assert result.error is None and result.output == "done"
+    assert [b["thinking"] for b in fake.bodies] == [{"type": "enabled", "budget_tokens": 8192}] * 3
+    assert first_blocks(fake.bodies[1]) == ["thinking"]
+    assert first_blocks(fake.bodies[2]) == ["thinking", "thinking"]
+    replayed = fake.bodies[2]["messages"][3]["content"]
+    assert [b["type"] for b in replayed] == ["thinking", "text", "tool_use"]
+    assert replayed[0] == {
+        "type": "thinking",
+        "thinking": "Read it.",
+        "signature": signature_of("Read it."),
+    }
+
+
+@pytest.mark.anyio
+async def test_redacted_thinking_is_replayed_as_it_came() -> None:
+    script = [
+        reply(thinking="secret", redacted=True, calls=[call("list_files", {"path": "."})]),
+        reply("done"),
+    ]
+    fake, result = await run_anthropic(script, {"BOT_LLM_REASONING_EFFORT": "true"}, "high")
+    assert result.error is None and result.output == "done"
+    (replayed,) = [m for m in fake.bodies[1]["messages"] if m["role"] == "assistant"]
+    assert replayed["content"][0]["type"] == "redacted_thinking"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("env", "effort"),
+    [
+        pytest.param({}, "high", id="setting-off"),
+        pytest.param({"BOT_LLM_REASONING_EFFORT": "true"}, None, id="no-effort"),
+        pytest.param({"BOT_LLM_REASONING_EFFORT": "true"}, "off", id="effort-off"),
+    ],
+)
+async def test_no_thinking_unless_asked(env: dict[str, str], effort: str | None) -> None:
+    script = [reply(thinking="x", calls=[call("list_files", {"path": "."})]), reply("done")]
+    fake, result = await run_anthropic(script, env, effort)
+    assert result.error is None
+    assert all("thinking" not in body for body in fake.bodies)
+    assert first_blocks(fake.bodies[1]) == ["tool_use"]
+
+
+@pytest.mark.anyio
+async def test_the_largest_effort_keeps_the_budget_under_max_tokens() -> None:
+    script = [reply("done", thinking="hm")]
+    fake, result = await run_anthropic(script, {"BOT_LLM_REASONING_EFFORT": "true"}, "max")
+    assert result.error is None
+    budget = fake.bodies[0]["thinking"]["budget_tokens"]
+    assert 1024 <= budget < fake.bodies[0]["max_tokens"]
+
+
+TOOL_USE_HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "look"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "toolu_1",
+                "type": "function",
+                "function": {"name": "list_files", "arguments": "{}"},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "toolu_1", "content": "README.md"},
+]
+
+
+@pytest.mark.anyio
+async def test_the_fake_refuses_tool_use_after_thinking_without_the_signed_block() -> None:
+    fake = FakeAnthropic([reply("never")])
+    async with fake.client() as client:
+        model = AnthropicChatModel(fake.base_url, fake.api_key, http_client=client, thinking=True)
+        with pytest.raises(ModelError) as refused:
+            await model.complete(TOOL_USE_HISTORY, (), model="claude-x", effort="low")
+        forged = [
+            TOOL_USE_HISTORY[0],
+            {
+                **TOOL_USE_HISTORY[1],
+                "anthropic_thinking": [
+                    {"type": "thinking", "thinking": "edited", "signature": signature_of("x")}
+                ],
+            },
+            TOOL_USE_HISTORY[2],
+        ]
+        with pytest.raises(ModelError) as tampered:
+            await model.complete(forged, (), model="claude-x", effort="low")
+    assert refused.value.status == 400
+    assert "Expected `thinking` or `redacted_thinking`" in refused.value.message
+    assert tampered.value.status == 400 and "Invalid `signature`" in tampered.value.message
     assert fake.remaining == 1

@@ -1,12 +1,14 @@
 """Model endpoints in their own dialects, each against a fake that speaks it as strictly as the
-real service: Azure OpenAI (deployment URL, `api-version`, `api-key`) and Anthropic's extended
-thinking (signed thinking blocks replayed on later tool-use turns). The runtime is built from
+real service: Azure OpenAI (deployment URL, `api-version`, `api-key`), OpenAI's Responses API
+(`input` items, `function_call` / `function_call_output`, encrypted reasoning replayed) and
+Anthropic's extended thinking (signed thinking blocks replayed on later tool-use turns). The runtime is built from
 settings the way the app builds it (`build_runner`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,14 +17,16 @@ from bot.agents.anthropic_model import AnthropicChatModel
 from bot.agents.azure_model import AzureChatModel
 from bot.agents.models import ModelError
 from bot.agents.openai_model import OpenAIChatModel
+from bot.agents.responses_model import OpenAIResponsesModel
 from bot.agents.runtime import AgentRuntime, build_runner
 from bot.agents.sandbox import SandboxStatus
 from bot.agents.types import EXPLORER
-from bot.engine.types import RunnerResult
-from bot.settings import Settings, load_settings
-from tests.agents.conftest import invocation
+from bot.engine.types import RunnerResult, Workspace
+from bot.settings import Settings, SettingsError, load_settings
+from tests.agents.conftest import invocation, make_repo
 from tests.fakes.anthropic_llm import AnthropicReply, FakeAnthropic, call, reply, signature_of
-from tests.fakes.llm import FakeLLM, text, tool_call
+from tests.fakes.llm import FakeLLM, Reply, UsageSpec, text, tool_call
+from tests.fakes.responses_llm import FakeResponses
 
 OFF = SandboxStatus(False, "off")
 
@@ -223,3 +227,104 @@ async def test_the_fake_refuses_tool_use_after_thinking_without_the_signed_block
     assert "Expected `thinking` or `redacted_thinking`" in refused.value.message
     assert tampered.value.status == 400 and "Invalid `signature`" in tampered.value.message
     assert fake.remaining == 1
+
+
+# -- the OpenAI Responses API ---------------------------------------------------------------------
+
+
+async def run_responses(
+    script: list[Reply],
+    env: Mapping[str, str],
+    effort: str | None = None,
+    workspace: Workspace | None = None,
+) -> tuple[FakeResponses, RunnerResult]:
+    fake = FakeResponses(script, api_key="sk-r")
+    settings = settings_of(
+        {
+            "BOT_MODEL": "o4-mini",
+            "BOT_LLM_BASE_URL": fake.base_url,
+            "BOT_LLM_API_KEY": "sk-r",
+            "BOT_LLM_API": "responses",
+            **env,
+        }
+    )
+    async with fake.client() as client:
+        runner = build_runner(settings, http_client=client, sandbox=OFF)
+        agent = replace(EXPLORER, effort=effort)
+        result = await runner.run(invocation(agent_type=agent, workspace=workspace))
+    return fake, result
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", ["true", "false"], ids=["streamed", "whole"])
+async def test_responses_api_runs_a_tool_loop_in_input_items(stream: str, tmp_path: Path) -> None:
+    root, sha = make_repo(tmp_path / "repo")
+    script = [
+        Reply(
+            content="Looking.",
+            calls=tool_call("list_files", {"path": "."}, id="call_a").calls,
+            reasoning="need the tree",
+            usage=UsageSpec(prompt=100, completion=20, cached=40),
+        ),
+        text("done", usage=UsageSpec(prompt=150, completion=5)),
+    ]
+    workspace = Workspace(git_dir=root / ".git", commit=sha)
+    fake, result = await run_responses(script, {"BOT_LLM_STREAM": stream}, None, workspace)
+    assert result.error is None and result.output == "done"
+    first, second = fake.bodies
+    assert "messages" not in first and first["store"] is False
+    assert {t["name"] for t in first["tools"]} >= {"list_files", "read_file"}
+    kinds = [item.get("type", item.get("role")) for item in second["input"]]
+    assert kinds[-4:] == ["reasoning", "assistant", "function_call", "function_call_output"]
+    call_item, output_item = second["input"][-2:]
+    assert call_item["call_id"] == output_item["call_id"] == "call_a"
+    assert call_item["name"] == "list_files" and "README" in output_item["output"]
+    assert (result.usage.input, result.usage.output, result.usage.cache_read) == (210, 25, 40)
+
+
+@pytest.mark.anyio
+async def test_responses_api_sends_effort_as_reasoning() -> None:
+    fake, result = await run_responses(
+        [text("a")], {"BOT_LLM_REASONING_EFFORT": "true"}, effort="xhigh"
+    )
+    assert result.error is None
+    assert fake.bodies[0]["reasoning"] == {"effort": "high"}
+
+
+@pytest.mark.anyio
+async def test_the_fake_refuses_chat_format_at_the_responses_endpoint() -> None:
+    fake = FakeResponses([text("never")], api_key="sk-r")
+    history: list[dict[str, Any]] = [*TOOL_USE_HISTORY]
+    async with fake.client() as client:
+        chat = OpenAIChatModel(fake.base_url, "sk-r", http_client=client)
+        chat.url = fake.base_url + "/responses"
+        with pytest.raises(ModelError) as as_chat:
+            await chat.complete(history, (), model="o4-mini")
+        responses = OpenAIResponsesModel(fake.base_url, "sk-r", http_client=client)
+        unanswered = history[:2]
+        with pytest.raises(ModelError) as no_output:
+            await responses.complete(unanswered, (), model="o4-mini")
+        forged = [
+            history[0],
+            {
+                **history[1],
+                "openai_reasoning": [
+                    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}
+                ],
+            },
+            history[2],
+        ]
+        with pytest.raises(ModelError) as bad_reasoning:
+            await responses.complete(forged, (), model="o4-mini")
+    assert as_chat.value.status == 400 and "Unknown parameter: 'messages'" in as_chat.value.message
+    assert no_output.value.status == 400 and "No tool output found" in no_output.value.message
+    assert (
+        bad_reasoning.value.status == 400 and "could not be verified" in bad_reasoning.value.message
+    )
+    assert fake.remaining == 1
+
+
+@pytest.mark.anyio
+async def test_an_unknown_llm_api_is_refused_at_start() -> None:
+    with pytest.raises(SettingsError, match="BOT_LLM_API"):
+        settings_of({"BOT_LLM_API": "completions"})

@@ -3,10 +3,10 @@
 For models offered only there, or better there (BOT_LLM_API=responses). The OpenAI-format
 history is converted on each call: messages become `input` items, an assistant's tool calls
 `function_call` items and tool results `function_call_output` items, both keyed by `call_id`.
-Nothing is stored on OpenAI's side (`store: false`, the whole history is sent each time); a
-reasoning model's `reasoning` items come back encrypted (`include`), are kept in the assistant
-message under REASONING_FIELD, and go back in front of that turn's calls, as OpenAI asks for
-tool use. Streamed, so the first-response watchdog fires on the first event; the turn is read
+Nothing is stored on OpenAI's side (`store: false`, the whole history is sent each time); with
+BOT_LLM_REASONING_EFFORT (a reasoning model) its `reasoning` items come back encrypted
+(`include`), are kept in the assistant message under REASONING_FIELD, and go back in front of
+that turn's calls, as OpenAI asks for tool use. Streamed, so the first-response watchdog fires on the first event; the turn is read
 from the final `response.completed` (or `response.incomplete`) event's response.
 """
 
@@ -182,8 +182,11 @@ class OpenAIResponsesModel(OpenAIChatModel):
             "model": model,
             "input": to_input(messages),
             "store": False,
-            "include": ["reasoning.encrypted_content"],
         }
+        if self.send_reasoning_effort:
+            # A reasoning model (the operator says so): its reasoning comes back encrypted,
+            # to be replayed, since nothing is stored on OpenAI's side.
+            body["include"] = ["reasoning.encrypted_content"]
         if tools:
             body["tools"] = [
                 {

@@ -269,7 +269,8 @@ async def test_responses_api_runs_a_tool_loop_in_input_items(stream: str, tmp_pa
         text("done", usage=UsageSpec(prompt=150, completion=5)),
     ]
     workspace = Workspace(git_dir=root / ".git", commit=sha)
-    fake, result = await run_responses(script, {"BOT_LLM_STREAM": stream}, None, workspace)
+    env = {"BOT_LLM_STREAM": stream, "BOT_LLM_REASONING_EFFORT": "true"}
+    fake, result = await run_responses(script, env, "medium", workspace)
     assert result.error is None and result.output == "done"
     first, second = fake.bodies
     assert "messages" not in first and first["store"] is False
@@ -289,6 +290,19 @@ async def test_responses_api_sends_effort_as_reasoning() -> None:
     )
     assert result.error is None
     assert fake.bodies[0]["reasoning"] == {"effort": "high"}
+    assert fake.bodies[0]["include"] == ["reasoning.encrypted_content"]
+
+
+@pytest.mark.anyio
+async def test_responses_api_asks_no_reasoning_of_a_model_not_said_to_reason() -> None:
+    script = [
+        Reply(calls=tool_call("list_files", {"path": "."}).calls, reasoning="hidden"),
+        text("done"),
+    ]
+    fake, result = await run_responses(script, {}, "high")
+    assert result.error is None and result.output == "done"
+    assert all("include" not in body and "reasoning" not in body for body in fake.bodies)
+    assert all(item.get("type") != "reasoning" for item in fake.bodies[1]["input"])
 
 
 @pytest.mark.anyio

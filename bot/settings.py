@@ -19,7 +19,8 @@ from pydantic_settings import SettingsError as SourceError
 from bot.settings_sources import SettingsError as SettingsError  # callers import it from here
 from bot.settings_sources import describe_errors, read_sources
 
-LLM_PROVIDERS = ("openai", "anthropic")
+LLM_PROVIDERS = ("openai", "anthropic", "azure")
+LLM_APIS = ("chat", "responses")
 
 # BOT_* variables the app reads itself, outside Settings, and where: never reported as unknown.
 OUTSIDE_SETTINGS: Mapping[str, str] = {
@@ -99,6 +100,8 @@ class Settings(BaseSettings):
     llm_provider: str = "openai"
     llm_stream: bool = True
     llm_reasoning_effort: bool = False
+    llm_api_version: str = "2024-10-21"
+    llm_api: str = "chat"
     first_response_timeout: float = Field(default=45.0, gt=0)
     tool_timeout: float = Field(default=180.0, gt=0)
     max_turns: int = Field(default=50, ge=1, le=500)
@@ -143,6 +146,14 @@ class Settings(BaseSettings):
         name = value.strip().lower()
         if name not in LLM_PROVIDERS:
             raise ValueError(f"must be one of {', '.join(LLM_PROVIDERS)}")
+        return name
+
+    @field_validator("llm_api")
+    @classmethod
+    def _known_api(cls, value: str) -> str:
+        name = value.strip().lower()
+        if name not in LLM_APIS:
+            raise ValueError(f"must be one of {', '.join(LLM_APIS)}")
         return name
 
     @field_validator("role_models", "agent_types", "model_prices", mode="before")

@@ -3,12 +3,19 @@
 Streaming, so the first-response watchdog fires on the first event, not on the whole answer
 (a long answer takes minutes). OpenAI-format history is converted on each call: the system
 message becomes `system`, tool results become `tool_result` blocks of a user turn.
+
+Extended thinking (`thinking=True`, BOT_LLM_REASONING_EFFORT): a call's effort becomes
+`thinking.budget_tokens` (THINKING_BUDGETS). Anthropic refuses a tool-use turn whose history
+lacks the signed thinking block that came before the tool use, and any block altered, so the
+assistant message in the history keeps the blocks exactly as they came, under
+THINKING_FIELD, and they are sent back first in that turn on every later request.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -27,6 +34,54 @@ from bot.agents.models import (
 from bot.engine.types import Usage
 
 API_VERSION = "2023-06-01"
+
+# The assistant message's field that keeps Anthropic's thinking blocks as they came.
+THINKING_FIELD = "anthropic_thinking"
+_THINKING_TYPES = ("thinking", "redacted_thinking")
+
+# Thinking tokens per effort; "off" (or no effort) sends no thinking. Anthropic's floor is 1024.
+THINKING_BUDGETS = {
+    "minimal": 1024,
+    "low": 4096,
+    "medium": 8192,
+    "high": 12000,
+    "xhigh": 16000,
+    "max": 20000,
+}
+# Room left for the answer beyond the thinking budget: max_tokens must exceed the budget.
+_ANSWER_ROOM = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingTurn(ModelTurn):
+    """A turn with Anthropic's thinking blocks, kept verbatim (signatures included)."""
+
+    thinking: tuple[dict[str, str], ...] = ()
+
+    def as_message(self) -> Message:
+        message = ModelTurn.as_message(self)
+        if self.thinking:
+            message[THINKING_FIELD] = [dict(block) for block in self.thinking]
+        return message
+
+
+def _thinking_blocks(raw: Any) -> list[dict[str, str]]:
+    """The thinking blocks kept in an assistant message, with only the fields Anthropic takes."""
+    blocks: list[dict[str, str]] = []
+    for block in raw if isinstance(raw, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "thinking":
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": str(block.get("thinking") or ""),
+                    "signature": str(block.get("signature") or ""),
+                }
+            )
+        elif block.get("type") == "redacted_thinking":
+            blocks.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
+    return blocks
 
 
 def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
@@ -47,6 +102,9 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]
         elif role == "user":
             push("user", {"type": "text", "text": str(message.get("content") or "")})
         elif role == "assistant":
+            # Thinking first: Anthropic wants it before the turn's text and tool use.
+            for block in _thinking_blocks(message.get(THINKING_FIELD)):
+                push("assistant", block)
             if message.get("content"):
                 push("assistant", {"type": "text", "text": str(message["content"])})
             for call in message.get("tool_calls") or []:
@@ -86,8 +144,10 @@ class AnthropicChatModel:
         http_client: httpx.AsyncClient | None = None,
         max_tokens: int = 16000,
         stream: bool = True,
+        thinking: bool = False,
     ) -> None:
         self.stream = stream
+        self.thinking = thinking
         self.url = base_url.rstrip("/").removesuffix("/v1") + "/v1/messages"
         self._headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
         if api_key:
@@ -119,8 +179,10 @@ class AnthropicChatModel:
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in tools
             ]
-        # Effort is not sent: extended thinking with tools requires replaying the signed
-        # thinking blocks on every later turn, which the OpenAI-format history does not keep.
+        budget = THINKING_BUDGETS.get(effort or "") if self.thinking else None
+        if budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["max_tokens"] = max(self.max_tokens, budget + _ANSWER_ROOM)
         return body
 
     async def complete(
@@ -179,8 +241,11 @@ def _parse_message(data: Any) -> ModelTurn:
         raise ModelError("Anthropic endpoint sent a malformed reply", retryable=True)
     texts: list[str] = []
     calls: list[ToolCall] = []
+    thinking: list[dict[str, str]] = []
     for block in data.get("content") or []:
-        if block.get("type") == "text":
+        if block.get("type") in _THINKING_TYPES:
+            thinking.extend(_thinking_blocks([block]))
+        elif block.get("type") == "text":
             texts.append(str(block.get("text") or ""))
         elif block.get("type") == "tool_use":
             calls.append(
@@ -190,8 +255,12 @@ def _parse_message(data: Any) -> ModelTurn:
                     json.dumps(block.get("input") or {}),
                 )
             )
-    return ModelTurn(
-        "".join(texts), tuple(calls), _usage(data.get("usage")), data.get("stop_reason")
+    return ThinkingTurn(
+        "".join(texts),
+        tuple(calls),
+        _usage(data.get("usage")),
+        data.get("stop_reason"),
+        thinking=tuple(thinking),
     )
 
 
@@ -221,6 +290,9 @@ async def _read_stream(first: Any, events: AsyncIterator[str]) -> ModelTurn:
                 "id": str(block.get("id") or ""),
                 "name": str(block.get("name") or ""),
                 "json": "",
+                "thinking": str(block.get("thinking") or ""),
+                "signature": str(block.get("signature") or ""),
+                "data": str(block.get("data") or ""),
             }
         elif kind == "content_block_delta":
             slot = blocks.get(int(event.get("index") or 0))
@@ -229,6 +301,10 @@ async def _read_stream(first: Any, events: AsyncIterator[str]) -> ModelTurn:
                 slot["text"] += str(delta.get("text") or "")
             elif slot is not None and delta.get("type") == "input_json_delta":
                 slot["json"] += str(delta.get("partial_json") or "")
+            elif slot is not None and delta.get("type") == "thinking_delta":
+                slot["thinking"] += str(delta.get("thinking") or "")
+            elif slot is not None and delta.get("type") == "signature_delta":
+                slot["signature"] += str(delta.get("signature") or "")
         elif kind == "message_delta":
             stop = (event.get("delta") or {}).get("stop_reason") or stop
             _usage(event.get("usage"), usage)
@@ -243,7 +319,8 @@ async def _read_stream(first: Any, events: AsyncIterator[str]) -> ModelTurn:
     )
     if any(not call.name for call in calls):
         raise ModelError("model sent a malformed tool call (no name)", retryable=True)
-    return ModelTurn("".join(texts), calls, usage, stop)
+    thinking = _thinking_blocks([b for _, b in sorted(blocks.items())])
+    return ThinkingTurn("".join(texts), calls, usage, stop, thinking=tuple(thinking))
 
 
 async def _next_event(lines: AsyncIterator[str]) -> Any:

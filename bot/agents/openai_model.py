@@ -115,6 +115,7 @@ class OpenAIChatModel:
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self._headers = {"content-type": "application/json"}
+        self._params: dict[str, str] = {}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._timeout = httpx.Timeout(stall_timeout, connect=connect_timeout)
@@ -125,6 +126,10 @@ class OpenAIChatModel:
 
     async def aclose(self) -> None:
         await self._clients.aclose()
+
+    def endpoint(self, model: str) -> str:
+        """The URL a request for `model` goes to (one for every model here)."""
+        return self.url
 
     def request_body(
         self,
@@ -157,7 +162,8 @@ class OpenAIChatModel:
         client = self._clients.get()
         request = client.build_request(
             "POST",
-            self.url,
+            self.endpoint(model),
+            params=self._params,
             content=json.dumps(body).encode(),
             headers=self._headers,
             timeout=self._timeout,
@@ -171,9 +177,9 @@ class OpenAIChatModel:
                 content_type = response.headers.get("content-type", "")
                 if not self.stream or content_type.startswith("application/json"):
                     # Some servers ignore `stream` and answer with one JSON body.
-                    return _parse_message(_json(await response.aread()))
+                    return self.parse_whole(parse_json(await response.aread()))
                 lines = response.aiter_lines()
-                first = await _first_data_line(lines)
+                first = await first_data_line(lines)
             return await self._read_stream(first, lines)
         except TimeoutError:
             raise WatchdogTimeout(
@@ -197,6 +203,10 @@ class OpenAIChatModel:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
 
+    def parse_whole(self, data: Any) -> ModelTurn:
+        """The turn from one whole (not streamed) JSON answer."""
+        return _parse_message(data)
+
     async def _read_stream(self, first: str | None, lines: AsyncIterator[str]) -> ModelTurn:
         content: list[str] = []
         builder = _ToolCallBuilder()
@@ -210,7 +220,7 @@ class OpenAIChatModel:
                     async for _ in lines:
                         pass
                 break
-            chunk = _json(data.encode())
+            chunk = parse_json(data.encode())
             if isinstance(chunk, dict) and isinstance(chunk.get("error"), dict):
                 message = str(chunk["error"].get("message") or "unknown error")[:ERROR_TEXT_CAP]
                 raise ModelError(f"model stream reported an error: {message}", retryable=True)
@@ -226,7 +236,7 @@ class OpenAIChatModel:
                     if choice.get("finish_reason"):
                         finish = str(choice["finish_reason"])
             # A stalled stream ends in httpx's read timeout (set per request to stall_timeout).
-            data = await _first_data_line(lines)
+            data = await first_data_line(lines)
         calls = builder.calls()
         for call in calls:
             if not call.name:
@@ -236,7 +246,7 @@ class OpenAIChatModel:
         return ModelTurn("".join(content), calls, usage, finish)
 
 
-async def _first_data_line(lines: AsyncIterator[str]) -> str | None:
+async def first_data_line(lines: AsyncIterator[str]) -> str | None:
     """The payload of the next SSE `data:` line, or None at the end of the stream."""
     async for line in lines:
         if line.startswith("data:"):
@@ -244,7 +254,7 @@ async def _first_data_line(lines: AsyncIterator[str]) -> str | None:
     return None
 
 
-def _json(raw: bytes) -> Any:
+def parse_json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except ValueError:

@@ -426,10 +426,33 @@ def build_models(
     settings: Settings, *, http_client: httpx.AsyncClient | None = None
 ) -> dict[str, ChatModel]:
     """Every configured provider's ChatModel by name: `openai` (any OpenAI-compatible
-    endpoint, when BOT_LLM_BASE_URL is set) and `anthropic` (when it has a key)."""
+    endpoint, when BOT_LLM_BASE_URL is set; its chat completions, or its Responses API with
+    BOT_LLM_API=responses), `azure` (instead of `openai`, with BOT_LLM_PROVIDER=azure) and
+    `anthropic` (when it has a key)."""
     models: dict[str, ChatModel] = {}
     anthropic_default = settings.llm_provider.lower() == "anthropic"
-    if settings.llm_base_url and not anthropic_default:
+    if settings.llm_base_url and settings.llm_provider.lower() == "azure":
+        from bot.agents.azure_model import AzureChatModel
+
+        models["azure"] = AzureChatModel(
+            settings.llm_base_url,
+            settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+            api_version=settings.llm_api_version,
+            http_client=http_client,
+            stream=settings.llm_stream,
+            send_reasoning_effort=settings.llm_reasoning_effort,
+        )
+    elif settings.llm_base_url and not anthropic_default and settings.llm_api == "responses":
+        from bot.agents.responses_model import OpenAIResponsesModel
+
+        models["openai"] = OpenAIResponsesModel(
+            settings.llm_base_url,
+            settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+            http_client=http_client,
+            stream=settings.llm_stream,
+            send_reasoning_effort=settings.llm_reasoning_effort,
+        )
+    elif settings.llm_base_url and not anthropic_default:
         models["openai"] = OpenAIChatModel(
             settings.llm_base_url,
             settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
@@ -447,6 +470,7 @@ def build_models(
             api_key=key.get_secret_value() if key else None,
             http_client=http_client,
             stream=settings.llm_stream,
+            thinking=settings.llm_reasoning_effort,
         )
     return models
 

@@ -39,6 +39,10 @@ Recording: `fake.requests` holds a `Recorded(path, body, headers, peer)` per req
 `fake.bodies` the chat-completion request bodies; `fake.tool_names(i)` the names of the tools
 offered in request i; `fake.system_prompt(i)`, `fake.messages(i)` for prompt assertions.
 If `api_key` is given, requests without `Authorization: Bearer <api_key>` get 401.
+
+Azure OpenAI's dialect is served too, at `/openai/deployments/<deployment>/chat/completions`
+(base URL `fake.azure_url("<deployment>")`): a request without the `api-version` query
+parameter gets Azure's 404, one without `api-key: <api_key>` (a Bearer token instead) its 401.
 """
 
 from __future__ import annotations
@@ -167,6 +171,11 @@ class FakeLLM:
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route(
+                    "/openai/deployments/{deployment}/chat/completions",
+                    self._azure_chat,
+                    methods=["POST"],
+                ),
             ]
         )
 
@@ -200,6 +209,10 @@ class FakeLLM:
             if message.get("role") == "system":
                 return str(message.get("content") or "")
         return ""
+
+    def azure_url(self, deployment: str) -> str:
+        """The deployment URL Azure shows for `deployment` of this (fake) resource."""
+        return self.base_url.removesuffix("/v1") + f"/openai/deployments/{deployment}"
 
     def transport(self) -> httpx.ASGITransport:
         return httpx.ASGITransport(app=self.app)
@@ -235,7 +248,23 @@ class FakeLLM:
                 return error(500, "fake llm: script exhausted")
             return self._queue.pop(0)
 
-    async def _chat(self, request: Request) -> Response:
+    async def _azure_chat(self, request: Request) -> Response:
+        """Azure OpenAI's dialect: a key anywhere but the `api-key` header (a Bearer token
+        included) is Azure's 401, no `api-version` its 404; then the same chat completions."""
+        if self.api_key is not None and request.headers.get("api-key") != self.api_key:
+            self.requests.append(Recorded(request.url.path, {}, dict(request.headers)))
+            return _error_response(
+                401,
+                "Access denied due to invalid subscription key or wrong API endpoint. Make "
+                "sure to provide a valid key for an active subscription and use a correct "
+                "regional API endpoint for your resource.",
+            )
+        if not request.query_params.get("api-version"):
+            self.requests.append(Recorded(request.url.path, {}, dict(request.headers)))
+            return _error_response(404, "Resource not found")
+        return await self._chat(request, authorized=True)
+
+    async def _chat(self, request: Request, *, authorized: bool = False) -> Response:
         raw = await request.body()
         try:
             body = json.loads(raw)
@@ -246,7 +275,7 @@ class FakeLLM:
         self.requests.append(
             Recorded(request.url.path, body, dict(request.headers), _peer(request))
         )
-        if not self._authorized(request):
+        if not (authorized or self._authorized(request)):
             return _error_response(401, "invalid api key")
         reply = self._next(body)
         if reply.hang_seconds is not None:

@@ -117,6 +117,8 @@ def _needs_key(settings: Settings) -> bool:
     if settings.llm_provider == "anthropic":
         no_key = settings.anthropic_api_key is None and settings.llm_api_key is None
         return no_key and not settings.llm_base_url
+    if settings.llm_provider == "azure":  # Azure OpenAI refuses every call without `api-key`
+        return settings.llm_api_key is None
     host = (urlsplit(settings.llm_base_url or "").hostname or "").lower()
     return settings.llm_api_key is None and host in KEYED_HOSTS
 

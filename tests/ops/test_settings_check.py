@@ -136,6 +136,14 @@ def test_a_model_without_the_key_its_endpoint_needs_is_a_gap_of_its_own() -> Non
     assert model_gap(proxy) is None
 
 
+def test_azure_without_its_key_is_a_gap() -> None:
+    deployment = "https://res.openai.azure.com/openai/deployments/d"
+    gap = model_gap(Settings(llm_provider="azure", model="d", llm_base_url=deployment))
+    assert gap is not None and gap.missing == ("BOT_LLM_API_KEY",)
+    keyed = Settings(llm_provider="azure", model="d", llm_base_url=deployment, llm_api_key="k")
+    assert model_gap(keyed) is None
+
+
 @pytest.mark.parametrize(
     "values",
     [

@@ -241,7 +241,6 @@ def running_bot(
     """`bot serve` as a subprocess on a free port of 127.0.0.1, configured only by BOT_* env;
     `serve_args` are added to its command line (e.g. `--no-worker`)."""
     data = root / "data"
-    port = free_port()
     env = bot_env(
         root,
         github_url=github_url,
@@ -251,19 +250,21 @@ def running_bot(
         webhook_secret=webhook_secret,
         extra_env=extra_env,
     )
+    with serving(root, env, serve_args) as (url, proc):
+        yield RunningBot(url, data / "bot.sqlite3", root / "serve.log", proc)
+
+
+@contextmanager
+def serving(
+    root: Path, env: dict[str, str], serve_args: Sequence[str] = ()
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`bot serve` with exactly `env` on a free port of 127.0.0.1, its output appended to
+    `root/serve.log` (a test may start it twice on one root); its URL once /readyz answers."""
+    port = free_port()
     log_path = root / "serve.log"
-    command = [
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        *serve_args,
-    ]
-    with log_path.open("ab") as log_file:  # appended: a test may start it twice on one root
+    command = [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port), *serve_args]
+    with log_path.open("ab") as log_file:
         proc = subprocess.Popen(
             command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT
         )
@@ -279,7 +280,7 @@ def running_bot(
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"bot serve did not start:\n{log_path.read_text()}")
                 time.sleep(0.1)
-            yield RunningBot(url, data / "bot.sqlite3", log_path, proc)
+            yield url, proc
         finally:
             proc.terminate()
             try:

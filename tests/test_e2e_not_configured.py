@@ -13,12 +13,10 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.fakes.github import make_fake_github
@@ -27,9 +25,9 @@ from tests.scripted import (
     ModelScript,
     bot_env,
     comment_created,
-    free_port,
     issues_opened,
     running_bot,
+    serving,
     serving_fakes,
 )
 from tests.test_e2e import Bot
@@ -119,30 +117,9 @@ def test_without_a_model_nothing_is_posted_and_bot_replay_runs_it_later(tmp_path
 @contextmanager
 def serving_without_credentials(root: Path, env: dict[str, str]) -> Iterator[str]:
     """`bot serve` with `env` (the App's id and key taken out): the app cannot reach GitHub."""
-    port = free_port()
     env = {k: v for k, v in env.items() if k not in ("BOT_APP_ID", "BOT_PRIVATE_KEY_PATH")}
-    log = (root / "serve.log").open("ab")
-    command = [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1"]
-    proc = subprocess.Popen(
-        [*command, "--port", str(port)], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"bot serve did not start:\n{(root / 'serve.log').read_text()}")
-            time.sleep(0.1)
+    with serving(root, env) as (url, _proc):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_without_credentials_no_run_is_left_queued(tmp_path: Path) -> None:

@@ -150,8 +150,8 @@ def _fate(
     finding: StoredFinding, pull: PullState, outdated: bool
 ) -> tuple[Outcome, str | None, str | None]:
     if finding.status == "fixed":
-        actor, how = _fixed_act(finding.resolution)
-        return "fixed", actor, how
+        fixer, way = _fixed_act(finding.resolution)
+        return "fixed", fixer, way
     if finding.status == "dismissed":
         actor, how = dismissal_act(finding.resolution)
         return "dismissed", actor, how

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from bot.log import get_logger
 from bot.runs.context import sanitize
 from bot.runs.progress import clean_model_text
-from bot.workflows.review import diffs
+from bot.workflows.review import diffs, fates
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
@@ -524,11 +524,14 @@ async def load(
         return state, []
     threads = await client.review_threads(number)
     writers = await writers_among(client, state, threads, bot_login=bot_login)
-    return apply_threads(state, threads, bot_login=bot_login, writers=writers)
+    state, dismissed = apply_threads(state, threads, bot_login=bot_login, writers=writers)
+    state, _ = await fates.apply_marked_fixed(client, state, threads, bot_login=bot_login)
+    return state, dismissed
 
 
 async def remember(store: Storage, repo: str, number: int, state: ReviewState) -> None:
     await save_state(store, repo, number, state)
+    await fates.record(store, repo, number, state)
 
 
 async def reclaim_run(git_dir: Path, details: RunDetails | None) -> None:

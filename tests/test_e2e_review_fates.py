@@ -5,7 +5,9 @@ The pull request is `fixtures/repos/calc` (see test_e2e_review.py): its first re
 three findings (`mean` divides by zero, `clamp` swaps its bounds, one outside the diff). A
 maintainer 👎's `mean` (the author's "fixed" reply on it counts for nothing: she may not write
 here), the push that fixes `clamp` has it re-checked and fixed, and the merge leaves the
-third one open at close. One server serves the module; the tests run in order.
+third one open at close. One server serves the module; the tests run in order. The last
+test does the same on a real pull request, starlette's #867 from `../shared/real-repos`
+(skipped without it).
 """
 
 from __future__ import annotations
@@ -22,16 +24,18 @@ import anyio
 import httpx
 import pytest
 
+from tests.conftest import SHARED
 from tests.e2e_world import ReviewWorld, head_files
 from tests.fakes.github import FakeGitHub
 from tests.fakes.review_model import CALC_RULES, ReviewModel
-from tests.review._calc import build_calc
+from tests.review._calc import CalcRepo, build_calc
 from tests.scripted import metric_sample
 
 pytestmark = pytest.mark.slow
 
 World = ReviewWorld
 REPO = Path(__file__).resolve().parents[1]
+REAL = SHARED / "real-repos"
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +156,53 @@ def test_after_the_merge_findings_and_metrics_show_one_fixed(world: World) -> No
     assert metric_sample(page, "bot_review_findings_total", outcome="dismissed") == 1
     assert metric_sample(page, "bot_review_findings_total", outcome="open_at_close") == 1
     assert "octo/hello" not in page
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    if not (REAL / "starlette.bundle").exists():
+        pytest.skip("needs ../shared/real-repos")
+    root = tmp_path_factory.mktemp("review-fates-real")
+    pr = next(p for p in json.loads((REAL / "starlette-prs.json").read_text()) if p["pr"] == 867)
+    bare = root / "remote" / "octo" / "hello.git"
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(REAL / "starlette.bundle"), str(bare)], check=True
+    )
+    fake = FakeGitHub()
+    fake.add_repo("octo", "hello", bare, default_branch="master")
+    fake.add_installation(42, "octo", ["octo/hello"])
+    fake.set_permission("octo", "hello", "octo", "admin")
+    anyio.run(
+        lambda: fake.add_pull(
+            "octo", "hello", head=pr["commits"][-2], base=pr["base"], user="aviramha"
+        )
+    )
+    model = ReviewModel(generic=True, outside=True, files=head_files(bare, fake))
+    calc = CalcRepo(bare, pr["base"], pr["commits"][-2], pr["commits"][-1])
+    with World.serving(root, fake, model, model=model, calc=calc) as w:
+        yield w
+
+
+def test_a_real_pull_request_reviewed_pushed_and_closed(real: World) -> None:
+    world = real
+    _, status = world.finished(world.post("pull_request", world.pull_payload("opened")))
+    assert status == "succeeded", world.log.read_text()[-3000:]
+    first = world.review_comments()[0]
+    world.fake.react_to_review_comment(first["id"], "octo")  # the admin 👎's one
+    _, status = world.finished(world.push(world.calc.head2))
+    assert status == "succeeded", world.log.read_text()[-3000:]
+    payload = world.fake.close_pull("octo", "hello", 1, merged=False, user="octo")
+    decision, reason = decided(world, world.post("pull_request", payload))
+    assert decision == "findings", reason
+    report = findings(world)
+    fates = report["findings"]
+    assert fates and {f["pull"] for f in fates} == {"closed"}
+    assert "open" not in {f["outcome"] for f in fates}  # each met an end at the close
+    thumbs = [f for f in fates if f["how"] == "👎"]
+    assert [(f["outcome"], f["actor"]) for f in thumbs] == [("dismissed", "octo")]
+    total = report["figures"]["total"]
+    assert total["posted"] == len(fates)
+    assert total["resolution_rate"] == pytest.approx(total["fixed"] / len(fates))
+    page = httpx.get(f"{world.url}/metrics", timeout=10).text
+    for outcome in ("posted", "fixed", "dismissed", "outdated", "open_at_close"):
+        assert metric_sample(page, "bot_review_findings_total", outcome=outcome) == total[outcome]

@@ -41,6 +41,8 @@ __all__ = [
     "dismissal_act",
     "fates_of",
     "marked_fixed_by",
+    "outcome_counts",
+    "pull_state",
     "tally",
 ]
 
@@ -77,6 +79,13 @@ class PullClosed:
     @property
     def state(self) -> PullState:
         return "merged" if self.merged else "closed"
+
+
+def pull_state(state: str, merged: bool) -> PullState:
+    """The state GitHub gives a pull request (`state`, `merged`) in the words of a fate."""
+    if merged:
+        return "merged"
+    return "open" if state == "open" else "closed"
 
 
 def closed_pull(event: Event) -> PullClosed | None:

@@ -92,3 +92,26 @@ def test_nothing_recorded(
     monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path / "data"))
     assert main(["findings"]) == 0
     assert capsys.readouterr().out.strip() == "No findings recorded yet."
+
+
+def test_text_keeps_terminal_controls_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name may hold anything git allows: escape sequences never reach the terminal."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path / "data"))
+    store = Store.open(tmp_path / "data" / "bot.sqlite3")
+    evil = "\x1b]0;owned\x07\x1b[2J"
+    store.put_finding_fates(
+        "acme/api",
+        1,
+        [fate("acme/api", 1, "f1", "open", "open", path=f"a{evil}.py", title=f"T{evil}\nx")],
+    )
+    store.close()
+    assert main(["findings"]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "\x07" not in text
+    assert "open: T x (a.py)" in text
+    assert main(["findings", "--json"]) == 0
+    raw = capsys.readouterr().out
+    assert "\x1b" not in raw and json.loads(raw)["findings"][0]["path"] == f"a{evil}.py"

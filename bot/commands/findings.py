@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from bot.engine.sanitize import strip_terminal
 from bot.settings import SettingsError, load_settings
 from bot.store.backend import open_store
 from bot.store.contract import StoreError
@@ -31,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     findings.set_defaults(func=run_findings)
 
 
+def _plain(text: str) -> str:
+    """One line of `text` that cannot repaint the terminal: a title is a model's words and a
+    path anything git allows, escape sequences included."""
+    return " ".join(strip_terminal(text).split())
+
+
 def _rate(stats: FateStats) -> str:
     rate = stats.resolution_rate
     return "—" if rate is None else f"{rate:.0%}"
@@ -43,7 +50,7 @@ def _figures(title: str, rows: dict[str, FateStats]) -> list[str]:
     ]
     for name, s in sorted(rows.items()):
         lines.append(
-            f"{name[:32]:32} {s.posted:>6} {s.fixed:>6} {s.dismissed:>9} {s.outdated:>8}"
+            f"{_plain(name)[:32]:32} {s.posted:>6} {s.fixed:>6} {s.dismissed:>9} {s.outdated:>8}"
             f" {s.open_at_close:>13} {_rate(s):>5}"
         )
     return lines
@@ -55,11 +62,11 @@ def render_text(fates: list[FindingFate], table: FateTable) -> str:
         return "No findings recorded yet."
     lines = []
     for f in fates:
-        who = f" by @{f.actor}" if f.actor and f.how not in (None, "re-check") else ""
-        how = f" ({f.how}{who})" if f.how else ""
-        lines.append(
-            f"{f.repo}#{f.number:<6} {f.severity:8} {f.category:12} {f.outcome}{how}: {f.title}"
-        )
+        actor = _plain(f.actor or "")
+        who = f" by @{actor}" if actor and f.how not in (None, "re-check") else ""
+        how = f" ({_plain(f.how)}{who})" if f.how else ""
+        where = f"{_plain(f.repo)}#{f.number:<6} {_plain(f.severity):8} {_plain(f.category):12}"
+        lines.append(f"{where} {f.outcome}{how}: {_plain(f.title)} ({_plain(f.path)})")
     lines.append("")
     lines += _figures("repository", table.repos)
     lines.append("")

@@ -13,6 +13,7 @@ from policies.finding_fates import (
     fates_of,
     marked_fixed_by,
     outcome_counts,
+    pull_state,
     tally,
 )
 from policies.review_state import ReviewState, StoredFinding, ThreadFacts, dismissal_reason
@@ -205,3 +206,16 @@ def test_outcome_counts() -> None:
         "outdated": 0,
         "open_at_close": 0,
     }
+
+
+@pytest.mark.parametrize(
+    ("state", "merged", "want"),
+    [
+        pytest.param("open", False, "open", id="open"),
+        pytest.param("closed", False, "closed", id="closed"),
+        pytest.param("closed", True, "merged", id="merged"),
+        pytest.param("weird", False, "closed", id="unknown-is-closed"),
+    ],
+)
+def test_pull_state(state: str, merged: bool, want: str) -> None:
+    assert pull_state(state, merged) == want

@@ -137,3 +137,25 @@ async def test_a_pull_request_never_reviewed_records_nothing(store: Store) -> No
     )
     assert line == "pull request merged: no findings were posted"
     assert store.finding_fates() == []
+
+
+async def test_a_review_that_ends_after_the_merge_records_a_closed_pull_request(
+    store: Store,
+) -> None:
+    from bot.workflows.review import runner
+
+    state = ReviewState(
+        findings=[
+            StoredFinding(fingerprint="f0", path="a.py", title="t0"),
+            StoredFinding(fingerprint="f1", path="a.py", title="t1", status="fixed"),
+        ]
+    )
+    await runner.remember(store, "octo/hello", 3, state, pull="merged")
+    got = [(f.outcome, f.pull) for f in store.finding_fates()]
+    assert got == [("open_at_close", "merged"), ("fixed", "merged")]
+    # Reopened and reviewed again: open once more.
+    await runner.remember(store, "octo/hello", 3, state)
+    assert [(f.outcome, f.pull) for f in store.finding_fates()] == [
+        ("open", "open"),
+        ("fixed", "open"),
+    ]

@@ -38,6 +38,7 @@ from bot.workflows.review.render import Shown, SummaryFacts, review_body, summar
 from bot.workflows.review.suggest import prove_suggestion, reclaim
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
+from policies.finding_fates import PullState
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
 from policies.review_state import (
     Candidate,
@@ -529,9 +530,13 @@ async def load(
     return state, dismissed
 
 
-async def remember(store: Storage, repo: str, number: int, state: ReviewState) -> None:
+async def remember(
+    store: Storage, repo: str, number: int, state: ReviewState, *, pull: PullState = "open"
+) -> None:
+    """Save the memory and the fates of its findings; `pull`: the pull request's state as
+    last read (a review that ends after a merge records its findings as of a closed one)."""
     await save_state(store, repo, number, state)
-    await fates.record(store, repo, number, state)
+    await fates.record(store, repo, number, state, pull=pull)
 
 
 async def reclaim_run(git_dir: Path, details: RunDetails | None) -> None:

@@ -18,7 +18,8 @@ Queue depth and age are not recorded but read from the store at scrape time (`Qu
 so they are right whichever process scrapes and after a restart. So are the review findings
 (`FindingsReader`): `bot_review_findings_total{outcome=...}` counts the findings posted and
 each fate met (`policies.finding_fates.COUNTED`), over every repository, with no repository
-label.
+label; like the queue's figures it is the same on every process's page (one store), so a
+query takes one process's value rather than the sum.
 """
 
 from __future__ import annotations

@@ -156,6 +156,12 @@ def test_after_the_merge_findings_and_metrics_show_one_fixed(world: World) -> No
     assert metric_sample(page, "bot_review_findings_total", outcome="dismissed") == 1
     assert metric_sample(page, "bot_review_findings_total", outcome="open_at_close") == 1
     assert "octo/hello" not in page
+    # The same close delivered again (another GUID) counts nothing twice.
+    again, _ = decided(world, world.post("pull_request", payload))
+    assert again == "findings"
+    page = httpx.get(f"{world.url}/metrics", timeout=10).text
+    assert metric_sample(page, "bot_review_findings_total", outcome="posted") == 3
+    assert metric_sample(page, "bot_review_findings_total", outcome="fixed") == 1
 
 
 @pytest.fixture(scope="module")

@@ -84,6 +84,7 @@ class _PullRequest(_Model):
     draft: Lenient[bool] = None
     head: Lenient[_Ref] = None
     base: Lenient[_Ref] = None
+    merged: Lenient[bool] = None
 
 
 class _Comment(_Model):
@@ -221,6 +222,7 @@ def _event(name: str, delivery_id: str, p: _Payload) -> Event:
         html_url=target.html_url if target else None,
         repositories_added=_full_names(p.repositories_added),
         repositories_removed=_full_names(p.repositories_removed),
+        merged=bool(pr.merged) if pr else False,
     )
 
 

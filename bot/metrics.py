@@ -15,7 +15,11 @@ mode) and a scrape of any receiver adds up all of them. prometheus-client picks 
 when it is first imported, so it is imported here lazily, on first use, never at import time.
 
 Queue depth and age are not recorded but read from the store at scrape time (`QueueReader`),
-so they are right whichever process scrapes and after a restart.
+so they are right whichever process scrapes and after a restart. So are the review findings
+(`FindingsReader`): `bot_review_findings_total{outcome=...}` counts the findings posted and
+each fate met (`policies.finding_fates.COUNTED`), over every repository, with no repository
+label; like the queue's figures it is the same on every process's page (one store), so a
+query takes one process's value rather than the sum.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ UNVERIFIED = "unverified"
 
 QueueReader = Callable[[], QueueStats]
 """Reads the queue's figures from the store; called on a worker thread at scrape time."""
+FindingsReader = Callable[[], Mapping[str, int]]
+"""Reads the findings posted and each fate's count from the store, at scrape time."""
 
 _INTAKE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 _RUN_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
@@ -234,7 +240,27 @@ def _queue_collector(read: QueueReader) -> Collector:
     return QueueCollector()
 
 
-def render(read_queue: QueueReader | None) -> bytes:
+def _findings_collector(read: FindingsReader) -> Collector:
+    """The findings' counter, read from the store when scraped."""
+    from prometheus_client.core import CounterMetricFamily
+    from prometheus_client.registry import Collector
+
+    class FindingsCollector(Collector):
+        def collect(self) -> Iterator[CounterMetricFamily]:
+            family = CounterMetricFamily(
+                "bot_review_findings",
+                "Review findings posted, and how many were fixed, dismissed, outdated or"
+                " open when their pull request closed",
+                labels=["outcome"],
+            )
+            for outcome, count in read().items():
+                family.add_metric([outcome], count)
+            yield family
+
+    return FindingsCollector()
+
+
+def render(read_queue: QueueReader | None, read_findings: FindingsReader | None = None) -> bytes:
     """The metrics page in Prometheus' text format. Blocking: run it on a worker thread."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.multiprocess import MultiProcessCollector
@@ -248,4 +274,6 @@ def render(read_queue: QueueReader | None) -> bytes:
             registry.register(collector)
     if read_queue is not None:
         registry.register(_queue_collector(read_queue))
+    if read_findings is not None:
+        registry.register(_findings_collector(read_findings))
     return generate_latest(registry)

@@ -3,7 +3,8 @@
 - `GET /healthz`: 200 while the process answers at all.
 - `GET /readyz`: 200 while the process's own loop runs (the receiver's intake writer, the
   worker's pool) and the store answers a query; 503 otherwise.
-- `GET /metrics`: `bot.metrics.render`'s page, with the queue read from the store at each scrape.
+- `GET /metrics`: `bot.metrics.render`'s page, with the queue and the review findings read from
+  the store at each scrape.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def probe_routes(
         )
 
     async def metrics_page(request: Request) -> Response:
-        page = await anyio.to_thread.run_sync(metrics.render, read_queue)
+        page = await anyio.to_thread.run_sync(
+            metrics.render, read_queue, store.finding_outcome_counts
+        )
         return Response(page, media_type=metrics.CONTENT_TYPE)
 
     return [

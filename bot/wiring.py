@@ -14,7 +14,8 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
 - `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
   installation's lifecycle change drops and stops (`bot.runs.lifecycle`);
 - `background`: the mirror sweep, and with BOT_REDELIVER_INTERVAL the periodic redelivery
-  of missed deliveries (`bot.ops.redeliver`).
+  of missed deliveries (`bot.ops.redeliver`);
+- `pull_closed`: the fates of a closed pull request's findings (`bot.workflows.review.fates`).
 
 Without credentials: default config, unknown permissions (commands fail closed) and no executor.
 In both cases `setup` says what is configured (the App's credentials, a model), so a delivery
@@ -49,6 +50,7 @@ from policies.config import (
 )
 from policies.config import extends_target as read_extends
 from policies.event import Event
+from policies.finding_fates import PullClosed
 from policies.readiness import Setup
 
 if TYPE_CHECKING:
@@ -142,6 +144,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.runs.execute import RunExecutor
     from bot.runs.leftovers import sweep_forever
     from bot.workflows.flows import FLOWS
+    from bot.workflows.review.fates import close_pull
     from bot.workflows.review.memory import review_state_key
 
     slug = _learn_slug(settings)
@@ -233,6 +236,13 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         pulls = await client.open_pulls_at(event.head_sha)
         return min((pull.number for pull in pulls), default=None)
 
+    async def pull_closed(closed: PullClosed) -> str:
+        client = None
+        if closed.installation_id is not None:
+            owner, repo = closed.repo.split("/", 1)
+            client = github.installation(closed.installation_id, owner, repo)
+        return await close_pull(store, closed, client=client, bot_login=executor.bot_login)
+
     async def stop_run(run_id: str, reason: str) -> bool:
         try:
             await engine.stop(run_id, reason)
@@ -260,4 +270,5 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         app_slug=slug,
         setup=_setup(settings, credentials=True),
         app_id=settings.app_id,
+        pull_closed=pull_closed,
     )

@@ -58,6 +58,8 @@ class Event:
     check_suite_updated_at: str | None = None
     """`check_run` / `check_suite`: when the check's suite last changed, as GitHub wrote it.
     GitHub resets the suite at every request to run a check again, so this moves with each."""
+    merged: bool = False
+    """`pull_request.closed`: whether the pull request was merged (closed without it: False)."""
 
 
 class SkipReason(StrEnum):

@@ -16,6 +16,7 @@ COMMANDS = (
     "replay",
     "deliveries",
     "redeliver",
+    "findings",
     "workflow",
     "doctor",
     "setup",

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -34,6 +34,7 @@ from bot.store.queue.base import (
 from bot.store.queue.fence import Fence, fenced
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
+from policies.finding_fates import PullClosed, closed_pull
 from policies.interaction import resolve_run_interaction_policy
 from policies.lifecycle import LifecycleChange, inactive_skip, lifecycle_change
 from policies.outcome import OUTCOME_STATUSES
@@ -91,6 +92,10 @@ class Executor(Protocol):
     async def __call__(self, trigger: Trigger, run: RunRecord) -> None: ...
 
 
+PullClosedHandler = Callable[[PullClosed], Awaitable[str]]
+"""Records the fates of a closed pull request's findings; returns the line the delivery keeps."""
+
+
 class SkipHandler(Protocol):
     """Answers a skip that deserves a reply (an unknown command from a writer gets help).
 
@@ -139,6 +144,9 @@ class WorkerHooks:
     """What the operator configured (the wiring always says): a trigger it cannot carry out
     is skipped `not_configured` before a run is recorded (`policies.readiness`). None: not
     checked, for a caller that only wants the decisions recorded."""
+    pull_closed: PullClosedHandler | None = None
+    """Records what became of a closed pull request's findings (`pull_request.closed`,
+    `bot.workflows.review.fates`); None: that delivery is skipped as an unrouted action."""
 
 
 class Worker:
@@ -368,6 +376,9 @@ class Worker:
         if isinstance(decision, LifecycleChange):
             await self._lifecycle(delivery, decision)
             return
+        if isinstance(decision, PullClosed):
+            await self._pull_closed(delivery, decision)
+            return
         if isinstance(decision, Skip):
             await self._record(delivery.guid, "skip", reason=decision.message)
             log.info("skipped", extra={"decision": "skip", "reason": decision.message})
@@ -391,9 +402,17 @@ class Worker:
             await self._record(delivery.guid, "lifecycle", reason=reason)
             log.info("installation lifecycle change", extra={"reason": reason})
 
+    async def _pull_closed(self, delivery: DeliveryRecord, closed: PullClosed) -> None:
+        """Record the fates of the closed pull request's findings, and the delivery's decision."""
+        assert self.hooks.pull_closed is not None  # `_decide` returns PullClosed only then
+        with bound(repo=closed.repo, number=closed.number):
+            reason = await self.hooks.pull_closed(closed)
+            await self._record(delivery.guid, "findings", reason=reason)
+            log.info("finding fates recorded", extra={"reason": reason})
+
     async def _decide(
         self, delivery: DeliveryRecord
-    ) -> tuple[Event, Decision | LifecycleChange] | None:
+    ) -> tuple[Event, Decision | LifecycleChange | PullClosed] | None:
         """The decision for a delivery, or None when its payload is unusable (then recorded)."""
 
         if delivery.event == "ping":
@@ -427,6 +446,9 @@ class Worker:
             inactive = inactive_skip(installation, state)
             if inactive is not None:
                 return event, inactive
+        closed = closed_pull(event) if self.hooks.pull_closed is not None else None
+        if closed is not None:
+            return event, closed
         refused = foreign_check(event, self.hooks.app_id)
         if refused is not None:
             return event, refused

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
+from bot.store.findings import FindingFates
 from bot.store.records import (
     REPORTER_REPLY,
     BodyMissing,
@@ -142,7 +143,7 @@ def storable_params(params: Sequence[object]) -> Sequence[object]:
     return [storable(p) if isinstance(p, str) else p for p in params]
 
 
-class Storage(ABC):
+class Storage(FindingFates, ABC):
     """The bot's database, whichever backend holds it. Safe to share between threads."""
 
     _rowid: ClassVar[str]

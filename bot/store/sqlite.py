@@ -26,6 +26,7 @@ from bot.store.contract import (
     new_run_id,
     storable_params,
 )
+from bot.store.findings import SQLITE_TABLE as FINDINGS_TABLE
 from bot.store.segments import SegmentError, bodies_dir, read_body
 
 __all__ = [
@@ -200,6 +201,7 @@ MIGRATIONS: tuple[str, ...] = (
     UI_SESSIONS,
     JOB_LEASE_TOKENS,
     REPLAY_GUARDS,
+    FINDINGS_TABLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

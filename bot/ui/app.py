@@ -35,6 +35,7 @@ from bot.settings import Settings
 from bot.store.contract import Storage
 from bot.ui import queries
 from bot.ui.auth import Gate, SecurityHeaders, Session, client_address, cookie_settings
+from bot.ui.findings import findings_view
 from bot.ui.runview import agent_view, run_view
 from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
@@ -346,6 +347,14 @@ class OperatorPage:
             total_runs=sum(r.runs for r in rows),
         )
 
+    # -- review findings -----------------------------------------------------------------
+
+    async def findings(self, request: Request, session: Session) -> Response:
+        """What became of the findings posted (`bot.ui.findings`), of one repository or all."""
+        repo = request.query_params.get("repo", "").strip()[:200]
+        fates = await anyio.to_thread.run_sync(self.store.finding_fates, repo or None)
+        return await self.page("findings.html", request, session, **findings_view(fates, repo))
+
     # -- the routes ----------------------------------------------------------------------
 
     def routes(self) -> list[BaseRoute]:
@@ -363,6 +372,7 @@ class OperatorPage:
             Route("/runs/{run_id}/agents/{index}", s(self.agent), methods=["GET"]),
             Route("/runs/{run_id}/stop", s(self.stop), methods=["POST"]),
             Route("/costs", s(self.costs), methods=["GET"]),
+            Route("/findings", s(self.findings), methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 

@@ -358,3 +358,36 @@ async def build_pull(
     }
     fr.pulls[n] = pull
     return pull
+
+
+def close_pull(
+    fake: FakeGitHub, owner: str, repo: str, number: int, *, merged: bool, user: str
+) -> dict[str, Any]:
+    """Close pull request `number` (merged by `user`, or closed unmerged), as GitHub does on
+    its page; returns the `pull_request.closed` webhook payload GitHub would send. A merge
+    moves no branch here: nothing the app reads after a close needs it."""
+    fr = fake.repos[f"{owner}/{repo}"]
+    pull, issue = fr.pulls[number], fr.issues[number]
+    at = iso()
+    for item in (pull, issue):
+        item.update(state="closed", closed_at=at, updated_at=at)
+    if merged:
+        pull.update(
+            merged=True,
+            merged_at=at,
+            merged_by=user_json(user),
+            merge_commit_sha=pull["head"]["sha"],
+            mergeable=None,
+            mergeable_state="unknown",
+        )
+        issue["pull_request"]["merged_at"] = at
+    return {
+        "action": "closed",
+        "number": number,
+        "pull_request": pull,
+        "repository": fake._repo_stub(fr.full_name, fr),
+        "installation": {
+            "id": next(i for i, inst in fake.installations.items() if fr.full_name in inst.repos)
+        },
+        "sender": user_json(user),
+    }

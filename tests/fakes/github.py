@@ -53,7 +53,7 @@ from tests.fakes._github_checks import rerequest_check_run, rerequest_check_suit
 from tests.fakes._github_hooks import HookLog
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
-from tests.fakes._github_pulls import build_pull
+from tests.fakes._github_pulls import build_pull, close_pull
 from tests.fakes._github_reviews import push_pull
 from tests.fakes._github_routes import build_routes
 from tests.fakes._github_state import (
@@ -337,6 +337,12 @@ class FakeGitHub:
     async def push_pull(self, owner: str, repo: str, number: int, sha: str) -> dict[str, Any]:
         """Move a pull's head to `sha`; returns the `synchronize` payload GitHub would send."""
         return await push_pull(self, owner, repo, number, sha)
+
+    def close_pull(
+        self, owner: str, repo: str, number: int, *, merged: bool, user: str
+    ) -> dict[str, Any]:
+        """`user` merged (or closed) the pull; returns the `pull_request.closed` payload."""
+        return close_pull(self, owner, repo, number, merged=merged, user=user)
 
     def rerequest_check_run(self, check_run_id: int, sender: str) -> dict[str, Any]:
         """`sender` pressed Re-run on a check run; the `check_run.rerequested` payload."""

@@ -17,6 +17,7 @@ import psycopg
 from procrastinate.schema import SchemaManager
 
 from bot.store.contract import StoreError
+from bot.store.findings import POSTGRES_TABLE as FINDINGS_TABLE
 
 # A fixed key for pg_advisory_xact_lock: one migration at a time per database.
 _LOCK = 0x626F745F736368  # "bot_sch"
@@ -165,6 +166,7 @@ MIGRATIONS: tuple[str, ...] = (
     UI_SESSIONS,
     JOB_LEASE_TOKENS,
     REPLAY_GUARDS,
+    FINDINGS_TABLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -30,6 +30,7 @@ from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.review import diffs, runner
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
+from policies.finding_fates import pull_state
 from policies.outcome import Outcome, RunFacts, outcome_from_run
 
 if TYPE_CHECKING:
@@ -222,7 +223,13 @@ async def run_review(
                 bot_login=ex.bot_login,
                 redact=ex.redactor,
             )
-        await runner.remember(ex.store, trigger.repo_full_name, trigger.number, state)
+        await runner.remember(
+            ex.store,
+            trigger.repo_full_name,
+            trigger.number,
+            state,
+            pull=pull_state(current.state, current.merged),
+        )
         mapped = outcome_from_run(
             {
                 "summary": model_summary or "Reviewed.",

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 from bot.log import get_logger
 from bot.runs.context import sanitize
 from bot.runs.progress import clean_model_text
-from bot.workflows.review import diffs
+from bot.workflows.review import diffs, fates
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.workflows.review.suggest import prove_suggestion, reclaim
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
+from policies.finding_fates import PullState
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
 from policies.review_state import (
     Candidate,
@@ -524,11 +525,18 @@ async def load(
         return state, []
     threads = await client.review_threads(number)
     writers = await writers_among(client, state, threads, bot_login=bot_login)
-    return apply_threads(state, threads, bot_login=bot_login, writers=writers)
+    state, dismissed = apply_threads(state, threads, bot_login=bot_login, writers=writers)
+    state, _ = await fates.apply_marked_fixed(client, state, threads, bot_login=bot_login)
+    return state, dismissed
 
 
-async def remember(store: Storage, repo: str, number: int, state: ReviewState) -> None:
+async def remember(
+    store: Storage, repo: str, number: int, state: ReviewState, *, pull: PullState = "open"
+) -> None:
+    """Save the memory and the fates of its findings; `pull`: the pull request's state as
+    last read (a review that ends after a merge records its findings as of a closed one)."""
     await save_state(store, repo, number, state)
+    await fates.record(store, repo, number, state, pull=pull)
 
 
 async def reclaim_run(git_dir: Path, details: RunDetails | None) -> None:

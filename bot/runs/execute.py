@@ -44,6 +44,7 @@ import anyio.to_thread
 
 from bot import metrics
 from bot.engine.artifacts import JOURNAL, RunNotFound
+from bot.engine.budget import RunBudget
 from bot.engine.details import RunDetails
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
@@ -61,6 +62,7 @@ from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
+from policies.budget import BudgetLimits, run_limits
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
@@ -119,8 +121,12 @@ class RunExecutor:
         config_reader: Callable[[InstallationClient], Awaitable[RepoConfig]] | None = None,
         review_key: bytes | None = None,
         agent_types: Callable[[RepoConfig], Mapping[str, AgentType]] | None = None,
+        run_caps: BudgetLimits | None = None,
     ) -> None:
         self.github = github
+        # The operator's caps on every run's budget (BOT_MAX_RUN_TOKENS, BOT_MAX_RUN_COST_USD,
+        # BOT_DAILY_TOKENS); each repository's `budget` is capped by them.
+        self.run_caps = run_caps or BudgetLimits()
         # The flows by workflow name (`review`, `fix`, `decide`), from the table the wiring
         # builds: the executor never imports a workflow's effects itself.
         self.flows = flows
@@ -545,6 +551,7 @@ class RunExecutor:
         if "language" not in args:
             args = {**args, "language": config.language}
         agent_types = self.agent_types(config) if self.agent_types is not None else None
+        budget = self.run_budget(config, publisher.client.installation_id)
         saved = args
         await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, saved))
         self._engine_started.add(run_id)
@@ -562,10 +569,26 @@ class RunExecutor:
                 resume_from=resume_from,
                 on_update=tracker.update,
                 agent_types=agent_types,
+                budget=budget,
             )
             tasks.cancel_scope.cancel()
         await anyio.to_thread.run_sync(self._record_usage, finished)
         return finished
+
+    def run_budget(self, config: RepoConfig, installation_id: int) -> RunBudget | None:
+        """The budget of a run in a repository with this `.github/bot.yml`: its `budget`
+        capped by the operator's (None: no limit at all)."""
+        caps = self.run_caps
+        limits = run_limits(
+            repo_tokens=config.budget.max_tokens,
+            repo_cost=config.budget.max_cost_usd,
+            operator_tokens=caps.max_tokens,
+            operator_cost=caps.max_cost_usd,
+            daily_tokens=caps.daily_tokens,
+        )
+        if limits.unlimited:
+            return None
+        return RunBudget(limits, ledger=self.store, installation_id=installation_id)
 
     def _record_usage(self, finished: RunDetails) -> None:
         usage = finished.usage or {}

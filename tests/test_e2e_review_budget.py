@@ -1,0 +1,73 @@
+"""End to end: budgets that stop a review, never silently, through `bot serve`.
+
+The `fixtures/repos/calc` pull request, with `budget.max_tokens` in `.github/bot.yml` on the
+default branch. The fake model (`tests.fakes.review_model`) counts its requests per role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from tests.e2e_world import ReviewWorld, head_files
+from tests.fakes.github import FakeGitHub, commit_files
+from tests.fakes.review_model import CALC_RULES, ReviewModel
+from tests.review._calc import build_calc
+
+pytestmark = pytest.mark.slow
+
+BUDGET = 4_500
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewWorld]:
+    root = tmp_path_factory.mktemp("review-budget")
+    calc = build_calc(root)
+    commit_files(
+        calc.git_dir, "main", {".github/bot.yml": f"budget:\n  max_tokens: {BUDGET}\n"}, "Budget"
+    )
+    fake = FakeGitHub()
+    fake.add_repo("octo", "hello", calc.git_dir)
+    fake.add_installation(42, "octo", ["octo/hello"])
+    fake.set_permission("octo", "hello", "octo", "admin")
+    fake.set_permission("octo", "hello", "maint", "write")
+    anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
+    model = ReviewModel(CALC_RULES, files=head_files(calc.git_dir, fake))
+    serve = ("--receivers", "1")
+    with ReviewWorld.serving(root, fake, model, serve, model=model, calc=calc) as w:
+        yield w
+
+
+def test_a_budget_stops_the_review_after_its_first_unit_and_says_so(world: ReviewWorld) -> None:
+    """4,500 tokens: the first unit (`calc/ops.py` and three small files) is reviewed and
+    verified; the second (`tests/test_mean.py`) would pass the budget, so its reviewer is
+    refused before any request, and nothing after it is asked for (no fix, no summary)."""
+    guid = world.post("pull_request", world.pull_payload("opened"))
+    _, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-3000:]
+
+    # The model got exactly the first unit's review and verification, and nothing after.
+    assert dict(world.model.calls) == {"review": 1, "verify": 1}
+    assert len(world.llm.bodies) == 2
+    assert world.model.reviewed_paths == [["calc/ops.py", "calc/cli.py", "check.py", "README.md"]]
+
+    # What it verified is posted; what it did not review is said, plainly.
+    assert len(world.reviews()) == 1
+    assert {c["path"] for c in world.review_comments()} == {"calc/ops.py"}
+    (summary,) = world.own_comments()
+    body = summary["body"]
+    assert (
+        "**Budget reached:** 1 of 2 units reviewed; not reviewed: `tests/test_mean.py`; "
+        "not done: suggested fixes, the summary." in body
+    ), body
+    assert "budget reached: the run's 4,500 tokens" in body
+    assert "Files reviewed: 4 · not reviewed: 1" in body
+    assert "`tests/test_mean.py`: not reviewed: the run's budget was reached" in body
+    (used,) = world.query("SELECT input_tokens + output_tokens FROM runs")
+    assert 0 < used[0] <= BUDGET
+
+    # Not everything was reviewed: the check is neutral, never a success.
+    (check,) = [r for r in world.fake.check_runs.values() if r["head_sha"] == world.calc.head1]
+    assert (check["status"], check["conclusion"]) == ("completed", "neutral")

@@ -19,15 +19,16 @@ from tests.review._calc import build_calc
 pytestmark = pytest.mark.slow
 
 BUDGET = 4_500
+PER_HOUR = 4
+LIMITED = "commands in this repository within an hour"
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewWorld]:
     root = tmp_path_factory.mktemp("review-budget")
     calc = build_calc(root)
-    commit_files(
-        calc.git_dir, "main", {".github/bot.yml": f"budget:\n  max_tokens: {BUDGET}\n"}, "Budget"
-    )
+    config = f"budget:\n  max_tokens: {BUDGET}\ncommands:\n  per_hour: {PER_HOUR}\n"
+    commit_files(calc.git_dir, "main", {".github/bot.yml": config}, "Budget and limits")
     fake = FakeGitHub()
     fake.add_repo("octo", "hello", calc.git_dir)
     fake.add_installation(42, "octo", ["octo/hello"])
@@ -71,3 +72,36 @@ def test_a_budget_stops_the_review_after_its_first_unit_and_says_so(world: Revie
     # Not everything was reviewed: the check is neutral, never a success.
     (check,) = [r for r in world.fake.check_runs.values() if r["head_sha"] == world.calc.head1]
     assert (check["status"], check["conclusion"]) == ("completed", "neutral")
+
+
+def test_the_fifth_command_in_an_hour_gets_one_reply_and_the_sixth_none(
+    world: ReviewWorld,
+) -> None:
+    """`commands.per_hour: 4`: maint's four `status` commands are answered; the fifth gets
+    the one short reply, the sixth nothing at all, and neither starts a run."""
+    for _ in range(PER_HOUR):
+        _, status = world.finished(world.command("@repo-agent status"))
+        assert status == "succeeded"
+    runs = len(world.query("SELECT id FROM runs"))
+
+    fifth = world.command("@repo-agent status")
+    world.wait("the reply", lambda: any(LIMITED in c["body"] for c in world.own_comments()))
+    sixth = world.command("@repo-agent status")
+
+    def handled(guid: str) -> bool:
+        return world.query("SELECT status FROM jobs WHERE delivery_id = ?", guid) == [("done",)]
+
+    world.wait("the sixth command", lambda: handled(sixth) and handled(fifth))
+    replies = [c for c in world.own_comments() if LIMITED in c["body"]]
+    assert len(replies) == 1, replies
+    assert replies[0]["body"].count("@maint, that is more than 4 commands") == 1
+    decisions = world.query(
+        "SELECT reason FROM deliveries WHERE guid IN (?, ?) ORDER BY guid", fifth, sixth
+    )
+    assert [r[0].split(":")[0] for r in decisions] == ["rate_limited", "rate_limited"]
+    assert "maint gave 6 commands here within an hour; the limit is 4" in decisions[1][0]
+    assert len(world.query("SELECT id FROM runs")) == runs
+
+    # Another person is not limited by maint's commands.
+    _, status = world.finished(world.command("@repo-agent status", user="octo"))
+    assert status == "succeeded"

@@ -50,7 +50,7 @@ from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
 from bot.log import bound, get_logger
 from bot.publish.publisher import CommentKind, Publisher
-from bot.publish.render import Progress
+from bot.publish.render import Progress, render_reply
 from bot.redact import redact
 from bot.runs.config_notice import answer_config_error
 from bot.runs.context import default_branch_of, fetch_context, sanitize
@@ -63,6 +63,7 @@ from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from policies.budget import BudgetLimits, run_limits
+from policies.command_rate import ANSWER, WINDOW_S, limit_reply
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
@@ -713,7 +714,10 @@ class RunExecutor:
                 app_slug=self.app_slug,
                 redactor=self.redactor,
             )
-        if skip.reason is not SkipReason.UNKNOWN_COMMAND:
+        limit = skip.reason is SkipReason.RATE_LIMITED
+        if limit and skip.extra.get(ANSWER) != "yes":
+            return False  # one reply per person and hour: this hour's was given
+        if skip.reason is not SkipReason.UNKNOWN_COMMAND and not limit:
             return False
         if event.installation_id is None or not event.repo_full_name or event.number is None:
             return False
@@ -725,13 +729,21 @@ class RunExecutor:
         publisher = Publisher(
             self.github.installation(event.installation_id, owner, repo),
             run_id=run_id,
-            kind="help",
+            kind="rate_limit" if limit else "help",
             number=event.number,
             bot_login=self.bot_login,
             command_comment_id=event.comment_id,
             command_comment_kind=event.comment_kind or "issue_comment",
             redactor=self.redactor,
         )
+        if limit:
+            until = time.strftime("%H:%M UTC", time.gmtime(self.store.clock() + WINDOW_S))
+            per_hour = int(skip.extra.get("per_hour") or 0)
+            text = limit_reply(event.sender_login or "", per_hour, until)
+            with bound(run_id=run_id, repo=event.repo_full_name):
+                await publisher.reply(render_reply(run_id, "rate_limit", text, sticky=False))
+                log.info("commands past the hour's limit answered once")
+            return True
         with bound(run_id=run_id, repo=event.repo_full_name):
             await publisher.acknowledge()
             await answer_unknown(

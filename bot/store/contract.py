@@ -715,16 +715,23 @@ class Storage(ABC):
                 (installation_id, day, tokens),
             )
 
-    def count_command(self, repo: str, login: str, *, at: float, window: float) -> int:
-        """Count one command by `login` in `repo` at `at`; how many they gave in the
-        `window` seconds up to it, this one included (older ones are forgotten)."""
+    def count_command(
+        self, delivery_id: str, repo: str, login: str, *, at: float, window: float
+    ) -> int:
+        """Count the command of delivery `delivery_id` (once, however often its job runs) by
+        `login` in `repo` at `at`; how many they gave in the `window` seconds up to it, this
+        one included (older ones are forgotten)."""
         who = (repo.lower(), login.lower())
         with self._transaction() as db:
             db.run(
                 "DELETE FROM command_uses WHERE repo = ? AND login = ? AND at <= ?",
                 (*who, at - window),
             )
-            db.run("INSERT INTO command_uses (repo, login, at) VALUES (?, ?, ?)", (*who, at))
+            db.run(
+                "INSERT INTO command_uses (delivery_id, repo, login, at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (delivery_id) DO NOTHING",
+                (delivery_id, *who, at),
+            )
             row = db.one("SELECT COUNT(*) FROM command_uses WHERE repo = ? AND login = ?", who)
         return int(row[0]) if row is not None else 1
 

@@ -92,6 +92,7 @@ BUDGET_LEDGER = """
         PRIMARY KEY (installation_id, day)
     );
     CREATE TABLE command_uses (
+        delivery_id TEXT PRIMARY KEY,
         repo TEXT NOT NULL,
         login TEXT NOT NULL,
         at REAL NOT NULL

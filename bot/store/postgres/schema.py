@@ -166,6 +166,7 @@ CREATE TABLE daily_tokens (
     PRIMARY KEY (installation_id, day)
 );
 CREATE TABLE command_uses (
+    delivery_id text PRIMARY KEY,
     repo text NOT NULL,
     login text NOT NULL,
     at double precision NOT NULL

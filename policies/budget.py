@@ -95,3 +95,19 @@ def refusal(
             f"(used {spent.daily:,}; the next model call would send about {tokens:,})"
         )
     return None
+
+
+def stopped_summary(workflow: str, reason: str) -> str:
+    """What a run that its budget stopped says instead of a result (fix, ask, triage): its
+    agents' partial work is neither posted nor pushed."""
+    what = {
+        "fix": "Nothing was pushed and no pull request was opened",
+        "ask": "The question was not answered",
+        "triage": "The issue was not triaged",
+    }.get(workflow, "The run did not finish")
+    return (
+        f"**Stopped: {reason}.** {what}: the run started no more model calls once its "
+        "budget was reached, and what it had done is not published half-checked. Raise "
+        "`budget` in `.github/bot.yml` (within the operator's caps), or run it again later "
+        "when the day's limit is the one reached."
+    )

@@ -62,7 +62,7 @@ from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
-from policies.budget import BudgetLimits, run_limits
+from policies.budget import BudgetLimits, run_limits, stopped_summary
 from policies.command_rate import ANSWER, WINDOW_S, limit_reply
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
@@ -479,6 +479,13 @@ class RunExecutor:
                 tracker=tracker,
             )
             facts = self.facts_of(finished, run.id, trigger.workflow, started)
+            if finished.budget_reached is not None:
+                reason = finished.budget_reached
+                summary = stopped_summary(trigger.workflow, reason)
+                await self.publish(
+                    publisher, run.id, failed_outcome(facts, reason, summary=summary)
+                )
+                return
             outcome = outcome_from_run(
                 finished.result,
                 facts,

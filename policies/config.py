@@ -287,11 +287,11 @@ class RepoConfig(_Section):
     triage: TriageConfig = Field(default=TriageConfig(), description="Triage of new issues.")
     commands: CommandsConfig = Field(default=CommandsConfig(), description="Comment commands.")
     fix: FixConfig = Field(default=FixConfig(), description="The `fix` command.")
-    budget: BudgetConfig = Field(
-        default=BudgetConfig(), description="What one run may use (tokens, cost)."
-    )
     agents: list[AgentConfig] = Field(
         default_factory=list, description="Custom agent types, each with a unique name."
+    )
+    budget: BudgetConfig = Field(
+        default=BudgetConfig(), description="What one run may use (tokens, cost)."
     )
 
     @field_validator("extends")

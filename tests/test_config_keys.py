@@ -256,6 +256,45 @@ async def test_review_max_comments_and_max_suggestions(world_for: WorldFactory) 
     assert "Returns a constant" in text and "```suggestion" not in text
 
 
+# -- budget ------------------------------------------------------------------------------------
+
+
+async def test_budget_max_cost_usd_stops_triage_and_ask_before_their_first_request(
+    world_for: WorldFactory,
+) -> None:
+    """At $1,000 per million tokens, the first request of either (about a thousand tokens)
+    would pass $0.50: nothing is sent, and each says plainly that its budget stopped it."""
+    prices = {"fake-model": {"input": 1000.0, "output": 1000.0}}
+    world: World = await world_for(model_prices=prices)
+    world.config("budget:\n  max_cost_usd: 0.5\n")
+    issue = world.fake.add_issue("octo", "hello", title="Crash", body="It crashes.", user="someone")
+    world.deliver("issues", issues_opened(issue, "octo/hello", 42))
+    assert await world.worker.run_until_idle() == 1
+    comment = world.fake.add_comment(
+        "octo", "hello", issue["number"], "@repo-agent ask where is the config read?", "maint"
+    )
+    world.deliver("issue_comment", comment_created(issue, comment, "octo/hello", 42))
+    assert await world.worker.run_until_idle() == 1
+    assert world.llm.bodies == []
+    bodies = [
+        str(c["body"])
+        for c in world.fake.comments_on("octo", "hello", issue["number"])
+        if c["user"]["login"] == world.fake.bot_login
+    ]
+    assert any("The issue was not triaged" in b for b in bodies), bodies
+    assert any("The question was not answered" in b for b in bodies), bodies
+    assert all("budget reached: the run's $0.50" in b for b in bodies if "Stopped:" in b)
+
+    world.config("budget:\n  max_cost_usd: 50\n")  # room for both
+    world.deliver("issues", issues_opened(issue, "octo/hello", 42) | {"action": "reopened"})
+    comment = world.fake.add_comment(
+        "octo", "hello", issue["number"], "@repo-agent ask where is the config read?", "maint"
+    )
+    world.deliver("issue_comment", comment_created(issue, comment, "octo/hello", 42))
+    await world.worker.run_until_idle()
+    assert any(user_prompt(b).startswith("Answer this question") for b in world.llm.bodies)
+
+
 # -- fix: the check the flow runs -----------------------------------------------------------
 
 

@@ -1,20 +1,25 @@
 """End to end: budgets that stop a review, never silently, through `bot serve`.
 
-The `fixtures/repos/calc` pull request, with `budget.max_tokens` in `.github/bot.yml` on the
-default branch. The fake model (`tests.fakes.review_model`) counts its requests per role.
+The `fixtures/repos/calc` pull request, with `budget.max_tokens` and `commands.per_hour` in
+`.github/bot.yml` on the default branch, and starlette's #867 from `../shared/real-repos`
+(#16, skipped without it). The fake model (`tests.fakes.review_model`) counts its requests per role.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 from collections.abc import Iterator
 
 import anyio
 import pytest
 
+from tests.conftest import SHARED
 from tests.e2e_world import ReviewWorld, head_files
 from tests.fakes.github import FakeGitHub, commit_files
 from tests.fakes.review_model import CALC_RULES, ReviewModel
-from tests.review._calc import build_calc
+from tests.review._calc import CalcRepo, build_calc
 
 pytestmark = pytest.mark.slow
 
@@ -105,3 +110,52 @@ def test_the_fifth_command_in_an_hour_gets_one_reply_and_the_sixth_none(
     # Another person is not limited by maint's commands.
     _, status = world.finished(world.command("@repo-agent status", user="octo"))
     assert status == "succeeded"
+
+
+REAL = SHARED / "real-repos"
+
+
+@pytest.mark.skipif(not (REAL / "starlette.bundle").exists(), reason="needs ../shared/real-repos")
+def test_a_budget_stops_a_real_pull_requests_review_part_way(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """starlette's #16 (eight files), with 8,000 tokens: the units reviewed before the budget
+    are posted, the rest named, and no model request after the refused one."""
+    root = tmp_path_factory.mktemp("review-budget-real")
+    pr = next(p for p in json.loads((REAL / "starlette-prs.json").read_text()) if p["pr"] == 16)
+    bare = root / "remote" / "octo" / "hello.git"
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(REAL / "starlette.bundle"), str(bare)], check=True
+    )
+    commit_files(bare, "master", {".github/bot.yml": "budget:\n  max_tokens: 8000\n"}, "Budget")
+    fake = FakeGitHub()
+    fake.add_repo("octo", "hello", bare, default_branch="master")
+    fake.add_installation(42, "octo", ["octo/hello"])
+    fake.set_permission("octo", "hello", "octo", "admin")
+    anyio.run(
+        lambda: fake.add_pull(
+            "octo", "hello", head=pr["commits"][-1], base=pr["base"], user="tomchristie"
+        )
+    )
+    model = ReviewModel(generic=True, outside=True, files=head_files(bare, fake))
+    calc = CalcRepo(bare, pr["base"], pr["commits"][-1], pr["commits"][-1])
+    with ReviewWorld.serving(root, fake, model, ("--receivers", "1"), model=model, calc=calc) as w:
+        _, status = w.finished(w.post("pull_request", w.pull_payload("opened")))
+        assert status == "succeeded", w.log.read_text()[-3000:]
+        (summary,) = w.own_comments()
+        body = summary["body"]
+        found = re.search(
+            r"\*\*Budget reached:\*\* (\d+) of (\d+) units reviewed; not reviewed: ", body
+        )
+        assert found is not None, body
+        reviewed, units = int(found[1]), int(found[2])
+        assert 0 < reviewed < units
+        # Each unit reviewed is one reviewer and at most one verifier request; the refused
+        # unit's reviewer may have been sent (its verifier then refused), nothing after it.
+        assert model.calls["summary"] == model.calls["suggest"] == 0
+        assert len(w.llm.bodies) == model.calls["review"] + model.calls["verify"]
+        assert model.calls["review"] in (reviewed, reviewed + 1)
+        named = {p for paths in model.reviewed_paths[:reviewed] for p in paths}
+        assert named and all(f"`{p}`: not reviewed" not in body for p in named)
+        (check,) = [r for r in fake.check_runs.values() if r["head_sha"] == calc.head1]
+        assert check["conclusion"] == "neutral"

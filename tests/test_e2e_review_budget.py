@@ -142,8 +142,9 @@ def test_a_budget_stops_a_real_pull_requests_review_part_way(
     with ReviewWorld.serving(root, fake, model, ("--receivers", "1"), model=model, calc=calc) as w:
         _, status = w.finished(w.post("pull_request", w.pull_payload("opened")))
         assert status == "succeeded", w.log.read_text()[-3000:]
-        (summary,) = w.own_comments()
-        body = summary["body"]
+        comments = w.own_comments()
+        assert len(comments) == 1, [c["body"][:300] for c in comments]
+        body = comments[0]["body"]
         found = re.search(
             r"\*\*Budget reached:\*\* (\d+) of (\d+) units reviewed; not reviewed: ", body
         )

@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     agent_types: dict[str, dict[str, Any]] = Field(default_factory=dict)
     repo_agent_tools: str | None = None
     model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # Run budgets (policies/budget.py): caps on every repository's `budget`, and per
+    # installation per UTC day; unset: no cap.
+    max_run_tokens: int | None = Field(default=None, gt=0)
+    max_run_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    daily_tokens: int | None = Field(default=None, gt=0)
     # The operator's page under /ui/ (bot/ui): off unless a sign-in token is set.
     ui_token: SecretStr | None = None
 

@@ -38,6 +38,7 @@ from bot.redact import install as install_redactor
 from bot.runs.worker import DEFAULT_APP_SLUG, WorkerHooks, default_config, unknown_permission
 from bot.settings import Settings
 from bot.store.contract import Storage
+from policies.budget import BudgetLimits
 from policies.config import (
     CONFIG_PATH,
     ConfigError,
@@ -219,6 +220,11 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         review_key=review_state_key(settings),
         flows=FLOWS,
         agent_types=agent_types,
+        run_caps=BudgetLimits(
+            max_tokens=settings.max_run_tokens,
+            max_cost_usd=settings.max_run_cost_usd,
+            daily_tokens=settings.daily_tokens,
+        ),
     )
 
     async def permission_lookup(event: Event) -> str | None:

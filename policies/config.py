@@ -149,6 +149,47 @@ class CommandsConfig(_Section):
     """Comment commands (`@app review`, `@app ask ...`)."""
 
     enabled: bool = Field(default=True, description="Answer commands given in comments.")
+    per_hour: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        description="Commands one person may give in this repository per hour; past it, one "
+        "short reply says so and the rest of the hour's commands are ignored.",
+    )
+
+
+class BudgetConfig(_Section):
+    """What one run may use here, capped by the operator's BOT_MAX_RUN_TOKENS and
+    BOT_MAX_RUN_COST_USD (`policies.budget`)."""
+
+    max_tokens: int | None = Field(
+        default=None,
+        description="Model tokens one run may use (sent and received); a run that reaches it "
+        "stops starting model calls and says what it did not do. Empty: the operator's cap.",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        description="US dollars one run may cost (from BOT_MODEL_PRICES); reached, the run "
+        "stops the same way. Empty: the operator's cap.",
+    )
+
+    @field_validator("max_cost_usd", mode="before")
+    @classmethod
+    def _cost_number(cls, value: object) -> object:
+        # YAML's `2` is an int; a cost is a number either way (strict mode takes no int).
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
+
+    @field_validator("max_tokens", "max_cost_usd")
+    @classmethod
+    def _above_zero(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value < float("inf"):
+            raise ValueError(
+                f"a budget must be more than 0, got {value:g}; leave the key out to use the "
+                "operator's limit"
+            )
+        return value
 
 
 class FixConfig(_Section):
@@ -248,6 +289,9 @@ class RepoConfig(_Section):
     fix: FixConfig = Field(default=FixConfig(), description="The `fix` command.")
     agents: list[AgentConfig] = Field(
         default_factory=list, description="Custom agent types, each with a unique name."
+    )
+    budget: BudgetConfig = Field(
+        default=BudgetConfig(), description="What one run may use (tokens, cost)."
     )
 
     @field_validator("extends")

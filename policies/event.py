@@ -87,6 +87,9 @@ class SkipReason(StrEnum):
     cannot be told)."""
     REPLAYED = "replayed"
     """The same command or automatic trigger already ran under another delivery's GUID."""
+    RATE_LIMITED = "rate_limited"
+    """The person gave more commands in the repository within an hour than `commands.per_hour`
+    allows (`policies.command_rate`)."""
     NOT_CONFIGURED = "not_configured"
     """The deployment lacks a setting the run needs (a model, the App's credentials): nothing
     is posted, and `bot replay --delivery GUID` runs it once the setting is there."""

@@ -256,6 +256,74 @@ async def test_review_max_comments_and_max_suggestions(world_for: WorldFactory) 
     assert "Returns a constant" in text and "```suggestion" not in text
 
 
+# -- budget ------------------------------------------------------------------------------------
+
+
+async def test_budget_max_cost_usd_stops_triage_and_ask_before_their_first_request(
+    world_for: WorldFactory,
+) -> None:
+    """At $1,000 per million tokens, the first request of either (about a thousand tokens)
+    would pass $0.50: nothing is sent, and each says plainly that its budget stopped it."""
+    prices = {"fake-model": {"input": 1000.0, "output": 1000.0}}
+    world: World = await world_for(model_prices=prices)
+    world.config("budget:\n  max_cost_usd: 0.5\n")
+    issue = world.fake.add_issue("octo", "hello", title="Crash", body="It crashes.", user="someone")
+    world.deliver("issues", issues_opened(issue, "octo/hello", 42))
+    assert await world.worker.run_until_idle() == 1
+    comment = world.fake.add_comment(
+        "octo", "hello", issue["number"], "@repo-agent ask where is the config read?", "maint"
+    )
+    world.deliver("issue_comment", comment_created(issue, comment, "octo/hello", 42))
+    assert await world.worker.run_until_idle() == 1
+    assert world.llm.bodies == []
+    bodies = [
+        str(c["body"])
+        for c in world.fake.comments_on("octo", "hello", issue["number"])
+        if c["user"]["login"] == world.fake.bot_login
+    ]
+    assert any("The issue was not triaged" in b for b in bodies), bodies
+    assert any("The question was not answered" in b for b in bodies), bodies
+    assert all("budget reached: the run's $0.50" in b for b in bodies if "Stopped:" in b)
+
+    world.config("budget:\n  max_cost_usd: 50\n")  # room for both
+    world.deliver("issues", issues_opened(issue, "octo/hello", 42) | {"action": "reopened"})
+    comment = world.fake.add_comment(
+        "octo", "hello", issue["number"], "@repo-agent ask where is the config read?", "maint"
+    )
+    world.deliver("issue_comment", comment_created(issue, comment, "octo/hello", 42))
+    await world.worker.run_until_idle()
+    assert any(user_prompt(b).startswith("Answer this question") for b in world.llm.bodies)
+
+
+async def test_budget_max_tokens_stops_a_fix_before_its_review_and_pushes_nothing(
+    world_for: WorldFactory,
+) -> None:
+    """5,300 tokens: room to plan the change and start making it, not to check it; whatever
+    the implementer did, unchecked, is neither pushed nor offered as a pull request (without
+    the budget's word it would read as "nothing to change")."""
+    world: World = await world_for()
+    world.config("budget:\n  max_tokens: 5300\n")
+    model = FixModel([Edit("", {"README.md": "app, documented\n"}, "Document the app")])
+    world.llm.respond_with(model)
+    issue = world.fake.add_issue("octo", "hello", title="Document it", body="Say what app does.")
+    comment = world.fake.add_comment("octo", "hello", issue["number"], "@repo-agent fix", "maint")
+    world.deliver("issue_comment", comment_created(issue, comment, "octo/hello", 42))
+    assert await world.worker.run_until_idle() == 1
+    tasks = [user_prompt(b)[:15] for b in world.llm.bodies]
+    assert "Make the change" in tasks and "Check this chan" not in tasks, tasks
+    repo = world.fake.repos["octo/hello"]
+    assert repo.pulls == {}
+    branches = git(repo.git_dir, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+    assert branches.split() == ["main"]
+    (answer,) = [
+        str(c["body"])
+        for c in world.fake.comments_on("octo", "hello", issue["number"])
+        if c["user"]["login"] == world.fake.bot_login
+    ]
+    assert "**Stopped: budget reached: the run's 5,300 tokens" in answer
+    assert "Nothing was pushed and no pull request was opened" in answer
+
+
 # -- fix: the check the flow runs -----------------------------------------------------------
 
 

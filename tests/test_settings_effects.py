@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -1129,5 +1130,134 @@ def test_BOT_UI_TOKEN_serves_the_operator_page_behind_that_token(data_dir: Path)
             signed_in = client.post("/ui/sign-in", data={"token": token}, follow_redirects=False)
             assert signed_in.status_code == 303
             assert client.get("/ui/", follow_redirects=False).status_code == 200
+    finally:
+        store.close()
+
+
+# -- run budgets ------------------------------------------------------------------------------
+
+
+async def run_budgeted(executor: RunExecutor, config: RepoConfig, repo: Path) -> RunDetails:
+    """One agent that never finishes by itself (it lists files again and again), run with the
+    budget the executor gives a run in a repository with `config` (installation 42)."""
+
+    async def workflow(wf: Workflow, args: Any) -> Any:
+        wf.phase("Ask")
+        result = await wf.agent("List the files.", agent_type="explorer", label="ask")
+        return {"ok": result.ok, "error": result.error, "reached": wf.budget_reached()}
+
+    budget = executor.run_budget(config, 42)
+    return await executor.engine.run(
+        ONE_AGENT, workflow, None, interaction=AUTONOMOUS, repo=repo, budget=budget
+    )
+
+
+def listing_forever(llm: FakeLLM, tokens: int | None = None) -> None:
+    """Every reply a tool call; each counts `tokens` (half prompt, half completion), or what
+    it really sent and wrote (the fake's own count, about 4 characters a token) when None."""
+    usage = UsageSpec(prompt=tokens // 2, completion=tokens // 2, cached=0) if tokens else None
+    llm.respond_with(lambda body: tool_call("list_files", {}, usage=usage))
+
+
+def sent(llm: FakeLLM, start: int = 0) -> int:
+    return len(llm.bodies) - start
+
+
+@pytest.mark.anyio
+async def test_BOT_MAX_RUN_TOKENS_caps_the_tokens_of_every_run(
+    github: tuple[FakeGitHub, str], model: tuple[FakeLLM, str], data_dir: Path
+) -> None:
+    fake, url = github
+    llm, llm_url = model
+    listing_forever(llm)
+    repo = make_repo(data_dir.parent / "work")[0]
+    env = {**app_env(fake, url, data_dir), **model_env(llm_url, BOT_MAX_TURNS="30")}
+    async with wired({**env, "BOT_MAX_RUN_TOKENS": "6000"}) as executor:
+        capped = await run_budgeted(executor, RepoConfig(), repo)
+        n_capped = sent(llm)
+        # A repository asking for more gets the operator's cap; one asking for less, its own.
+        more = RepoConfig.model_validate({"budget": {"max_tokens": 1_000_000}})
+        asked_more = await run_budgeted(executor, more, repo)
+        n_more = sent(llm, n_capped)
+        less = RepoConfig.model_validate({"budget": {"max_tokens": 3000}})
+        asked_less = await run_budgeted(executor, less, repo)
+        n_less = sent(llm, n_capped + n_more)
+    for details, cap in ((capped, 6000), (asked_more, 6000), (asked_less, 3000)):
+        assert details.result["error"].startswith("budget reached: the run's"), details.result
+        assert details.budget_reached == details.result["reached"] == details.result["error"]
+        # Refused when the next request would pass the cap, not before; what was admitted
+        # fit, and only the answer of the last (a short tool call) may go past it.
+        found = re.search(
+            r"used ([\d,]+); the next model call would send about ([\d,]+)",
+            details.budget_reached or "",
+        )
+        assert found is not None, details.budget_reached
+        used, next_one = (int(g.replace(",", "")) for g in found.groups())
+        assert used == details.usage["total"] <= cap + 50 < used + next_one + 50, details.usage
+    assert 1 < n_less < n_capped == n_more < 30
+    async with wired(env) as executor:
+        free = await run_budgeted(executor, RepoConfig(), repo)
+    assert free.result["error"] == "stopped after 30 model turns without finishing"
+    assert free.budget_reached is None
+
+
+@pytest.mark.anyio
+async def test_BOT_MAX_RUN_COST_USD_caps_what_every_run_costs(
+    github: tuple[FakeGitHub, str], model: tuple[FakeLLM, str], data_dir: Path
+) -> None:
+    fake, url = github
+    llm, llm_url = model
+    listing_forever(llm)
+    prices = json.dumps({"fake-model": {"input": 100.0, "output": 100.0}})  # $ per million
+    repo = make_repo(data_dir.parent / "work")[0]
+    env = {
+        **app_env(fake, url, data_dir),
+        **model_env(llm_url, BOT_MAX_TURNS="30", BOT_MODEL_PRICES=prices),
+    }
+    async with wired({**env, "BOT_MAX_RUN_COST_USD": "0.5"}) as executor:
+        capped = await run_budgeted(executor, RepoConfig(), repo)
+    n_capped = sent(llm)
+    async with wired({**env, "BOT_MAX_RUN_COST_USD": "1"}) as executor:
+        wider = await run_budgeted(executor, RepoConfig(), repo)
+    n_wider = sent(llm, n_capped)
+    for details, cap in ((capped, 0.5), (wider, 1.0)):
+        found = re.search(
+            r"the run's \$([\d.]+) \(spent \$([\d.]+); the next model call would cost about "
+            r"\$([\d.]+)\)",
+            details.budget_reached or "",
+        )
+        assert found is not None, details.budget_reached
+        limit, spent, next_one = (float(g) for g in found.groups())
+        assert limit == cap and spent == pytest.approx(details.usage["cost"], abs=1e-4)
+        assert spent <= cap + 0.01 < spent + next_one + 0.01
+    assert 1 < n_capped < n_wider < 30
+
+
+@pytest.mark.anyio
+async def test_BOT_DAILY_TOKENS_caps_an_installations_day_across_runs(
+    github: tuple[FakeGitHub, str], model: tuple[FakeLLM, str], data_dir: Path
+) -> None:
+    fake, url = github
+    llm, llm_url = model
+    listing_forever(llm, 10_000)
+    repo = make_repo(data_dir.parent / "work")[0]
+    env = {
+        **app_env(fake, url, data_dir),
+        **model_env(llm_url, BOT_MAX_TURNS="2", BOT_DAILY_TOKENS="30000"),
+    }
+    async with wired(env) as executor:
+        first = await run_budgeted(executor, RepoConfig(), repo)  # 2 turns: 20,000
+        second = await run_budgeted(executor, RepoConfig(), repo)  # 1 turn, then the day's cap
+        third = await run_budgeted(executor, RepoConfig(), repo)  # nothing at all
+    assert first.budget_reached is None and first.usage["total"] == 20_000
+    assert second.usage["total"] == 10_000
+    for details in (second, third):
+        assert "this installation's 30,000 tokens for today" in str(details.budget_reached)
+    assert third.usage["total"] == 0 and len(llm.bodies) == 3
+    # Counted in the database, so every worker's runs count.
+    store = Store.open(settings_of(env).sqlite_path)
+    try:
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        assert store.daily_tokens(42, day) == 30_000
     finally:
         store.close()

@@ -37,6 +37,7 @@ from bot.agents.transcript import Transcript
 from bot.engine.types import AgentInvocation, AgentRunner, RunnerResult, Usage
 from bot.settings import Settings
 from bot.store.queue.fence import check_fence
+from policies.budget import estimate_tokens
 from policies.interaction import ASK_CLARIFICATION_TOOL_NAME, NO_HUMAN_TOOL_MESSAGE
 
 OUTPUT_CAP = 64 * 1024
@@ -204,12 +205,23 @@ class AgentRuntime:
         error: str | None = None
         turns = 0
         for turns in range(1, self.limits.max_turns + 1):  # noqa: B007 - read after the loop
+            sending = estimate_tokens(request_chars(state.messages, specs))
+            held = price_of(Usage(input=sending), price)
+            if call.budget is not None:
+                refused = await call.budget.admit(sending, held)
+                if refused is not None:
+                    error = refused
+                    break
             try:
                 turn = await self._complete(chat, state.messages, specs, model, effort)
             except ModelError as exc:
                 error = str(exc)
+                if call.budget is not None:
+                    await call.budget.settle(sending, held, Usage())
                 break
             turn.usage.cost = price_of(turn.usage, price)
+            if call.budget is not None:
+                await call.budget.settle(sending, held, turn.usage)
             state.usage.add(turn.usage)
             state.messages.append(turn.as_message())
             state.transcript.add(
@@ -420,6 +432,14 @@ class AgentRuntime:
         if not state.output:
             state.output = json.dumps(value, ensure_ascii=False, indent=2)
         return "result recorded", True
+
+
+def request_chars(messages: list[Message], specs: list[ToolSpec]) -> int:
+    """The size of what one model request sends: its messages and its tools' specs."""
+    sent = sum(len(json.dumps(m, ensure_ascii=False, default=str)) for m in messages)
+    return sent + sum(
+        len(s.name) + len(s.description) + len(json.dumps(s.parameters)) for s in specs
+    )
 
 
 def build_models(

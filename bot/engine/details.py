@@ -85,6 +85,8 @@ class RunDetails:
     base: str | None = None
     pid: int | None = None
     has_result: bool = False
+    budget_reached: str | None = None
+    """Why the run's budget refused a model call (`bot.engine.budget`); None: it never did."""
 
     @property
     def finished(self) -> bool:

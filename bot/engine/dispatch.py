@@ -14,6 +14,7 @@ import anyio
 
 from bot.engine import artifacts
 from bot.engine.acceptance import evaluate
+from bot.engine.budget import RunBudget
 from bot.engine.calls import (
     MAX_INPUTS,
     OUTPUT_CAP,
@@ -40,6 +41,7 @@ from bot.engine.types import (
 )
 from bot.engine.worktree import Worktree, WorktreeError, create_worktree
 from bot.log import bound, get_logger
+from policies.budget import estimate_tokens
 from policies.interaction import RunInteractionPolicy
 
 log = get_logger("bot.engine")
@@ -108,6 +110,7 @@ class CallDispatch:
     in_flight: int
     stop_reason: str | None
     finished: anyio.Event
+    budget: RunBudget | None
 
     @cached_property
     def upstream_fence(self) -> str:
@@ -214,6 +217,13 @@ class CallDispatch:
             agent.error = self.stop_reason or "cancelled"
             raise
         try:
+            if self.budget is not None:
+                # The call's first request, estimated before it starts; the runner asks again
+                # before every request it makes (`AgentInvocation.budget`).
+                sending = estimate_tokens(len(call.prompt) + len(call.agent_type.instructions))
+                refused = self.budget.check(sending)
+                if refused is not None:
+                    return self._reject(agent, refused)
             return await self._execute(agent, call, key)
         finally:
             self.limiter.release()
@@ -393,6 +403,7 @@ class CallDispatch:
             provider=call.provider,
             effort=call.effort,
             artifacts_dir=self.run_dir,
+            budget=self.budget,
         )
         try:
             result = await self.config.runner.run(invocation)

@@ -23,6 +23,7 @@ from bot.engine.artifacts import (
     RunStore,
     new_run_id,
 )
+from bot.engine.budget import RunBudget
 from bot.engine.details import RunDetails
 from bot.engine.dispatch import RunConfig
 from bot.engine.git import GitError, common_dir
@@ -135,6 +136,7 @@ class Engine:
         resume_from: str | None = None,
         on_update: Callable[[RunDetails], None] | None = None,
         agent_types: Mapping[str, AgentType] | None = None,
+        budget: RunBudget | None = None,
     ) -> RunDetails:
         """Run a workflow to its end and return its details (status completed|failed|aborted).
 
@@ -142,7 +144,8 @@ class Engine:
         commit read-only agents read and worktrees branch from (default: HEAD of `repo`).
         `local_root` lets read-only agents read that work tree. `resume_from` (a run id or
         unique suffix) replays the journaled read-only calls of that run. `agent_types`
-        replaces the engine's for this run (a repository's own added). Raises RunNotFound
+        replaces the engine's for this run (a repository's own added); `budget` is asked
+        before every model call and refuses those past it (`bot.engine.budget`). Raises RunNotFound
         for a bad `resume_from` and ValueError for a bad `run_id`; never for workflow errors.
         The run can be stopped from the moment this is called.
         """
@@ -150,7 +153,16 @@ class Engine:
         run: Run | None = None
         try:
             run = await self._prepare(
-                meta, interaction, repo, base, local_root, rid, resume_from, on_update, agent_types
+                meta,
+                interaction,
+                repo,
+                base,
+                local_root,
+                rid,
+                resume_from,
+                on_update,
+                agent_types,
+                budget,
             )
         except BaseException:
             self._recent.pop(rid, None)
@@ -231,6 +243,7 @@ class Engine:
         resume_from: str | None,
         on_update: Callable[[RunDetails], None] | None,
         agent_types: Mapping[str, AgentType] | None = None,
+        budget: RunBudget | None = None,
     ) -> Run:
         rid = run_id
         previous = None
@@ -287,6 +300,7 @@ class Engine:
             local_root=Path(local_root) if local_root is not None else None,
             journal=journal,
             on_update=on_update,
+            budget=budget,
         )
         if setup_error is None:
             run.identity = await anyio.to_thread.run_sync(

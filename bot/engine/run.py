@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from bot.engine import artifacts
+from bot.engine.budget import RunBudget
 from bot.engine.details import RunDetails
 from bot.engine.dispatch import CallDispatch, RunConfig
 from bot.engine.journal import Journal
@@ -42,8 +43,10 @@ class Run(CallDispatch):
         local_root: Path | None,
         journal: Journal,
         on_update: Callable[[RunDetails], None] | None,
+        budget: RunBudget | None = None,
     ) -> None:
         self.config = config
+        self.budget = budget
         self.details = details
         self.store = store
         self.run_dir = store.run_dir(details.run_id)
@@ -208,6 +211,7 @@ class Run(CallDispatch):
             details.error = strip_terminal(str(self._outcome[1]))
         details.finished_at = now
         details.usage = self.usage_snapshot()
+        details.budget_reached = self.budget.reached if self.budget is not None else None
         self._write_all()
         self.finished.set()
         self.notify()

@@ -77,6 +77,8 @@ class AgentInvocation:
     provider: str | None = None
     effort: str | None = None
     artifacts_dir: Path | None = None
+    budget: BudgetGate | None = None
+    """The run's budget, asked before every model request (`bot.engine.budget`)."""
 
 
 @dataclass(slots=True)
@@ -129,3 +131,14 @@ class AgentRunner(Protocol):
     must not raise for model or tool failures: those come back as `RunnerResult.error`."""
 
     async def run(self, call: AgentInvocation) -> RunnerResult: ...
+
+
+class BudgetGate(Protocol):
+    """The run's budget as the runner sees it: `admit` before each model request, with the
+    tokens (and cost) it is about to send, and `settle` after it with what it used. `admit`
+    returns why the request may not be made (start with "budget reached"), else None and
+    holds the estimate until `settle`."""
+
+    async def admit(self, tokens: int, cost: float | None) -> str | None: ...
+
+    async def settle(self, tokens: int, cost: float | None, usage: Usage) -> None: ...

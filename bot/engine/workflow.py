@@ -73,6 +73,16 @@ class Workflow:
         """`{input, output, cache_read, cache_write, total, cost, agents}` so far (a lower bound)."""
         return self._run.usage_snapshot()
 
+    def budgeted(self) -> bool:
+        """Whether this run has a budget (tokens, cost or the installation's day)."""
+        return self._run.budget is not None
+
+    def budget_reached(self) -> str | None:
+        """Why the run's budget refused a model call (it then refuses every later one), or
+        None: a workflow that sees it stops asking for agents and says what it left undone."""
+        budget = self._run.budget
+        return budget.reached if budget is not None else None
+
     async def agent(
         self,
         prompt: str,

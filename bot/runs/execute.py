@@ -44,12 +44,13 @@ import anyio.to_thread
 
 from bot import metrics
 from bot.engine.artifacts import JOURNAL, RunNotFound
+from bot.engine.budget import RunBudget
 from bot.engine.details import RunDetails
 from bot.github.errors import RateLimited
 from bot.github.labels import apply_labels, label_names
 from bot.log import bound, get_logger
 from bot.publish.publisher import CommentKind, Publisher
-from bot.publish.render import Progress
+from bot.publish.render import Progress, render_reply
 from bot.redact import redact
 from bot.runs.config_notice import answer_config_error
 from bot.runs.context import default_branch_of, fetch_context, sanitize
@@ -61,6 +62,8 @@ from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
+from policies.budget import BudgetLimits, run_limits, stopped_summary
+from policies.command_rate import ANSWER, WINDOW_S, limit_reply
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
 from policies.interaction import resolve_run_interaction_policy
@@ -119,8 +122,12 @@ class RunExecutor:
         config_reader: Callable[[InstallationClient], Awaitable[RepoConfig]] | None = None,
         review_key: bytes | None = None,
         agent_types: Callable[[RepoConfig], Mapping[str, AgentType]] | None = None,
+        run_caps: BudgetLimits | None = None,
     ) -> None:
         self.github = github
+        # The operator's caps on every run's budget (BOT_MAX_RUN_TOKENS, BOT_MAX_RUN_COST_USD,
+        # BOT_DAILY_TOKENS); each repository's `budget` is capped by them.
+        self.run_caps = run_caps or BudgetLimits()
         # The flows by workflow name (`review`, `fix`, `decide`), from the table the wiring
         # builds: the executor never imports a workflow's effects itself.
         self.flows = flows
@@ -472,6 +479,13 @@ class RunExecutor:
                 tracker=tracker,
             )
             facts = self.facts_of(finished, run.id, trigger.workflow, started)
+            if finished.budget_reached is not None:
+                reason = finished.budget_reached
+                summary = stopped_summary(trigger.workflow, reason)
+                await self.publish(
+                    publisher, run.id, failed_outcome(facts, reason, summary=summary)
+                )
+                return
             outcome = outcome_from_run(
                 finished.result,
                 facts,
@@ -545,6 +559,7 @@ class RunExecutor:
         if "language" not in args:
             args = {**args, "language": config.language}
         agent_types = self.agent_types(config) if self.agent_types is not None else None
+        budget = self.run_budget(config, publisher.client.installation_id)
         saved = args
         await anyio.to_thread.run_sync(lambda: self.store.set_run_args(run_id, saved))
         self._engine_started.add(run_id)
@@ -562,10 +577,26 @@ class RunExecutor:
                 resume_from=resume_from,
                 on_update=tracker.update,
                 agent_types=agent_types,
+                budget=budget,
             )
             tasks.cancel_scope.cancel()
         await anyio.to_thread.run_sync(self._record_usage, finished)
         return finished
+
+    def run_budget(self, config: RepoConfig, installation_id: int) -> RunBudget | None:
+        """The budget of a run in a repository with this `.github/bot.yml`: its `budget`
+        capped by the operator's (None: no limit at all)."""
+        caps = self.run_caps
+        limits = run_limits(
+            repo_tokens=config.budget.max_tokens,
+            repo_cost=config.budget.max_cost_usd,
+            operator_tokens=caps.max_tokens,
+            operator_cost=caps.max_cost_usd,
+            daily_tokens=caps.daily_tokens,
+        )
+        if limits.unlimited:
+            return None
+        return RunBudget(limits, ledger=self.store, installation_id=installation_id)
 
     def _record_usage(self, finished: RunDetails) -> None:
         usage = finished.usage or {}
@@ -690,7 +721,10 @@ class RunExecutor:
                 app_slug=self.app_slug,
                 redactor=self.redactor,
             )
-        if skip.reason is not SkipReason.UNKNOWN_COMMAND:
+        limit = skip.reason is SkipReason.RATE_LIMITED
+        if limit and skip.extra.get(ANSWER) != "yes":
+            return False  # one reply per person and hour: this hour's was given
+        if skip.reason is not SkipReason.UNKNOWN_COMMAND and not limit:
             return False
         if event.installation_id is None or not event.repo_full_name or event.number is None:
             return False
@@ -702,13 +736,21 @@ class RunExecutor:
         publisher = Publisher(
             self.github.installation(event.installation_id, owner, repo),
             run_id=run_id,
-            kind="help",
+            kind="rate_limit" if limit else "help",
             number=event.number,
             bot_login=self.bot_login,
             command_comment_id=event.comment_id,
             command_comment_kind=event.comment_kind or "issue_comment",
             redactor=self.redactor,
         )
+        if limit:
+            until = time.strftime("%H:%M UTC", time.gmtime(self.store.clock() + WINDOW_S))
+            per_hour = int(skip.extra.get("per_hour") or 0)
+            text = limit_reply(event.sender_login or "", per_hour, until)
+            with bound(run_id=run_id, repo=event.repo_full_name):
+                await publisher.reply(render_reply(run_id, "rate_limit", text, sticky=False))
+                log.info("commands past the hour's limit answered once")
+            return True
         with bound(run_id=run_id, repo=event.repo_full_name):
             await publisher.acknowledge()
             await answer_unknown(

@@ -32,6 +32,7 @@ from bot.store.queue.base import (
     Watch,
 )
 from bot.store.queue.fence import Fence, fenced
+from policies.command_rate import WINDOW_S, is_limited, limited
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
 from policies.finding_fates import PullClosed, closed_pull
@@ -497,7 +498,24 @@ class Worker:
                 decision = not_configured(decision, self.hooks.setup) or decision
             if isinstance(decision, Trigger):
                 decision = await self._unless_replayed(delivery, event, decision)
+            if isinstance(decision, Trigger) and is_limited(decision.command):
+                decision = await self._within_rate(decision, config.commands.per_hour)
             return event, decision
+
+    async def _within_rate(self, trigger: Trigger, per_hour: int) -> Decision:
+        """The command, unless its author gave more than `per_hour` commands in this
+        repository within the hour (`policies.command_rate`)."""
+        now = self.store.clock()
+        repo, actor, guid = trigger.repo_full_name, trigger.actor, trigger.delivery_id
+        count = await anyio.to_thread.run_sync(
+            lambda: self.store.count_command(guid, repo, actor, at=now, window=WINDOW_S)
+        )
+        if count <= per_hour:
+            return trigger
+        answer = await anyio.to_thread.run_sync(
+            lambda: self.store.claim_command_notice(repo, actor, at=now, window=WINDOW_S)
+        )
+        return limited(actor, count, per_hour, answer=answer) or trigger
 
     async def _unless_replayed(
         self, delivery: DeliveryRecord, event: Event, trigger: Trigger

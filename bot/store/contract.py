@@ -694,6 +694,61 @@ class Storage(FindingFates, ABC):
                 (input_tokens, output_tokens, cost, finished_at, run_id),
             )
 
+    # -- budgets (bot.engine.budget) and command limits (policies.command_rate) ----------
+
+    def daily_tokens(self, installation_id: int, day: str) -> int:
+        """The model tokens the installation's runs used on `day` (UTC, `YYYY-MM-DD`)."""
+        with self._session() as db:
+            row = db.one(
+                "SELECT tokens FROM daily_tokens WHERE installation_id = ? AND day = ?",
+                (installation_id, day),
+            )
+        return int(row[0]) if row is not None else 0
+
+    def add_daily_tokens(self, installation_id: int, day: str, tokens: int) -> None:
+        """Count `tokens` more for the installation's `day`; one upsert, so workers side by
+        side never lose each other's counts."""
+        with self._transaction() as db:
+            db.run(
+                "INSERT INTO daily_tokens (installation_id, day, tokens) VALUES (?, ?, ?)"
+                " ON CONFLICT (installation_id, day) DO UPDATE"
+                " SET tokens = daily_tokens.tokens + excluded.tokens",
+                (installation_id, day, tokens),
+            )
+
+    def count_command(
+        self, delivery_id: str, repo: str, login: str, *, at: float, window: float
+    ) -> int:
+        """Count the command of delivery `delivery_id` (once, however often its job runs) by
+        `login` in `repo` at `at`; how many they gave in the `window` seconds up to it, this
+        one included (older ones are forgotten)."""
+        who = (repo.lower(), login.lower())
+        with self._transaction() as db:
+            db.run(
+                "DELETE FROM command_uses WHERE repo = ? AND login = ? AND at <= ?",
+                (*who, at - window),
+            )
+            db.run(
+                "INSERT INTO command_uses (delivery_id, repo, login, at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (delivery_id) DO NOTHING",
+                (delivery_id, *who, at),
+            )
+            row = db.one("SELECT COUNT(*) FROM command_uses WHERE repo = ? AND login = ?", who)
+        return int(row[0]) if row is not None else 1
+
+    def claim_command_notice(self, repo: str, login: str, *, at: float, window: float) -> bool:
+        """True once per `window` seconds for `login` in `repo`: whether this command past
+        the limit is the one to answer (the rest of the window's are not)."""
+        who = (repo.lower(), login.lower())
+        with self._transaction() as db:
+            row = db.one(
+                "INSERT INTO command_limit_notices (repo, login, at) VALUES (?, ?, ?)"
+                " ON CONFLICT (repo, login) DO UPDATE SET at = excluded.at"
+                " WHERE command_limit_notices.at <= ? RETURNING at",
+                (*who, at, at - window),
+            )
+        return row is not None
+
     # -- run artifacts (bot.engine.artifacts.ArtifactMirror) ------------------------------
 
     def put_artifact(self, run_id: str, name: str, text: str) -> None:

@@ -82,6 +82,31 @@ REPLAY_GUARDS = """
     );
 """
 
+# Run budgets (bot.engine.budget): the model tokens each installation's runs used per UTC
+# day; and commands per person per repository (policies.command_rate), with when each was
+# last told that it passed the hour's limit.
+BUDGET_LEDGER = """
+    CREATE TABLE daily_tokens (
+        installation_id INTEGER NOT NULL,
+        day TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        PRIMARY KEY (installation_id, day)
+    );
+    CREATE TABLE command_uses (
+        delivery_id TEXT PRIMARY KEY,
+        repo TEXT NOT NULL,
+        login TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX command_uses_who ON command_uses (repo, login, at);
+    CREATE TABLE command_limit_notices (
+        repo TEXT NOT NULL,
+        login TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (repo, login)
+    );
+"""
+
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -202,6 +227,7 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_LEASE_TOKENS,
     REPLAY_GUARDS,
     FINDINGS_TABLE,
+    BUDGET_LEDGER,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

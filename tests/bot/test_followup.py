@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bot.store.sqlite import RunRecord
+from policies.budget import BudgetLimits
 from policies.event import Trigger
 from tests.bot import test_execute
 from tests.bot.test_execute import Rig
@@ -308,3 +309,22 @@ async def test_decide_on_a_pull_request_reads_the_same_head_and_completes_its_ch
         ("repo-agent: ask", pull["head"]["sha"], "success"),
     ]
     assert checks[1]["external_id"] == follow.id
+
+
+async def test_a_follow_up_stopped_by_its_budget_says_so_and_asks_the_model_nothing(
+    rig: Rig,
+) -> None:
+    issue = rig.fake.add_issue("octo", "hello", title="Config", body="Where is it read?")
+    rig.llm.respond_with(ModelScript(answer=ASK_BLOCKED))
+    rig.command(issue["number"], "@repo-agent ask where is the config read?")
+    await rig.worker.run_until_idle()
+    assert run_of(rig, "guid-1").status == "blocked"
+    asked = len(rig.llm.bodies)
+    rig.executor.run_caps = BudgetLimits(max_tokens=50)  # the operator's cap, for every run
+    rig.command(issue["number"], "@repo-agent decide only the loader used at start-up")
+    await rig.worker.run_until_idle()
+    assert run_of(rig, "guid-2").status == "failed"
+    assert len(rig.llm.bodies) == asked  # the replayed call is free; the next one was refused
+    answer = str(own_comments(rig, issue["number"])[-1]["body"])
+    assert "**Stopped: budget reached: the run's 50 tokens" in answer
+    assert "The question was not answered" in answer

@@ -209,7 +209,7 @@ ERRORS = [
     pytest.param("agents:\n  - name: a\n    instructions: x\n    tools: [" + ", ".join(["read"] * 33) + "]\n", ["line 4: agents[0].tools: expected at most 32 items, got 33"], id="too-many-tools"),
     pytest.param("agents:\n  - {name: a, instructions: " + "x" * 8001 + "}\n", [f'line 2: agents[0].instructions: expected text of at most 8000 characters, got "{"x" * 56}...'], id="instructions-too-long"),
     pytest.param("ignore_authors: [bob, 7]\n", ["line 1: ignore_authors[1]: expected text, got 7"], id="list-item"),
-    pytest.param("bogus: 1\n", ["line 1: bogus: unknown key; expected one of: enabled, _extends, language, slash_commands, ignore_authors, review, triage, commands, fix, agents"], id="unknown-top-level"),
+    pytest.param("bogus: 1\n", ["line 1: bogus: unknown key; expected one of: enabled, _extends, language, slash_commands, ignore_authors, review, triage, commands, fix, agents, budget"], id="unknown-top-level"),
     pytest.param("_extends: ../../etc/passwd\n", ['line 1: _extends: expected `repo`, `owner/repo` or `owner/repo:path/file.yml`, got "../../etc/passwd"'], id="bad-extends"),
     pytest.param("enabled: true\n\x00\n", ["line 2, column 1: invalid YAML: character U+0000 is not allowed"], id="nul-byte"),
 ]  # fmt: skip

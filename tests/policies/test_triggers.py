@@ -289,6 +289,7 @@ def test_every_skip_reason_is_covered() -> None:
         SkipReason.REPLAYED,  # the store's trigger keys (tests/policies/test_run_key.py)
         SkipReason.NOT_CONFIGURED,  # policies.readiness (tests/policies/test_readiness.py)
         SkipReason.NOT_OUR_CHECK,  # policies.rerun (tests/policies/test_rerun_routes.py)
+        SkipReason.RATE_LIMITED,  # policies.command_rate (tests/policies/test_command_rate.py)
     }
     assert reasons == set(SkipReason)
 

@@ -158,6 +158,29 @@ CREATE TABLE trigger_keys (
 );
 """
 
+# Run budgets (bot.engine.budget) and commands per person per repository: as in SQLite.
+BUDGET_LEDGER = """
+CREATE TABLE daily_tokens (
+    installation_id bigint NOT NULL,
+    day text NOT NULL,
+    tokens bigint NOT NULL,
+    PRIMARY KEY (installation_id, day)
+);
+CREATE TABLE command_uses (
+    delivery_id text PRIMARY KEY,
+    repo text NOT NULL,
+    login text NOT NULL,
+    at double precision NOT NULL
+);
+CREATE INDEX command_uses_who ON command_uses (repo, login, at);
+CREATE TABLE command_limit_notices (
+    repo text NOT NULL,
+    login text NOT NULL,
+    at double precision NOT NULL,
+    PRIMARY KEY (repo, login)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
@@ -167,6 +190,7 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_LEASE_TOKENS,
     REPLAY_GUARDS,
     FINDINGS_TABLE,
+    BUDGET_LEDGER,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -43,6 +43,7 @@ from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import MODEL_FREE, get_workflow
 from bot.workflows.decide.handler import FollowUp, FollowUpHandler, Resumed
 from bot.workflows.fix.flow import resume_fix
+from policies.budget import stopped_summary
 from policies.decide import (
     Chosen,
     Question,
@@ -55,7 +56,7 @@ from policies.decide import (
     not_resumable,
     parse_answer,
 )
-from policies.outcome import Blocked, Outcome, outcome_from_run
+from policies.outcome import Blocked, Outcome, failed_outcome, outcome_from_run
 from policies.outcome_json import outcome_from_json
 
 if TYPE_CHECKING:
@@ -138,6 +139,9 @@ async def resume_workflow(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
         resume_from=resume_from,
     )
     facts = ex.facts_of(details, fu.run.id, fu.workflow, fu.started)
+    if details.budget_reached is not None:
+        summary = stopped_summary(fu.workflow, details.budget_reached)
+        return Resumed(failed_outcome(facts, details.budget_reached, summary=summary), details)
     outcome = outcome_from_run(details.result, facts, app_slug=ex.app_slug, clean=clean_model_text)
     return Resumed(outcome, details)
 

@@ -38,6 +38,7 @@ from bot.workflows.fix import gitops
 from bot.workflows.fix import workflow as fix_workflow
 from bot.workflows.review.runner import reclaim_run
 from bot.workflows.review.suggest import check_commit
+from policies.budget import stopped_summary
 from policies.config import FixConfig, RepoConfig
 from policies.decide import Refused, approved_by, no_arguments
 from policies.fix import (
@@ -52,7 +53,15 @@ from policies.fix import (
     with_trailer,
 )
 from policies.fix_target import FixTarget, PullFacts, for_issue, for_pull
-from policies.outcome import Asked, AskedRisk, Outcome, RunFacts, UsageSummary, outcome_from_run
+from policies.outcome import (
+    Asked,
+    AskedRisk,
+    Outcome,
+    RunFacts,
+    UsageSummary,
+    failed_outcome,
+    outcome_from_run,
+)
 from policies.untrusted_text import code_span
 
 if TYPE_CHECKING:
@@ -271,6 +280,10 @@ async def fix_outcome(
             resume_from=resume.blocked_run if resume is not None else None,
         )
         facts = ex.facts_of(finished, run.id, "fix", started)
+        if finished.budget_reached is not None:
+            # A change its reviewer or check never saw is not pushed.
+            summary = stopped_summary("fix", finished.budget_reached)
+            return failed_outcome(facts, finished.budget_reached, summary=summary), details
         listed = branches if trigger.target_kind == "issue" else None
         place = Place(git_dir, start, target, default, listed)
         approved = resume.approved if resume is not None else frozenset()

@@ -243,7 +243,10 @@ async def run_review(
         summary = runner.summary_of(prep, None if stale else done, model_summary, stale=stale)
         outcome = dataclasses.replace(mapped, summary=summary)
         conclusion = runner.check_conclusion(
-            state, fail_on=config.fail_on, blocked=outcome.status == "blocked"
+            state,
+            fail_on=config.fail_on,
+            blocked=outcome.status == "blocked",
+            budget_reached=done.budget is not None,
         )
         hidden = await mirror_line(
             state, key=ex.review_key, repo=trigger.repo_full_name, number=trigger.number

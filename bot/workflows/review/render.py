@@ -148,6 +148,8 @@ class SummaryFacts:
     superseded: bool = False
     stale: bool = False
     full: bool = False
+    budget: str = ""
+    """The line saying the budget stopped the review (`bot.workflows.review.budget`)."""
 
 
 def summary_text(facts: SummaryFacts, model_summary: str) -> str:
@@ -161,6 +163,8 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
         f"**Findings:** {c.get('new', 0)} new · {c.get('open', 0)} still open · "
         f"{c.get('fixed', 0)} fixed · {c.get('dismissed', 0)} dismissed",
     ]
+    if facts.budget:
+        parts.append(facts.budget)
     if facts.superseded:
         parts.append(
             "**Superseded:** a newer push arrived while this review ran; the review of the "

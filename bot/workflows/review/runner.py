@@ -32,6 +32,7 @@ from bot.log import get_logger
 from bot.runs.context import sanitize
 from bot.runs.progress import clean_model_text
 from bot.workflows.review import diffs, fates
+from bot.workflows.review.budget import budget_line, budget_of
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
@@ -250,6 +251,8 @@ class Concluded:
     new: list[str]
     repeats: int
     unverified: list[str]
+    budget: dict[str, Any] | None = None
+    """Set when the budget stopped the review (`bot.workflows.review.budget`)."""
 
 
 def _int(value: object, default: int = 1) -> int:
@@ -390,6 +393,7 @@ async def conclude(
         new=[s.fingerprint for s in shown],
         repeats=repeats,
         unverified=unverified,
+        budget=budget_of(review),
     )
 
 
@@ -479,26 +483,32 @@ def summary_of(
 ) -> str:
     state = done.state if done is not None else prep.state
     new = done.new if done is not None else []
+    left = set(done.budget["not_reviewed"]) if done is not None and done.budget else set()
     facts = SummaryFacts(
         base=prep.base,
         previous=prep.previous,
         head=prep.head,
         counts=counts(state, new),
-        reviewed=prep.plan.paths,
-        skipped=[(s.path, s.reason) for s in prep.plan.skipped],
+        reviewed=[p for p in prep.plan.paths if p not in left],
+        skipped=[(s.path, s.reason) for s in prep.plan.skipped]
+        + [(p, "not reviewed: the run's budget was reached") for p in prep.plan.paths if p in left],
         unverified=done.unverified if done is not None else [],
         fixed=[(f.title, prep.head) for f in done.fixed] if done is not None else [],
         dismissed_now=prep.dismissed_now,
         superseded=superseded,
         stale=stale,
         full=prep.full,
+        budget=budget_line(done.budget) if done is not None and done.budget else "",
     )
     return summary_text(facts, model_summary)
 
 
-def check_conclusion(state: ReviewState, *, fail_on: str, blocked: bool) -> str:
-    """`neutral` when BLOCKED; `failure` when an open finding reaches `fail_on`; else success."""
-    if blocked:
+def check_conclusion(
+    state: ReviewState, *, fail_on: str, blocked: bool, budget_reached: bool = False
+) -> str:
+    """`neutral` when BLOCKED or stopped by its budget (not all of it was reviewed);
+    `failure` when an open finding reaches `fail_on`; else success."""
+    if blocked or budget_reached:
         return "neutral"
     if fail_on == "never":
         return "success"

@@ -19,6 +19,12 @@ at most `suggest`), an implementer in its own worktree applies the fix and commi
 runner then proves the commit (it applies, stays in the commented lines, passes the check).
 Phase "Summarize": an advisor writes the summary, or a BLOCKED report when the change needs a
 maintainer's high-risk or irreversible decision.
+
+Under a budget (`.github/bot.yml` `budget`, the operator's caps) the units go one after the
+other, reviewed and verified, so that what a budget leaves out is the last units whole. Once
+the budget refuses a call, no agent is asked for again: the units not finished are named
+(`review.budget`: why, how many units, how many were reviewed, the paths not reviewed) and
+the later phases are left out.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from bot.workflows.schemas import (
     VerifierReport,
     unit_review_schema,
 )
+from policies.budget import BUDGET_REACHED
 
 meta = WorkflowMeta(
     name="review",
@@ -131,6 +138,25 @@ def most_severe(findings: list[ReviewFinding], cap: int) -> list[ReviewFinding]:
     """At most `cap` findings, the most severe first (ties keep the reviewer's order)."""
     ranked = sorted(enumerate(findings), key=lambda p: (SEVERITY_ORDER.get(p[1].severity, 9), p[0]))
     return [f for _, f in ranked[:cap]]
+
+
+async def one_by_one(
+    wf: Workflow,
+    units: list[dict[str, Any]],
+    reviewer: Any,
+    verifier: Any,
+) -> list[list[ReviewFinding] | None]:
+    """The units in order, each reviewed and verified before the next starts, until the
+    budget refuses a call: None for each unit not finished (as `wf.pipeline` gives)."""
+    results: list[list[ReviewFinding] | None] = [None] * len(units)
+    for i, unit in enumerate(units):
+        if wf.budget_reached() is not None:
+            break
+        try:
+            results[i] = await verifier(await reviewer(None, unit, i), unit, i)
+        except UnitFailed:
+            continue
+    return results
 
 
 class UnitFailed(RuntimeError):
@@ -235,12 +261,14 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         return [f for i, f in enumerate(found) if i in keep]
 
     wf.phase("Review")
-    per_unit = await wf.pipeline(units, reviewer, verifier)
+    if wf.budgeted():
+        per_unit = await one_by_one(wf, units, reviewer, verifier)
+    else:
+        per_unit = await wf.pipeline(units, reviewer, verifier)
     verified = most_severe([f for found in per_unit if found for f in found], cap)
-
     rechecks: list[dict[str, Any]] = []
     to_recheck = review.get("recheck") or []
-    if to_recheck:
+    if to_recheck and wf.budget_reached() is None:
         wf.phase("Re-check")
         blocks = "\n\n".join(str(item.get("block", "")) for item in to_recheck)
         listed = [{k: v for k, v in item.items() if k != "block"} for item in to_recheck]
@@ -262,12 +290,12 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
             wf.log(f"re-check failed: {checked.error}")
 
     suggestions: dict[int, dict[str, Any]] = {}
-    budget = int(review.get("suggest") or 0)
+    tries = int(review.get("suggest") or 0)
     fixable = sorted(
         (i for i, f in enumerate(verified) if f.replacement is not None),
         key=lambda i: (SEVERITY_ORDER.get(verified[i].severity, 9), i),
-    )[:budget]
-    if fixable:
+    )[:tries]
+    if fixable and wf.budget_reached() is None:
         wf.phase("Suggest")
 
         def suggest(i: int) -> Any:
@@ -312,6 +340,28 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
             "rechecks": rechecks,
         },
     }
+    stopped = wf.budget_reached()
+    if stopped is not None:
+        # What the budget left out: the units not finished, and every later step.
+        left = [
+            p for u, found in zip(units, per_unit, strict=True) if found is None for p in u["paths"]
+        ]
+        undone = ["the summary"]
+        if (fixable and len(suggestions) < len(fixable)) or any(
+            s.get("error") and BUDGET_REACHED in str(s["error"]) for s in suggestions.values()
+        ):
+            undone.insert(0, "suggested fixes")
+        if to_recheck and not rechecks:
+            undone.insert(0, "the re-check of earlier findings")
+        out["review"]["unverified"] = [p for p in out["review"]["unverified"] if p not in left]
+        out["review"]["budget"] = {
+            "reason": stopped,
+            "units": len(units),
+            "reviewed": sum(1 for found in per_unit if found is not None),
+            "not_reviewed": left,
+            "not_done": undone,
+        }
+        return out
     if review.get("follow_up") and not any(f.severity in ("critical", "high") for f in verified):
         # A follow-up asks the advisor again only when a push brought something serious (a
         # decision may be needed); otherwise the runner shows the last summary, and the new

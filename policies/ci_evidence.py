@@ -11,7 +11,8 @@ and commit statuses. This module decides
   `MAX_ANNOTATIONS` in all;
 - how it is shown to the model (`render_evidence`): every name, title and message is
   another App's text, so it is trimmed (`MAX_MESSAGE` characters a message, a 64 KiB one
-  included), stripped of HTML tags and control characters, its mentions, hidden-comment
+  included), stripped of HTML tags and of control and invisible format characters
+  (bidirectional overrides, zero-width characters, tags), its mentions, hidden-comment
   openers and closing keywords defused (`policies.untrusted_text`); the caller fences it as
   untrusted data;
 - which checks agree with a finding (`agreeing`): those with an annotation on the same file
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -53,7 +55,7 @@ MAX_CHECKS = 30
 FLAGGED = frozenset({"failure", "neutral", "timed_out", "action_required"})
 _BAD_STATES = frozenset({"error", "failure"})
 _TAG = re.compile(r"<[^<>]{0,2000}>")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs"})  # controls, format (bidi, zero-width, tags)
 _RUNNERS = frozenset({"python", "python3", "py", "uv", "uvx", "poetry", "pipx", "npx", "pnpm"})
 _RUNNER_WORDS = frozenset({"-m", "run", "exec", "dlx", "--"})
 
@@ -154,7 +156,12 @@ def _clean(text: str | None, limit: int) -> str:
     """Another App's text as one safe line: no tags, controls or live mentions; trimmed."""
     if not text:
         return ""
-    flat = " ".join(_CONTROL.sub("", _TAG.sub(" ", text[: limit * 8])).split())
+    shown = "".join(
+        c
+        for c in _TAG.sub(" ", text[: limit * 8])
+        if unicodedata.category(c) not in _HIDDEN or c in "\t\n"
+    )
+    flat = " ".join(shown.split())
     cut = flat if len(flat) <= limit else flat[: limit - 1] + "…"
     return defuse(cut)
 

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from bot.github.errors import GitHubError, RateLimited
 from bot.log import get_logger
-from bot.runs.context import sanitize
 from bot.workflows.review.runner import Prepared, fenced
 from bot.workflows.review.suggest import check_commit
 from policies.ci_evidence import (
@@ -185,7 +184,8 @@ async def gather(
     out.ci = await read_ci(client, prep.head, changed=changed, app_slug=app_slug)
     text = render_evidence(out.ci)
     if text:
-        out.block = fenced("ci", sanitize(text, markup=False), fence, trusted=False, author=None)
+        # Cleaned by the policy already: `sanitize` would strip the defusing it inserted.
+        out.block = fenced("ci", text, fence, trusted=False, author=None)
     if config.lint_command:
         skip = reported_by(out.ci.checks, config.lint_command) if config.lint == "auto" else None
         if skip is not None:

@@ -124,6 +124,8 @@ def test_a_lint_hit_on_a_changed_line_is_verified_and_posted_one_on_an_unchanged
     # Not the hit on line 5, which the change left alone.
     assert everything.count("`awk` reports at") == 1 and "calc/ops.py:5:5" not in everything
     assert ("calc/ops.py", 5) not in by_line
+    (summary,) = world.own_comments()
+    assert "**Lint:** `awk` reported 1 hit on changed lines." in summary["body"]
 
 
 def first_added_line(bare: Path, base: str, head: str, path: str) -> int:

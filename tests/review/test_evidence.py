@@ -13,7 +13,7 @@ import pytest
 from bot.agents import sandbox
 from bot.github.models import GitRef, PullRequest, User
 from bot.workflows.review import evidence
-from bot.workflows.review.evidence import gather, read_ci, run_lint
+from bot.workflows.review.evidence import Gathered, gather, read_ci, run_lint, with_lint_note
 from bot.workflows.review.render import comment_body
 from bot.workflows.review.runner import Prepared, conclude, prepare
 from policies.config import ReviewConfig, parse_repo_config
@@ -193,7 +193,7 @@ async def test_lint_auto_skips_a_tool_ci_already_ran_and_always_runs_it(
         )
         if "always" not in text:
             assert (
-                found.lint_note == "not run: the check 'Lint (ruff)' already reported on this head"
+                found.lint_note == "not run: the check `Lint (ruff)` already reported on this head"
             )
     assert len(ran) == 1 and ran[0][1] == 17.0
     assert ran[0][0].startswith("ruff check ") and "calc/ops.py" in ran[0][0]
@@ -203,7 +203,9 @@ async def test_lint_auto_skips_a_tool_ci_already_ran_and_always_runs_it(
 async def test_lint_command_that_hangs_is_stopped_at_its_time_limit(calc: CalcRepo) -> None:
     changed = {OPS: frozenset({18})}
     found, note = await run_lint(calc.git_dir, calc.head1, "sleep 60", changed, time_limit=1)
-    assert found == [] and "ran past its time limit" in note
+    assert found == [] and note == "stopped after 1 s (`review.lint_timeout`); nothing of it used"
+    assert with_lint_note("Summary.", Gathered(lint_note=note)) == f"Summary.\n\n**Lint:** {note}."
+    assert with_lint_note("Summary.", None) == with_lint_note("Summary.", Gathered()) == "Summary."
 
 
 @needs_sandbox
@@ -211,7 +213,9 @@ async def test_lint_command_that_floods_is_cut_and_still_read(calc: CalcRepo) ->
     flood = "yes 'calc/ops.py:18:1: F1 flood' | head -c 100000000"
     changed = {OPS: frozenset({18})}
     found, note = await run_lint(calc.git_dir, calc.head1, flood, changed, time_limit=60)
-    assert [c["title"] for c in found] == ["yes: F1 flood"] and "reported 1" in note
+    assert [c["title"] for c in found] == [
+        "yes: F1 flood"
+    ] and note == "`yes` reported 1 hit on changed lines"
 
 
 def existing(*paths: Path) -> list[Path]:

@@ -42,6 +42,7 @@ from policies.ci_evidence import (
     wants_annotations,
 )
 from policies.lint_output import Candidate, candidates, files_argument, parse_lint
+from policies.untrusted_text import code_span
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -156,17 +157,30 @@ async def run_lint(
 ) -> tuple[list[Candidate], str]:
     """The lint command's candidate findings on added lines, and what happened to it."""
     if not changed:
-        return [], "no file to lint"
+        return [], "not run: no reviewed file to lint"
     line = command.replace("{files}", files_argument(sorted(changed)))
     done = await check_commit(
         git_dir, head, line, time_limit=time_limit, output_cap=LINT_OUTPUT_CAP, keep=None
     )
     if done.exit_code is None:
+        # `done.what` quotes the command line, file names included: it is logged, not shown.
         log.warning("the lint command did not finish", extra={"what": done.what})
-        return [], done.what
+        if "time limit" in done.what:
+            return [], f"stopped after {time_limit:g} s (`review.lint_timeout`); nothing of it used"
+        if "sandbox" in done.what:
+            return [], "not run: the sandbox is not available here"
+        return [], "not run: the head could not be checked out"
     found = candidates(parse_lint(done.output), changed, tool=tool_of(command))
     log.info("the lint command ran", extra={"exit_code": done.exit_code, "found": len(found)})
-    return found, f"`{tool_of(command) or 'lint'}` reported {len(found)} on changed lines"
+    hits = f"{len(found)} hit{'s' if len(found) != 1 else ''}"
+    return found, f"{code_span(tool_of(command) or 'lint')} reported {hits} on changed lines"
+
+
+def with_lint_note(summary: str, found: Gathered | None) -> str:
+    """The summary with one line saying what the lint command did, when one is configured."""
+    if found is None or not found.lint_note:
+        return summary
+    return f"{summary}\n\n**Lint:** {found.lint_note}."
 
 
 async def gather(
@@ -189,7 +203,7 @@ async def gather(
     if config.lint_command:
         skip = reported_by(out.ci.checks, config.lint_command) if config.lint == "auto" else None
         if skip is not None:
-            out.lint_note = f"not run: the check {skip!r} already reported on this head"
+            out.lint_note = f"not run: the check {code_span(skip)} already reported on this head"
             log.info("the lint command was skipped: CI ran the same tool")
         else:
             out.lint, out.lint_note = await run_lint(

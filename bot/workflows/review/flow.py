@@ -154,7 +154,9 @@ async def run_review(
                 "target": f"pull request #{trigger.number}",
                 "kind": "pull_request",
                 "fence": context.fence,
-                "context": "\n\n".join(p for p in (context.text, found and found.block) if p),
+                "context": "\n\n".join(
+                    p for p in (context.text, found.block if found else "") if p
+                ),
                 "review": {
                     "units": prep.units,
                     "recheck": prep.recheck,
@@ -240,6 +242,7 @@ async def run_review(
             clean=clean_model_text,
         )
         summary = runner.summary_of(prep, None if stale else done, model_summary, stale=stale)
+        summary = evidence.with_lint_note(summary, found)
         outcome = dataclasses.replace(mapped, summary=summary)
         conclusion = runner.check_conclusion(
             state, fail_on=config.fail_on, blocked=outcome.status == "blocked"

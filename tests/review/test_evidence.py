@@ -255,3 +255,16 @@ async def test_a_file_name_cannot_break_out_of_files(calc: CalcRepo) -> None:
     found, _ = await run_lint(calc.git_dir, head, command, changed, time_limit=60)
     assert sorted(c["path"] for c in found) == sorted([name, "-rf.py"])
     assert not any("INJECTED" in c["title"].replace(name, "") for c in found)
+
+
+async def test_annotations_are_read_from_ten_flagged_checks_at_most(
+    calc: CalcRepo, fake: FakeGitHub
+) -> None:
+    ruff_check(fake, calc.head1, [annotation(18)], name="passing", conclusion="success")
+    for n in range(12):
+        ruff_check(fake, calc.head1, [annotation(18)], name=f"shard {n}")
+    client = make_app(fake).installation(42, "octo", "hello")
+    found = await read_ci(client, calc.head1, changed=frozenset({OPS}), app_slug=fake.slug)
+    assert len(found.checks) == 13
+    assert [name for name, _ in found.annotations] == [f"shard {n}" for n in range(10)]
+    assert len([c for c in fake.calls if c.path.endswith("/annotations")]) == 10

@@ -94,9 +94,10 @@ async def read_ci(
         log.warning("the head's check runs could not be read", extra={"status": exc.status})
         checks = []
     read: list[Check] = []
-    budget = MAX_ANNOTATIONS
+    budget, asked = MAX_ANNOTATIONS, 0
     for check in checks:
-        if wants_annotations(check) and budget > 0 and len(read) < MAX_ANNOTATED_CHECKS:
+        if wants_annotations(check) and budget > 0 and asked < MAX_ANNOTATED_CHECKS:
+            asked += 1
             try:
                 notes = await client.list_check_run_annotations(check.id, limit=200)
             except RateLimited:

@@ -128,6 +128,20 @@ class ReviewConfig(_Section):
         default="never",
         description="Fail the review check when an open finding is at least this severe.",
     )
+    lint_command: str | None = Field(
+        default=None,
+        max_length=500,
+        description="A linter whose hits on changed lines become candidate findings, run "
+        "sandboxed on the head; `{files}` stands for the reviewed files.",
+    )
+    lint_timeout: int = Field(
+        default=120, ge=10, le=1800, description="Seconds the lint command may run."
+    )
+    lint: Literal["auto", "always"] = Field(
+        default="auto",
+        description="`auto`: skip the lint command when another App's check of the same tool "
+        "already reported on the head; `always`: run it anyway.",
+    )
 
 
 class TriageConfig(_Section):

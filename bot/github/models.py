@@ -181,6 +181,14 @@ class CheckRunOutput(_Lenient):
     title: str | None = None
     summary: str | None = None
     text: str | None = None
+    annotations_count: int = 0
+
+
+class CheckApp(_Lenient):
+    """The App a check run belongs to (absent on very old runs)."""
+
+    id: int | None = None
+    slug: str | None = None
 
 
 class CheckRun(_Lenient):
@@ -193,6 +201,7 @@ class CheckRun(_Lenient):
     details_url: str | None = None
     html_url: str | None = None
     output: CheckRunOutput | None = None
+    app: CheckApp | None = None
 
 
 class AppInfo(_Lenient):
@@ -256,3 +265,23 @@ class HookDelivery(_Lenient):
     action: str | None = None
     installation_id: int | None = None
     repository_id: int | None = None
+
+
+class CheckAnnotation(_Lenient):
+    """One annotation of a check run (`GET /repos/{o}/{r}/check-runs/{id}/annotations`)."""
+
+    path: str = ""
+    start_line: int = 0
+    end_line: int = 0
+    annotation_level: str | None = None
+    title: str | None = None
+    message: str = ""
+
+
+class CommitStatus(_Lenient):
+    """One commit status, as the combined status lists the newest per context."""
+
+    context: str = "default"
+    state: str = "pending"
+    description: str | None = None
+    creator: User | None = None

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.fakes._github_ci import ci_routes
 from tests.fakes._github_ctx import Ctx, Handler, body_field, ok
 from tests.fakes._github_git import git, http_backend
 from tests.fakes._github_hooks import hook_routes
@@ -47,6 +48,7 @@ _RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("POST", r"/git-upload-pack$", ("contents",)),
     ("POST", r"/git-receive-pack$", ("contents",)),
     ("*", r"/check-runs(/|$)", ("checks",)),
+    ("GET", r"/commits/.+/status(es)?$", ("statuses",)),
     ("*", r"/pulls(/|$)", ("pull_requests",)),
     ("*", r"/issues/", ("issues", "pull_requests")),
     ("*", r"/labels(/|$)", ("issues", "pull_requests")),
@@ -443,6 +445,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         *pull_routes(fake, r),
         *label_routes(fake, r),
         *review_routes(fake, r),
+        *ci_routes(fake, r),
         ("GET", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
         ("POST", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
     ]

@@ -50,6 +50,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from tests.fakes._github_checks import rerequest_check_run, rerequest_check_suite
+from tests.fakes._github_ci import add_check_run, add_status
 from tests.fakes._github_hooks import HookLog
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
@@ -118,6 +119,8 @@ class FakeGitHub:
         self.check_run_repo: dict[int, str] = {}
         self.check_suites: dict[int, dict[str, Any]] = {}  # the App's, one per repo and head
         self.check_suite_repo: dict[int, str] = {}
+        self.annotations: dict[int, list[dict[str, Any]]] = {}  # other Apps' check runs'
+        self.statuses: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (repo, sha), oldest first
         self.review_comment_by_id: dict[int, dict[str, Any]] = {}
         self.review_comment_pull: dict[int, tuple[str, int]] = {}
         self.threads: dict[str, dict[str, Any]] = {}  # review threads by node id
@@ -343,6 +346,14 @@ class FakeGitHub:
     ) -> dict[str, Any]:
         """`user` merged (or closed) the pull; returns the `pull_request.closed` payload."""
         return close_pull(self, owner, repo, number, merged=merged, user=user)
+
+    def add_foreign_check_run(self, full_name: str, head_sha: str, **fields: Any) -> dict[str, Any]:
+        """Another App's check run on `head_sha`, with annotations (`tests.fakes._github_ci`)."""
+        return add_check_run(self, full_name, head_sha, **fields)
+
+    def add_commit_status(self, full_name: str, sha: str, **fields: Any) -> dict[str, Any]:
+        """A commit status another integration set on `sha` (`tests.fakes._github_ci`)."""
+        return add_status(self, full_name, sha, **fields)
 
     def rerequest_check_run(self, check_run_id: int, sender: str) -> dict[str, Any]:
         """`sender` pressed Re-run on a check run; the `check_run.rerequested` payload."""

@@ -27,7 +27,7 @@ from bot.publish.render import Progress
 from bot.runs.context import fetch_context
 from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
-from bot.workflows.review import diffs, runner
+from bot.workflows.review import diffs, evidence, runner
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
 from policies.finding_fates import pull_state
@@ -136,6 +136,12 @@ async def run_review(
             author_trusted=context.author_trusted,
         )
         prep.dismissed_now = dismissed
+        found = None
+        if not prep.nothing_to_review:
+            found = await evidence.gather(
+                client, git_dir, prep, config, fence=context.fence, app_slug=ex.app_slug
+            )
+            prep.ci = found.ci
         model_summary = ""
         result: dict[str, Any] = {}
         finished_units: dict[str, Any] = {}
@@ -149,7 +155,9 @@ async def run_review(
                 "target": f"pull request #{trigger.number}",
                 "kind": "pull_request",
                 "fence": context.fence,
-                "context": context.text,
+                "context": "\n\n".join(
+                    p for p in (context.text, found.block if found else "") if p
+                ),
                 "review": {
                     "units": prep.units,
                     "recheck": prep.recheck,
@@ -241,6 +249,7 @@ async def run_review(
             clean=clean_model_text,
         )
         summary = runner.summary_of(prep, None if stale else done, model_summary, stale=stale)
+        summary = evidence.with_lint_note(summary, found)
         outcome = dataclasses.replace(mapped, summary=summary)
         conclusion = runner.check_conclusion(
             state,

@@ -44,6 +44,7 @@ class Shown:
     explanation: str
     suggestion: str | None = None
     proof: str = ""
+    ci_agrees: tuple[str, ...] = ()  # other Apps' checks that flagged these lines
 
 
 def finding_of(body: str | None) -> str | None:
@@ -80,12 +81,21 @@ def comment_body(f: Shown) -> str:
         own.append(f"<sub>Checked: {proof}</sub>")
     elif f.proof:
         own.append(f"<sub>No suggestion: {proof}.</sub>")
+    if f.ci_agrees:
+        own.append(f"<sub>{_agrees(f)}</sub>")
     own.append(FINDING_MARKER.format(f.fingerprint))
     return "\n".join([clean_model_markdown("\n".join(parts)), *own])
 
 
+def _agrees(f: Shown) -> str:
+    """ "CI agrees: `check`, `check`": the names are other Apps', shown as code."""
+    return "CI agrees: " + ", ".join(code_span(name[:100]) for name in f.ci_agrees[:5])
+
+
 def _listed(f: Shown) -> list[str]:
     lines = [f"- **{f.severity}** {_lines(f)}: {untrusted(f.title)}"]
+    if f.ci_agrees:
+        lines[0] += f" ({_agrees(f)})"
     if f.explanation.strip():
         lines.append("  " + untrusted(f.explanation.strip()).replace("\n", "\n  "))
     return lines

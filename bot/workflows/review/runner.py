@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from bot.workflows.review.memory import apply_threads, load_state, save_state, w
 from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.workflows.review.suggest import prove_suggestion, reclaim
+from policies.ci_evidence import Evidence, agreeing
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
 from policies.finding_fates import PullState
@@ -82,6 +84,7 @@ class Prepared:
     units: list[dict[str, Any]]
     recheck: list[dict[str, Any]]
     dismissed_now: list[str] = field(default_factory=list)
+    ci: Evidence | None = None  # other Apps' CI on the head (`bot.workflows.review.evidence`)
 
     @property
     def nothing_to_review(self) -> bool:
@@ -335,6 +338,7 @@ async def conclude(
                 explanation=clean_model_text(str(raw.get("explanation") or ""))[:4000],
                 suggestion=text,
                 proof=proof,
+                ci_agrees=agreeing(prep.ci, path, start, end),
             )
         )
         stored.append(
@@ -401,18 +405,7 @@ def _narrowed(s: Shown) -> Shown:
     """A finding whose range was cut to one hunk: its suggestion no longer fits, so it goes."""
     if s.suggestion is None:
         return s
-    return Shown(
-        s.fingerprint,
-        s.path,
-        s.start_line,
-        s.end_line,
-        s.severity,
-        s.category,
-        s.title,
-        s.explanation,
-        None,
-        "the fix spans lines outside the diff",
-    )
+    return dataclasses.replace(s, suggestion=None, proof="the fix spans lines outside the diff")
 
 
 async def publish(

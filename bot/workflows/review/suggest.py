@@ -109,8 +109,17 @@ class CheckRun:
     output: str = ""
 
 
-async def check_commit(git_dir: Path, commit: str, command: str, *, time_limit: float) -> CheckRun:
-    """Run `command` in the sandbox on a fresh checkout of `commit`."""
+async def check_commit(
+    git_dir: Path,
+    commit: str,
+    command: str,
+    *,
+    time_limit: float,
+    output_cap: int = sandbox.OUTPUT_CAP,
+    keep: int | None = 4000,
+) -> CheckRun:
+    """Run `command` in the sandbox on a fresh checkout of `commit`; `output` is the last
+    `keep` characters of what it printed (all of it, up to `output_cap` bytes, with None)."""
     if not sandbox.probe_sandbox().ok:
         return CheckRun(
             False, None, "the sandbox is not available here, so the check could not run"
@@ -137,11 +146,13 @@ async def check_commit(git_dir: Path, commit: str, command: str, *, time_limit: 
             return CheckRun(
                 False, None, f"could not check the commit out ({_last_line(checkout.stderr)})"
             )
-        result = await sandbox.run_sandboxed(tree, command, time_limit=time_limit)
+        result = await sandbox.run_sandboxed(
+            tree, command, time_limit=time_limit, output_cap=output_cap
+        )
     finally:
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
         await run_git(["worktree", "prune"], git_dir=git_dir)
-    output = result.output[-4000:]
+    output = result.output if keep is None else result.output[-keep:]
     if result.timed_out:
         return CheckRun(False, None, f"`{command}` ran past its time limit", output)
     if result.exit_code != 0:

@@ -219,7 +219,10 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
             raise UnitFailed(str(result.error))
         found = UnitReview.model_validate(result.structured).findings
         # The schema's cap again, in code: a replayed or lenient result obeys it too.
-        in_unit = most_severe([f for f in found if f.path in unit["paths"]], cap)
+        # The repository's lint command's hits on this unit's changed lines are candidates
+        # like the reviewer's own (`bot.workflows.review.evidence`): the verifier rules on them.
+        linted = [ReviewFinding.model_validate(f) for f in unit.get("lint") or []]
+        in_unit = most_severe([f for f in [*found, *linted] if f.path in unit["paths"]], cap)
         candidates_total += len(in_unit)
         return in_unit
 

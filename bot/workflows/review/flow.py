@@ -27,7 +27,7 @@ from bot.publish.render import Progress
 from bot.runs.context import fetch_context
 from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
-from bot.workflows.review import diffs, runner
+from bot.workflows.review import diffs, noise, runner
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
 from policies.outcome import Outcome, RunFacts, outcome_from_run
@@ -120,6 +120,9 @@ async def run_review(
             log.info("automatic reviews are paused on this pull request")
             await ex.record(run.id, "skipped", None)
             return
+        if await noise.auto_paused(ex, client, trigger, run, payload, config):
+            return
+        publisher.hold_comment = noise.hold_for_quiet(trigger, state, config)
         phases = tuple(p.title for p in review_workflow.meta.phase_list())
         await publisher.start(Progress(run_id=run.id, workflow="review", phases=phases), defer=True)
         git_dir = await ex.mirrors.ensure_commit(client, pull.head.sha, pull_number=trigger.number)
@@ -233,11 +236,22 @@ async def run_review(
             app_slug=ex.app_slug,
             clean=clean_model_text,
         )
-        summary = runner.summary_of(prep, None if stale else done, model_summary, stale=stale)
+        summary = runner.summary_of(
+            prep,
+            None if stale else done,
+            model_summary,
+            stale=stale,
+            min_severity=config.min_severity,
+        )
         outcome = dataclasses.replace(mapped, summary=summary)
         conclusion = runner.check_conclusion(
             state, fail_on=config.fail_on, blocked=outcome.status == "blocked"
         )
+        if not stale and noise.quiet_follow_up(
+            trigger, prep, done, config, stale=stale, blocked=outcome.status == "blocked"
+        ):
+            await noise.publish_quietly(ex, publisher, prep, outcome, conclusion=conclusion)
+            return
         hidden = await mirror_line(
             state, key=ex.review_key, repo=trigger.repo_full_name, number=trigger.number
         )

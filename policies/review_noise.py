@@ -18,8 +18,11 @@ automatic reviews of a pull request pause (`review.min_severity`, `review.max_co
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from policies.review_state import StoredFinding
 
 __all__ = [
     "SEVERITY_RANK",
@@ -28,6 +31,8 @@ __all__ = [
     "Placement",
     "auto_pause_note",
     "auto_pause_step",
+    "below_threshold",
+    "earlier_below",
     "is_quiet",
     "place",
 ]
@@ -39,11 +44,32 @@ Placement = Literal["inline", "outside", "below", "overflow"]
 AutoPauseStep = Literal["review", "pause", "paused"]
 
 
+def below_threshold(severity: str, min_severity: str) -> bool:
+    """Whether a finding of `severity` is under `min_severity` (never commented inline)."""
+    return SEVERITY_RANK.get(severity, len(SEVERITY_RANK)) > SEVERITY_RANK[min_severity]
+
+
+def earlier_below(
+    findings: Iterable[StoredFinding], *, min_severity: str, exclude: Collection[str]
+) -> list[StoredFinding]:
+    """The still open findings of earlier reviews under `min_severity` that have no comment of
+    their own, but those in `exclude` (this review's): a later summary lists them again, so
+    they are not lost from sight when it replaces the one that first listed them."""
+    return [
+        f
+        for f in findings
+        if f.status == "open"
+        and f.comment_id is None
+        and f.fingerprint not in exclude
+        and below_threshold(f.severity, min_severity)
+    ]
+
+
 def place(
     severity: str, *, anchored: bool, inline_so_far: int, min_severity: str, max_comments: int
 ) -> Placement:
     """Where one finding goes, given how many inline comments the more severe ones took."""
-    if SEVERITY_RANK.get(severity, len(SEVERITY_RANK)) > SEVERITY_RANK[min_severity]:
+    if below_threshold(severity, min_severity):
         return "below"
     if not anchored:
         return "outside"

@@ -130,7 +130,11 @@ def test_quiet_posts_nothing_on_an_empty_follow_up(world: World) -> None:
     guid = world.push(world.calc.head2)
     _, status = world.finished(guid)
     assert status == "succeeded", world.log.read_text()[-3000:]
-    assert "1 fixed" in summary(world)["body"]
+    body = summary(world)["body"]
+    assert "1 fixed" in body
+    # The low finding of the first review is listed again: a new summary does not lose it.
+    assert "Not commented inline: 1 from earlier reviews below review.min_severity" in body
+    assert f"- **low** `calc/ops.py:17`: {LOW} (since `{world.calc.head1[:12]}`)" in body
     assert fake.thread_of(world.notes["comment"]["id"])["resolved"] is True
 
     # A push with nothing new in it: no review, no edit of the summary, the check says why.

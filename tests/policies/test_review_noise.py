@@ -9,9 +9,11 @@ from policies.review_noise import (
     Placement,
     auto_pause_note,
     auto_pause_step,
+    earlier_below,
     is_quiet,
     place,
 )
+from policies.review_state import StoredFinding
 
 
 @pytest.mark.parametrize(
@@ -87,3 +89,23 @@ def test_the_note_says_why_and_how_to_resume_or_ask() -> None:
     assert "3 automatic reviews within 10 minutes" in note
     assert "`@repo-agent resume`" in note and "`@repo-agent review`" in note
     assert "1 automatic review within a minute" in auto_pause_note("a", pushes=1, minutes=1)
+
+
+def test_earlier_below_lists_the_open_uncommented_ones_under_the_threshold() -> None:
+    def found(fp: str, severity: str, **extra: object) -> StoredFinding:
+        return StoredFinding.model_validate(
+            {"fingerprint": fp, "path": "a.py", "severity": severity, **extra}
+        )
+
+    findings = [
+        found("low-open", "low"),
+        found("info-open", "info"),
+        found("high-open", "high"),  # at the threshold: not below it
+        found("low-commented", "low", comment_id=7),  # it has its own comment
+        found("low-fixed", "low", status="fixed"),
+        found("low-dismissed", "low", status="dismissed"),
+        found("low-this-run", "low"),
+    ]
+    listed = earlier_below(findings, min_severity="medium", exclude={"low-this-run"})
+    assert [f.fingerprint for f in listed] == ["low-open", "info-open"]
+    assert earlier_below(findings, min_severity="info", exclude=()) == []

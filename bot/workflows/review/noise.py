@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from policies.config import ReviewConfig
     from policies.event import Trigger
     from policies.outcome import Outcome
-    from policies.review_state import ReviewState
+    from policies.review_state import ReviewState, StoredFinding
 
 log = get_logger(__name__)
 
@@ -128,24 +128,38 @@ async def publish_quietly(
     log.info("quiet follow-up: only the check run was written")
 
 
-def _item(f: Shown) -> str:
-    where = f"{f.path}:{f.start_line}" + (f"-{f.end_line}" if f.end_line > f.start_line else "")
-    return f"- **{f.severity}** {code_span(where)}: {untrusted(f.title)}"
+def _item(path: str, start: int, end: int, severity: str, title: str, note: str = "") -> str:
+    where = f"{path}:{start}" + (f"-{end}" if end > start else "")
+    return f"- **{severity}** {code_span(where)}: {untrusted(title)}{note}"
 
 
-def not_inline_list(below: Sequence[Shown], overflow: Sequence[Shown], *, min_severity: str) -> str:
-    """The summary's collapsed list of this review's findings not commented inline ("" for
-    none)."""
-    if not below and not overflow:
+def not_inline_list(
+    below: Sequence[Shown],
+    overflow: Sequence[Shown],
+    *,
+    min_severity: str,
+    earlier: Sequence[StoredFinding] = (),
+) -> str:
+    """The summary's collapsed list of the findings not commented inline ("" for none): this
+    review's below `min_severity` and past `max_comments`, and `earlier` reviews' still open
+    ones below `min_severity` (`policies.review_noise.earlier_below`)."""
+    if not below and not overflow and not earlier:
         return ""
     why = []
     if below:
         why.append(f"{len(below)} below review.min_severity ({min_severity})")
     if overflow:
         why.append(f"{len(overflow)} past review.max_comments")
-    listed = [*overflow, *below]
+    if earlier:
+        why.append(f"{len(earlier)} from earlier reviews below review.min_severity")
     lines = [collapsible(f"Not commented inline: {', '.join(why)}"), ""]
-    lines += [_item(f) for f in listed[:MAX_LISTED]]
-    if len(listed) > MAX_LISTED:
-        lines.append(f"- … and {len(listed) - MAX_LISTED} more")
+    items = [_item(f.path, f.start_line, f.end_line, f.severity, f.title) for f in overflow]
+    items += [_item(f.path, f.start_line, f.end_line, f.severity, f.title) for f in below]
+    for old in earlier:
+        line = old.line or 1
+        since = f" (since `{old.head[:12]}`)" if old.head else ""
+        items.append(_item(old.path, old.start_line or line, line, old.severity, old.title, since))
+    lines += items[:MAX_LISTED]
+    if len(items) > MAX_LISTED:
+        lines.append(f"- … and {len(items) - MAX_LISTED} more")
     return "\n".join([*lines, "", END_COLLAPSIBLE])

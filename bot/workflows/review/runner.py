@@ -39,7 +39,7 @@ from bot.workflows.review.render import Shown, SummaryFacts, review_body, summar
 from bot.workflows.review.suggest import prove_suggestion, reclaim
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
-from policies.review_noise import place
+from policies.review_noise import earlier_below, place
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
 from policies.review_state import (
     Candidate,
@@ -508,11 +508,12 @@ def summary_of(
         full=prep.full,
     )
     text = summary_text(facts, model_summary)
-    listed = (
-        ""
-        if done is None
-        else not_inline_list(done.below, done.overflow, min_severity=min_severity)
-    )
+    listed = ""
+    if done is not None:
+        earlier = earlier_below(state.findings, min_severity=min_severity, exclude=set(new))
+        listed = not_inline_list(
+            done.below, done.overflow, min_severity=min_severity, earlier=earlier
+        )
     return f"{text}\n\n{listed}" if listed else text
 
 

@@ -165,6 +165,25 @@ def test_quiet_posts_nothing_on_an_empty_follow_up(world: World) -> None:
     (outcome,) = world.query("SELECT outcome FROM runs WHERE delivery_id = ?", guid)[0]
     assert "Quiet (`review.quiet`)" in json.loads(outcome)["summary"]
 
+    # A push during a quiet-held review supersedes it: neither writes the summary, since the
+    # newer one finds nothing new in both pushes.
+    world.model.review_delay = 1.5
+    try:
+        calls = world.model.calls["review"]
+        slow = push_readme(world, "Quiet, slowly.")
+        world.wait(
+            "the first review to reach the model", lambda: world.model.calls["review"] > calls
+        )
+        fast = push_readme(world, "Quiet again.")
+        _, slow_status = world.finished(slow)
+        _, fast_status = world.finished(fast)
+    finally:
+        world.model.review_delay = 0.0
+    assert (slow_status, fast_status) == ("skipped", "succeeded"), world.log.read_text()[-3000:]
+    (outcome,) = world.query("SELECT outcome FROM runs WHERE delivery_id = ?", slow)[0]
+    assert "**Superseded:**" in json.loads(outcome)["summary"]
+    assert summary(world) == before and len(world.reviews()) == reviews
+
     # Asked for, a review always answers: the summary is written again.
     guid = world.command("@repo-agent review")
     _, status = world.finished(guid)

@@ -195,7 +195,10 @@ async def run_review(
                 )
                 summary = runner.summary_of(prep, None, "", superseded=True)
                 outcome = Outcome("skipped", summary, run.id, "review", usage=facts.usage)
-                await ex.publish(publisher, run.id, outcome)
+                if publisher.hold_comment:
+                    await noise.publish_check_only(ex, publisher, outcome)
+                else:
+                    await ex.publish(publisher, run.id, outcome)
                 return
             if finished.status != "completed" or not isinstance(finished.result, dict):
                 await runner.reclaim_run(git_dir, finished)
@@ -247,10 +250,11 @@ async def run_review(
         conclusion = runner.check_conclusion(
             state, fail_on=config.fail_on, blocked=outcome.status == "blocked"
         )
-        if not stale and noise.quiet_follow_up(
+        if noise.quiet_follow_up(
             trigger, prep, done, config, stale=stale, blocked=outcome.status == "blocked"
         ):
-            await noise.publish_quietly(ex, publisher, prep, outcome, conclusion=conclusion)
+            quiet = noise.quiet_outcome(prep, outcome)
+            await noise.publish_check_only(ex, publisher, quiet, conclusion=conclusion)
             return
         hidden = await mirror_line(
             state, key=ex.review_key, repo=trigger.repo_full_name, number=trigger.number

@@ -5,10 +5,12 @@
   `@app pause` sets) and posts one short note, in the sticky comment the pause and resume
   commands answer in; later ones are skipped without a word. `@app resume` forgets the count
   (`bot.runs.replies`); `@app review` reviews whatever the count.
-- `hold_for_quiet` / `quiet_follow_up` / `publish_quietly`: with `review.quiet`, an automatic
-  follow-up shows its progress on its check run only, and when it found nothing new and no
-  finding changed state, nothing but the check run is written: the summary comment (its memory
-  line included; the store has the memory) stays as it was, and no review is posted.
+- `hold_for_quiet` / `quiet_follow_up` / `publish_check_only`: with `review.quiet`, an
+  automatic follow-up shows its progress on its check run only, and when it found nothing new
+  and no finding changed state, nothing but the check run is written: the summary comment (its
+  memory line included; the store has the memory) stays as it was, and no review is posted. A
+  held review that a newer push supersedes writes its check run only too: the newer review
+  covers both pushes, and publishes or stays quiet for both.
 - `not_inline_list`: the summary's one collapsed list of the findings that were not commented
   inline: those below `review.min_severity`, and those past `review.max_comments`.
 """
@@ -107,25 +109,26 @@ def quiet_follow_up(
     return is_quiet(facts, quiet=config.quiet)
 
 
-async def publish_quietly(
-    ex: RunHost,
-    publisher: Publisher,
-    prep: Prepared,
-    outcome: Outcome,
-    *,
-    conclusion: str,
-) -> None:
-    """Record the outcome and complete the check run, saying why nothing else was written."""
+def quiet_outcome(prep: Prepared, outcome: Outcome) -> Outcome:
+    """The outcome of a quiet review, saying why nothing but the check run was written."""
     since = (prep.previous or prep.head)[:12]
     said = (
         f"Quiet (`review.quiet`): nothing new since `{since}` and no finding changed, so "
         f"the summary comment was left as it was and no review was posted.\n\n{outcome.summary}"
     )
-    quiet = dataclasses.replace(outcome, summary=said)
-    await ex.record(outcome.run_id, PUBLISHING, quiet)
-    await publisher.finish_check(quiet, conclusion=conclusion)
-    await ex.record(outcome.run_id, quiet.status, quiet)
-    log.info("quiet follow-up: only the check run was written")
+    return dataclasses.replace(outcome, summary=said)
+
+
+async def publish_check_only(
+    ex: RunHost, publisher: Publisher, outcome: Outcome, *, conclusion: str | None = None
+) -> None:
+    """Record the outcome and complete the check run; no comment is written. For a quiet
+    review, and for one held for quiet that a newer push superseded (the newer one publishes,
+    or stays quiet too)."""
+    await ex.record(outcome.run_id, PUBLISHING, outcome)
+    await publisher.finish_check(outcome, conclusion=conclusion)
+    await ex.record(outcome.run_id, outcome.status, outcome)
+    log.info("only the check run was written", extra={"status": outcome.status})
 
 
 def _item(path: str, start: int, end: int, severity: str, title: str, note: str = "") -> str:

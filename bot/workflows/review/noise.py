@@ -12,7 +12,9 @@
   held review that a newer push supersedes writes its check run only too: the newer review
   covers both pushes, and publishes or stays quiet for both.
 - `not_inline_list`: the summary's one collapsed list of the findings that were not commented
-  inline: those below `review.min_severity`, and those past `review.max_comments`.
+  inline: this review's below `review.min_severity` and past `review.max_comments`, and the
+  still open ones of earlier reviews below `review.min_severity` (a new summary replaces the
+  one that listed them first, and they are never raised again).
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ __all__ = [
     "MAX_LANGUAGE_CHARS",
     "AgentConfig",
     "AgentRules",
+    "AutoPause",
     "CommandsConfig",
     "ConfigError",
     "ConfigProblem",
@@ -66,6 +67,17 @@ _AGENT_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class AutoPause(_Section):
+    """When automatic reviews of one pull request pause: `pushes` of them within `minutes`."""
+
+    pushes: int = Field(
+        ge=1, le=100, description="Automatic reviews of one pull request before it pauses."
+    )
+    minutes: int = Field(
+        ge=1, le=1440, description="The window, in minutes, those reviews are counted in."
+    )
 
 
 class ReviewConfig(_Section):
@@ -104,7 +116,11 @@ class ReviewConfig(_Section):
         description="The former name of `ignore`; both lists apply.",
     )
     max_comments: int = Field(
-        default=10, ge=0, le=50, description="Inline comments per review; the rest go in its body."
+        default=10,
+        ge=0,
+        le=50,
+        description="Inline comments per review, the most severe first; the rest are listed in "
+        "the review's body and the summary.",
     )
     max_suggestions: int = Field(
         default=5, ge=0, le=20, description="Fixes to try and prove per review."
@@ -141,6 +157,21 @@ class ReviewConfig(_Section):
         default="auto",
         description="`auto`: skip the lint command when another App's check of the same tool "
         "already reported on the head; `always`: run it anyway.",
+    )
+    min_severity: Literal["critical", "high", "medium", "low", "info"] = Field(
+        default="low",
+        description="Inline comments only for findings at least this severe; the others are "
+        "listed, collapsed, in the summary.",
+    )
+    quiet: bool = Field(
+        default=False,
+        description="An automatic follow-up review that finds nothing new and changes no "
+        "finding's state posts nothing; only its check run says so.",
+    )
+    auto_pause: AutoPause | None = Field(
+        default=None,
+        description="Pause automatic reviews of a pull request after `pushes` of them within "
+        "`minutes` (`@app resume` turns them on again).",
     )
 
 

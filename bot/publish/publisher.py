@@ -143,6 +143,9 @@ class Publisher:
         self._acknowledged = False
         self._check_done = False
         self._conclusion: str | None = None
+        self.hold_comment = False
+        """Progress goes to the check run only: the comment is written by `finish` alone, so a
+        run that ends up posting nothing (a quiet review) leaves it as it was."""
 
     def know_comments(self, comments: Sequence[IssueComment]) -> None:
         """Use this freshly read list of the issue's comments instead of listing them again."""
@@ -252,7 +255,8 @@ class Publisher:
         if not self.due():
             return False
         started = self.comment_id is not None
-        await self._write(render_progress(progress, sticky=self.sticky, kind=self.kind))
+        if not self.hold_comment:
+            await self._write(render_progress(progress, sticky=self.sticky, kind=self.kind))
         if not started and self.check_run_id is None and self.check_name and self.head_sha:
             await self._start_check()
         self._last_edit = self._clock()
@@ -267,6 +271,11 @@ class Publisher:
         `conclusion` overrides the check run's conclusion derived from the outcome."""
         body = render_outcome(outcome, sticky=self.sticky, kind=self.kind)
         await self._write(f"{body}\n{hidden}" if hidden else body)
+        await self.finish_check(outcome, conclusion=conclusion)
+
+    async def finish_check(self, outcome: Outcome, *, conclusion: str | None = None) -> None:
+        """Complete the check run with the outcome; the comment is left as it is (`finish`
+        writes it first; a quiet review writes none)."""
         self._conclusion = conclusion
         if self.check_run_id is None and self.check_name and self.head_sha:
             await self._start_check(outcome)

@@ -89,6 +89,8 @@ async def answer_command(
         paused = command == "pause"
         state = await load_state(store, repo, number, bot_login=f"{app_slug}[bot]")
         await save_state(store, repo, number, state.model_copy(update={"paused": paused}))
+        if not paused:  # `review.auto_pause` counts afresh from here
+            await anyio.to_thread.run_sync(store.forget_auto_reviews, repo, number)
         text = (
             f"Automatic reviews of this pull request are paused. Comment `@{app_slug} resume` "
             f"to turn them on again; `@{app_slug} review` still reviews on request."

@@ -80,6 +80,8 @@ RUN_COLUMNS = (
 ARTIFACT_CAP = 32 * 1024 * 1024
 """The most characters of one run artifact the database keeps; the engine caps its own well
 under this (transcripts at 16 MiB, the journal at 2 MiB), so only a bug meets it."""
+AUTO_REVIEWS_KEPT_S = 2 * 86_400
+"""How long a counted automatic review is kept: past `review.auto_pause`'s longest window."""
 _BATCH = 500  # ids per `IN (...)`: far under both backends' limits on parameters
 _SCAN = 500  # rows per query of a filtered listing of deliveries
 
@@ -797,6 +799,45 @@ class Storage(FindingFates, ABC):
                 " updated_at = excluded.updated_at",
                 (repo, number, state, self.clock()),
             )
+
+    # -- automatic reviews counted per pull request (review.auto_pause) --------------------
+
+    def count_auto_review(self, repo: str, number: int, run_id: str, *, window_s: float) -> int:
+        """Count the automatic review `run_id` of the pull request, once however often its job
+        is retried, and say its place among those counted within `window_s` seconds before it
+        (itself included). The per-pull-request counter's upsert holds its row until the
+        commit, so runs counting at once, on any worker, get places one after the other.
+        Counts older than `AUTO_REVIEWS_KEPT_S` are dropped as new ones come."""
+        now = self.clock()
+        with self._transaction() as db:
+            row = db.one("SELECT seq, at FROM auto_reviews WHERE run_id = ?", (run_id,))
+            if row is None:
+                counter = db.one(
+                    "INSERT INTO auto_review_counters (repo, number, last) VALUES (?, ?, 1)"
+                    " ON CONFLICT (repo, number) DO UPDATE"
+                    " SET last = auto_review_counters.last + 1 RETURNING last",
+                    (repo, number),
+                )
+                assert counter is not None  # inserted or updated above
+                row = (int(counter[0]), now)
+                db.run(
+                    "INSERT INTO auto_reviews (run_id, repo, number, seq, at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (run_id, repo, number, row[0], now),
+                )
+                db.run("DELETE FROM auto_reviews WHERE at < ?", (now - AUTO_REVIEWS_KEPT_S,))
+            seq, at = int(row[0]), float(row[1])
+            place = db.one(
+                "SELECT count(*) FROM auto_reviews"
+                " WHERE repo = ? AND number = ? AND seq <= ? AND at >= ?",
+                (repo, number, seq, at - window_s),
+            )
+        return int(place[0]) if place else 1
+
+    def forget_auto_reviews(self, repo: str, number: int) -> int:
+        """Forget the pull request's counted automatic reviews (`resume`); how many."""
+        with self._session() as db:
+            return db.run("DELETE FROM auto_reviews WHERE repo = ? AND number = ?", (repo, number))
 
     # -- the operator page's reads -------------------------------------------------------
 

@@ -107,6 +107,26 @@ BUDGET_LEDGER = """
     );
 """
 
+# The automatic reviews counted per pull request (`review.auto_pause`): each run once, in the
+# order the per-pull-request counter gave it, forgotten on `resume`.
+AUTO_REVIEWS = """
+    CREATE TABLE auto_review_counters (
+        repo TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        last INTEGER NOT NULL,
+        PRIMARY KEY (repo, number)
+    );
+    CREATE TABLE auto_reviews (
+        run_id TEXT PRIMARY KEY,
+        repo TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX auto_reviews_target ON auto_reviews (repo, number, seq);
+    CREATE INDEX auto_reviews_at ON auto_reviews (at);
+"""
+
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -228,6 +248,7 @@ MIGRATIONS: tuple[str, ...] = (
     REPLAY_GUARDS,
     FINDINGS_TABLE,
     BUDGET_LEDGER,
+    AUTO_REVIEWS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

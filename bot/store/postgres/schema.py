@@ -181,6 +181,27 @@ CREATE TABLE command_limit_notices (
 );
 """
 
+# The automatic reviews counted per pull request (`review.auto_pause`): each run once, in the
+# order the per-pull-request counter gave it (its row lock orders runs counting at once),
+# forgotten on `resume`.
+AUTO_REVIEWS = """
+CREATE TABLE auto_review_counters (
+    repo text NOT NULL,
+    number integer NOT NULL,
+    last bigint NOT NULL,
+    PRIMARY KEY (repo, number)
+);
+CREATE TABLE auto_reviews (
+    run_id text PRIMARY KEY,
+    repo text NOT NULL,
+    number integer NOT NULL,
+    seq bigint NOT NULL,
+    at double precision NOT NULL
+);
+CREATE INDEX auto_reviews_target ON auto_reviews (repo, number, seq);
+CREATE INDEX auto_reviews_at ON auto_reviews (at);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
@@ -191,6 +212,7 @@ MIGRATIONS: tuple[str, ...] = (
     REPLAY_GUARDS,
     FINDINGS_TABLE,
     BUDGET_LEDGER,
+    AUTO_REVIEWS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

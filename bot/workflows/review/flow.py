@@ -27,7 +27,7 @@ from bot.publish.render import Progress
 from bot.runs.context import fetch_context
 from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
-from bot.workflows.review import diffs, evidence, runner
+from bot.workflows.review import diffs, evidence, noise, runner
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
 from policies.finding_fates import pull_state
@@ -121,6 +121,9 @@ async def run_review(
             log.info("automatic reviews are paused on this pull request")
             await ex.record(run.id, "skipped", None)
             return
+        if await noise.auto_paused(ex, client, trigger, run, payload, config):
+            return
+        publisher.hold_comment = noise.hold_for_quiet(trigger, state, config)
         phases = tuple(p.title for p in review_workflow.meta.phase_list())
         await publisher.start(Progress(run_id=run.id, workflow="review", phases=phases), defer=True)
         git_dir = await ex.mirrors.ensure_commit(client, pull.head.sha, pull_number=trigger.number)
@@ -201,7 +204,10 @@ async def run_review(
                 )
                 summary = runner.summary_of(prep, None, "", superseded=True)
                 outcome = Outcome("skipped", summary, run.id, "review", usage=facts.usage)
-                await ex.publish(publisher, run.id, outcome)
+                if publisher.hold_comment:
+                    await noise.publish_check_only(ex, publisher, outcome)
+                else:
+                    await ex.publish(publisher, run.id, outcome)
                 return
             if finished.status != "completed" or not isinstance(finished.result, dict):
                 await runner.reclaim_run(git_dir, finished)
@@ -248,7 +254,13 @@ async def run_review(
             app_slug=ex.app_slug,
             clean=clean_model_text,
         )
-        summary = runner.summary_of(prep, None if stale else done, model_summary, stale=stale)
+        summary = runner.summary_of(
+            prep,
+            None if stale else done,
+            model_summary,
+            stale=stale,
+            min_severity=config.min_severity,
+        )
         summary = evidence.with_lint_note(summary, found)
         outcome = dataclasses.replace(mapped, summary=summary)
         conclusion = runner.check_conclusion(
@@ -257,6 +269,12 @@ async def run_review(
             blocked=outcome.status == "blocked",
             budget_reached=done.budget is not None,
         )
+        if noise.quiet_follow_up(
+            trigger, prep, done, config, stale=stale, blocked=outcome.status == "blocked"
+        ):
+            quiet = noise.quiet_outcome(prep, outcome)
+            await noise.publish_check_only(ex, publisher, quiet, conclusion=conclusion)
+            return
         hidden = await mirror_line(
             state, key=ex.review_key, repo=trigger.repo_full_name, number=trigger.number
         )

@@ -35,6 +35,7 @@ from bot.runs.progress import clean_model_text
 from bot.workflows.review import diffs, fates
 from bot.workflows.review.budget import budget_line, budget_of
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
+from bot.workflows.review.noise import not_inline_list
 from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.workflows.review.suggest import prove_suggestion, reclaim
@@ -42,6 +43,7 @@ from policies.ci_evidence import Evidence, agreeing
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
 from policies.finding_fates import PullState
+from policies.review_noise import earlier_below, place
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
 from policies.review_state import (
     Candidate,
@@ -64,7 +66,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 SEVERITY_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
-INLINE_SEVERITIES = frozenset({"critical", "high", "medium", "low"})
 RECHECK_CONTEXT = 12
 BLOCK_LIMIT = 60_000
 
@@ -256,6 +257,8 @@ class Concluded:
     unverified: list[str]
     budget: dict[str, Any] | None = None
     """Set when the budget stopped the review (`bot.workflows.review.budget`)."""
+    below: list[Shown] = field(default_factory=list)
+    """Findings under `review.min_severity`: listed in the summary, never commented inline."""
 
 
 def _int(value: object, default: int = 1) -> int:
@@ -361,14 +364,24 @@ async def conclude(
     inline: list[tuple[Shown, Anchor]] = []
     outside: list[Shown] = []
     overflow: list[Shown] = []
+    below: list[Shown] = []
     for s in ranked:
         anchor = anchor_for(by_path[s.path], s.start_line, s.end_line)
-        if anchor is None:
-            outside.append(s)
-        elif s.severity in INLINE_SEVERITIES and len(inline) < config.max_comments:
+        where = place(
+            s.severity,
+            anchored=anchor is not None,
+            inline_so_far=len(inline),
+            min_severity=config.min_severity,
+            max_comments=config.max_comments,
+        )
+        if where == "inline" and anchor is not None:
             if (anchor.start_line or anchor.line) != s.start_line or anchor.line != s.end_line:
                 s = _narrowed(s)
             inline.append((s, anchor))
+        elif where == "outside":
+            outside.append(s)
+        elif where == "below":
+            below.append(s)
         else:
             overflow.append(s)
 
@@ -398,6 +411,7 @@ async def conclude(
         repeats=repeats,
         unverified=unverified,
         budget=budget_of(review),
+        below=below,
     )
 
 
@@ -473,6 +487,7 @@ def summary_of(
     *,
     stale: bool = False,
     superseded: bool = False,
+    min_severity: str = "low",
 ) -> str:
     state = done.state if done is not None else prep.state
     new = done.new if done is not None else []
@@ -493,7 +508,14 @@ def summary_of(
         full=prep.full,
         budget=budget_line(done.budget) if done is not None and done.budget else "",
     )
-    return summary_text(facts, model_summary)
+    text = summary_text(facts, model_summary)
+    listed = ""
+    if done is not None:
+        earlier = earlier_below(state.findings, min_severity=min_severity, exclude=set(new))
+        listed = not_inline_list(
+            done.below, done.overflow, min_severity=min_severity, earlier=earlier
+        )
+    return f"{text}\n\n{listed}" if listed else text
 
 
 def check_conclusion(

@@ -52,8 +52,10 @@ def translated(exc: Exception) -> Exception:
             return RetryableError(0, f"{type(inner).__name__}")
         return inner if isinstance(inner, Exception) else exc
     if isinstance(exc, ValidationError):  # githubkit checks request bodies against the schema
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "the body"
+        errors = exc.errors()
+        # A field left out says most; the schema's union branches only name themselves.
+        first = next((e for e in errors if e["type"] == "missing"), errors[0])
+        where = ".".join(str(p) for p in first["loc"] if str(p)[:1].islower()) or "the body"
         return GitHubError(422, f"request refused before sending: {where}: {first['msg']}")
     return exc
 

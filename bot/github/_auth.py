@@ -109,7 +109,7 @@ def token_key(
 
 @dataclass
 class _JwtFlow(AppAuth):
-    sign: Callable[[], str] = field(default=lambda: "", repr=False)
+    sign: Callable[[], str] = field(kw_only=True, repr=False)
 
     def get_jwt(self) -> str:
         return self.sign()
@@ -122,7 +122,7 @@ class _JwtFlow(AppAuth):
 class AppJwtStrategy(AppAuthStrategy):
     """githubkit's App strategy with our signer; `private_key` stays empty (never kept twice)."""
 
-    sign: Callable[[], str] = field(default=lambda: "", repr=False)
+    sign: Callable[[], str] = field(kw_only=True, repr=False)
 
     def get_auth_flow(self, github: GitHubCore[Any]) -> httpx.Auth:
         return _JwtFlow(github, self.app_id, "", sign=self.sign)
@@ -153,12 +153,8 @@ class InstallationTokenStrategy(AppInstallationAuthStrategy):
     """githubkit's installation strategy, narrowed to `repositories` (and `permissions`), with
     the token from `token()`; `refused(token)` is told of a 401 before the one retry."""
 
-    token: Callable[[], Awaitable[str]] = field(default=lambda: _no_token(), repr=False)
-    refused: Callable[[str], None] = field(default=lambda _: None, repr=False)
+    token: Callable[[], Awaitable[str]] = field(kw_only=True, repr=False)
+    refused: Callable[[str], None] = field(kw_only=True, repr=False)
 
     def get_auth_flow(self, github: GitHubCore[Any]) -> httpx.Auth:
         return _TokenFlow(self.token, self.refused)
-
-
-async def _no_token() -> str:
-    raise RuntimeError("InstallationTokenStrategy needs its token source")

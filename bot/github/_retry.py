@@ -10,7 +10,7 @@ githubkit builds, authenticates and checks each request; every try then passes t
   a 5xx carries its own `retry-after`, and no retry when that is beyond the
   cap). GETs, PATCHes, PUTs and reactions are idempotent and simply sent again. A POST that creates
   something (a comment, a check run, a review) may have been applied although its
-  answer was a 502 or was lost, so `InstallationClient` sends those under `single_try()`
+  answer was a 502 or was lost, so `InstallationClient` sends those under `call_options(attempts=1)`
   and, after each failure, looks for what it was creating (the same body from the App, the
   same check run `external_id`) before sending again: a retried create never duplicates
   (for a pull request: an open one from the same branch). When the tries run out the caller
@@ -28,7 +28,7 @@ githubkit builds, authenticates and checks each request; every try then passes t
   serialised and spaced at least `mutation_interval_s` apart (default 1 s), as
   GitHub's secondary-rate-limit guidance asks: a per-installation lock plus the
   time the previous write finished; the next write is sent no sooner than that
-  plus the interval. Reads (and GraphQL queries, sent under `as_read()`) are neither
+  plus the interval. Reads (and GraphQL queries, sent under `call_options(spaced=False)`) are neither
   serialised nor spaced. The spacing, like the quota memory, is kept per process. Before
   each try of a write, the installation's `guard` is awaited (the job's lease, see
   `bot.store.queue.fence`); what it raises ends the request unsent.
@@ -88,20 +88,17 @@ def _options() -> _CallOptions:
 
 
 @contextmanager
-def single_try() -> Iterator[None]:
-    """Installation requests made inside are tried once on a 5xx or a lost answer (rate limits
-    are still waited for: GitHub applied nothing): for a create the caller de-duplicates."""
-    reset = _OPTIONS.set(_CallOptions(attempts=1, spaced=_options().spaced))
-    try:
-        yield
-    finally:
-        _OPTIONS.reset(reset)
-
-
-@contextmanager
-def as_read() -> Iterator[None]:
-    """Installation POSTs made inside only read (a GraphQL query): neither spaced nor fenced."""
-    reset = _OPTIONS.set(_CallOptions(attempts=_options().attempts, spaced=False))
+def call_options(*, attempts: int | None = None, spaced: bool | None = None) -> Iterator[None]:
+    """Installation requests made inside: `attempts=1` tries once on a 5xx or a lost answer
+    (rate limits are still waited for: GitHub applied nothing), for a create the caller
+    de-duplicates; `spaced=False` is a POST that only reads (a GraphQL query): neither spaced
+    nor fenced."""
+    outer = _options()
+    reset = _OPTIONS.set(
+        _CallOptions(
+            attempts=attempts or outer.attempts, spaced=outer.spaced if spaced is None else spaced
+        )
+    )
     try:
         yield
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
@@ -21,7 +20,7 @@ from githubkit.utils import UNSET
 from pydantic import BaseModel, ValidationError
 
 from bot.github._pages import MAX_PAGES, Pages, answer, items_of, json_of, model_of, translated
-from bot.github._retry import as_read, single_try
+from bot.github._retry import call_options
 from bot.github.errors import GitHubError, NotFound, RateLimited, RetryableError
 from bot.github.models import (
     PERMISSIONS,
@@ -111,12 +110,9 @@ class InstallationClient:
         spaced: bool | None = None,
     ) -> httpx.Response:
         """Any REST call with this installation's token (githubkit's untyped `arequest`, for
-        what it has no method for); a 401 refreshes the token once. `attempts=1` sends it under
-        `single_try()`, `spaced=False` under `as_read()` (see `bot.github._retry`)."""
-        with (
-            single_try() if attempts == 1 else nullcontext(),
-            as_read() if spaced is False else nullcontext(),
-        ):
+        what it has no method for); a 401 refreshes the token once. `attempts` and `spaced`: see
+        `bot.github._retry.call_options`."""
+        with call_options(attempts=attempts, spaced=spaced):
             call = self.github.arequest(
                 method, path, json=json, params=params, headers={"Accept": accept}
             )
@@ -132,7 +128,7 @@ class InstallationClient:
         attempts = self.app.sender.policy.attempts
         for failures in range(1, attempts + 1):
             try:
-                with single_try():
+                with call_options(attempts=1):
                     return model_of(model, await answer(send()))
             except RateLimited:
                 raise
@@ -357,7 +353,7 @@ class InstallationClient:
         """A GraphQL call through githubkit's; its `data`, or NotFound / GitHubError from
         GraphQL's `errors`. A query is a read: neither spaced nor fenced like writes."""
         try:
-            with nullcontext() if mutation else as_read():
+            with call_options(spaced=None if mutation else False):
                 return await self.github.graphql.arequest(query, dict(variables))
         except (RequestError, ValidationError) as exc:
             if isinstance(exc, ValidationError):

@@ -1,14 +1,29 @@
-"""App authentication: the RS256 App JWT and the cache of narrowed installation tokens."""
+"""App authentication as githubkit auth strategies: the App JWT and narrowed installation tokens.
+
+githubkit's `AppAuthStrategy` picks the App JWT for the App's own routes (`/app/...`) and
+`AppInstallationAuthStrategy` an installation token for the rest; both are subclassed here
+for what githubkit 0.16.1 leaves out: the JWT is signed with a key parsed once and the
+client's clock (githubkit re-parses the PEM and reads the wall clock), and an installation
+token comes from `GitHubApp`'s cache (one request per key at a time, dropped when access is
+revoked) and is dropped and requested again once when GitHub answers 401 with it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+import httpx
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from githubkit import AppAuthStrategy, AppInstallationAuthStrategy
+from githubkit.auth.app import AppAuth
+
+if TYPE_CHECKING:
+    from githubkit import GitHubCore
 
 JWT_BACKDATE_S = 60
 """`iat` is set this far in the past to absorb clock drift between us and GitHub."""
@@ -90,3 +105,56 @@ def token_key(
 ) -> TokenKey:
     perms = ",".join(f"{k}={v}" for k, v in sorted((permissions or {}).items()))
     return (installation_id, repo or "", perms)
+
+
+@dataclass
+class _JwtFlow(AppAuth):
+    sign: Callable[[], str] = field(kw_only=True, repr=False)
+
+    def get_jwt(self) -> str:
+        return self.sign()
+
+    async def aget_jwt(self) -> str:
+        return self.sign()
+
+
+@dataclass
+class AppJwtStrategy(AppAuthStrategy):
+    """githubkit's App strategy with our signer; `private_key` stays empty (never kept twice)."""
+
+    sign: Callable[[], str] = field(kw_only=True, repr=False)
+
+    def get_auth_flow(self, github: GitHubCore[Any]) -> httpx.Auth:
+        return _JwtFlow(github, self.app_id, "", sign=self.sign)
+
+
+class _TokenFlow(httpx.Auth):
+    def __init__(self, token: Callable[[], Awaitable[str]], refused: Callable[[str], None]) -> None:
+        self._token = token
+        self._refused = refused
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        raise RuntimeError("the installation client is async only")
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        token = await self._token()
+        request.headers["Authorization"] = f"token {token}"
+        response = yield request
+        if response.status_code == 401:
+            self._refused(token)
+            request.headers["Authorization"] = f"token {await self._token()}"
+            yield request
+
+
+@dataclass
+class InstallationTokenStrategy(AppInstallationAuthStrategy):
+    """githubkit's installation strategy, narrowed to `repositories` (and `permissions`), with
+    the token from `token()`; `refused(token)` is told of a 401 before the one retry."""
+
+    token: Callable[[], Awaitable[str]] = field(kw_only=True, repr=False)
+    refused: Callable[[str], None] = field(kw_only=True, repr=False)
+
+    def get_auth_flow(self, github: GitHubCore[Any]) -> httpx.Auth:
+        return _TokenFlow(self.token, self.refused)

@@ -1,6 +1,8 @@
-"""Sending one GitHub request: retries with backoff, rate-limit waits and write spacing.
+"""Our policy for every GitHub request, as the httpx transport under githubkit.
 
-What is retried, and how:
+githubkit builds, authenticates and checks each request; every try then passes through
+`Sender.send`, which owns what GitHub's guidance asks of an App and githubkit does not do
+(its own retries and cache are off):
 
 * 5xx answers and connection failures (refused, reset, timeouts) are retried with
   exponential backoff: `backoff_s` * 1, 2, 4 ... plus up to 25 % jitter, for at
@@ -8,12 +10,11 @@ What is retried, and how:
   a 5xx carries its own `retry-after`, and no retry when that is beyond the
   cap). GETs, PATCHes, PUTs and reactions are idempotent and simply sent again. A POST that creates
   something (a comment, a check run, a review) may have been applied although its
-  answer was a 502 or was lost, so `InstallationClient` sends those with
-  `attempts=1` and, after each failure, looks for what it was creating (the same
-  body from the App, the same check run `external_id`) before sending again: a
-  retried create never duplicates (for a pull request: an open one from the same
-  branch). When the tries run out the caller gets `RetryableError`, so the job is
-  re-queued.
+  answer was a 502 or was lost, so `InstallationClient` sends those under `call_options(attempts=1)`
+  and, after each failure, looks for what it was creating (the same body from the App, the
+  same check run `external_id`) before sending again: a retried create never duplicates
+  (for a pull request: an open one from the same branch). When the tries run out the caller
+  gets `RetryableError`, so the job is re-queued.
 * Rate limits (403 or 429): `retry-after` (seconds) is honoured; otherwise, with
   `x-ratelimit-remaining: 0`, the client waits until `x-ratelimit-reset` (epoch
   seconds); a 429 or a "secondary rate limit" 403 without either waits 60 s, as
@@ -27,8 +28,10 @@ What is retried, and how:
   serialised and spaced at least `mutation_interval_s` apart (default 1 s), as
   GitHub's secondary-rate-limit guidance asks: a per-installation lock plus the
   time the previous write finished; the next write is sent no sooner than that
-  plus the interval. Reads are neither serialised nor spaced. The spacing, like the
-  quota memory, is kept per process.
+  plus the interval. Reads (and GraphQL queries, sent under `call_options(spaced=False)`) are neither
+  serialised nor spaced. The spacing, like the quota memory, is kept per process. Before
+  each try of a write, the installation's `guard` is awaited (the job's lease, see
+  `bot.store.queue.fence`); what it raises ends the request unsent.
 
 Every request carries `X-Bot-Delivery: <delivery id>` when a delivery is bound in
 the log context, so GitHub-side traces can be tied back to the webhook. Tokens and
@@ -39,14 +42,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import httpx
-from githubkit import GitHub, UnauthAuthStrategy
-from githubkit.exception import RequestError, RequestFailed
 
 from bot import metrics
 from bot.github.errors import AuthError, GitHubError, NotFound, RateLimited, RetryableError
@@ -56,6 +58,7 @@ log = get_logger(__name__)
 
 MUTATING = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 USER_AGENT = "repo-agent-bot"
+Guard = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,38 @@ class RetryPolicy:
     rate_limit_waits: int = 3
     mutation_interval_s: float = 1.0
     timeout_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class _CallOptions:
+    attempts: int | None = None
+    spaced: bool | None = None
+
+
+_DEFAULTS = _CallOptions()
+_OPTIONS: ContextVar[_CallOptions | None] = ContextVar("github_call_options", default=None)
+
+
+def _options() -> _CallOptions:
+    return _OPTIONS.get() or _DEFAULTS
+
+
+@contextmanager
+def call_options(*, attempts: int | None = None, spaced: bool | None = None) -> Iterator[None]:
+    """Installation requests made inside: `attempts=1` tries once on a 5xx or a lost answer
+    (rate limits are still waited for: GitHub applied nothing), for a create the caller
+    de-duplicates; `spaced=False` is a POST that only reads (a GraphQL query): neither spaced
+    nor fenced."""
+    outer = _options()
+    reset = _OPTIONS.set(
+        _CallOptions(
+            attempts=attempts or outer.attempts, spaced=outer.spaced if spaced is None else spaced
+        )
+    )
+    try:
+        yield
+    finally:
+        _OPTIONS.reset(reset)
 
 
 def rate_limit_wait(status: int, headers: Mapping[str, str], body: str, now: float) -> float | None:
@@ -140,19 +175,6 @@ def _seconds(value: str | None) -> float | None:
         return None
 
 
-class _SharedTransport(httpx.AsyncBaseTransport):
-    """Keeps one connection pool across the short-lived httpx clients githubkit creates."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:  # the owner closes `inner` once, at shutdown
-        return None
-
-
 class _Spacer:
     """Serialises one installation's writes and keeps them `interval` apart."""
 
@@ -162,13 +184,12 @@ class _Spacer:
 
 
 class Sender:
-    """Sends requests through githubkit with the retry, rate-limit and spacing rules above."""
+    """The state the rules above keep per process (spacing, spent quotas) and the network."""
 
     def __init__(
         self,
-        api_url: str,
-        *,
         policy: RetryPolicy,
+        *,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
@@ -177,125 +198,76 @@ class Sender:
         self._clock = clock
         self._sleep = sleep
         self._inner = transport or httpx.AsyncHTTPTransport(retries=0)
-        self._github: GitHub[Any] = GitHub(
-            UnauthAuthStrategy(),
-            base_url=api_url,
-            async_transport=_SharedTransport(self._inner),
-            auto_retry=False,
-            http_cache=False,
-            timeout=policy.timeout_s,
-            user_agent=USER_AGENT,
-            # Proxy settings from the environment apply to the network, not to a given transport.
-            trust_env=transport is None,
-        )
         self._spacers: dict[int, _Spacer] = {}
         self._exhausted: dict[int, float] = {}  # installation id (-1: the App) -> reset time
+
+    def transport(
+        self, installation_id: int | None = None, guard: Guard | None = None
+    ) -> httpx.AsyncBaseTransport:
+        """The transport for githubkit: the App's (None) or one installation's requests."""
+        return _PolicyTransport(self, installation_id, guard)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
     async def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        authorization: str,
-        json: Any = None,
-        params: Mapping[str, str | int] | None = None,
-        accept: str = "application/vnd.github+json",
-        installation_id: int | None = None,
-        attempts: int | None = None,
-        spaced: bool | None = None,
-        guard: Callable[[], Awaitable[None]] | None = None,
+        self, request: httpx.Request, installation_id: int | None, guard: Guard | None
     ) -> httpx.Response:
-        """One request, retried per the policy; a 2xx/3xx answer or a GitHubError.
-
-        Writes (`POST`, `PATCH`, `PUT`, `DELETE`) to one installation are spaced apart;
-        `spaced` overrides that for a POST that only reads (a GraphQL query). `guard` is
-        awaited right before each try goes out (after any spacing or backoff wait); what
-        it raises ends the request unsent.
-
-        `attempts=1` turns off the retries of 5xx answers and connection failures (rate
-        limits are still waited for: GitHub applied nothing) for a write the caller
-        makes idempotent itself.
-        """
-        method = method.upper()
-        tries = attempts or self.policy.attempts
-        await self._respect_exhausted_quota(installation_id, method, path)
-        write = method in MUTATING if spaced is None else spaced
-        if write and installation_id is not None:
-            spacer = self._spacers.setdefault(installation_id, _Spacer())
-            async with spacer.lock:
-                wait = spacer.last_done + self.policy.mutation_interval_s - time.monotonic()
-                if wait > 0:
-                    await self._sleep(wait)
-                try:
-                    return await self._with_retries(
-                        method,
-                        path,
-                        authorization,
-                        json,
-                        params,
-                        accept,
-                        tries,
-                        installation_id,
-                        guard,
-                    )
-                finally:
-                    spacer.last_done = time.monotonic()
-        return await self._with_retries(
-            method, path, authorization, json, params, accept, tries, installation_id, guard
-        )
+        """One request, retried per the policy: an answer that is no rate limit or 5xx any more
+        (githubkit turns an error answer into its exception), or RetryableError/RateLimited."""
+        options = _options() if installation_id is not None else _DEFAULTS
+        method = request.method
+        delivery = current_fields().get("delivery_id")
+        if delivery is not None:
+            request.headers["X-Bot-Delivery"] = str(delivery)
+        await self._respect_exhausted_quota(installation_id, request)
+        write = method in MUTATING if options.spaced is None else options.spaced
+        tries = options.attempts or self.policy.attempts
+        if not write or installation_id is None:
+            return await self._with_retries(request, tries, installation_id, None)
+        spacer = self._spacers.setdefault(installation_id, _Spacer())
+        async with spacer.lock:
+            wait = spacer.last_done + self.policy.mutation_interval_s - time.monotonic()
+            if wait > 0:
+                await self._sleep(wait)
+            try:
+                return await self._with_retries(request, tries, installation_id, guard)
+            finally:
+                spacer.last_done = time.monotonic()
 
     async def _with_retries(
         self,
-        method: str,
-        path: str,
-        authorization: str,
-        json: Any,
-        params: Mapping[str, str | int] | None,
-        accept: str,
+        request: httpx.Request,
         attempts: int,
         installation_id: int | None,
-        guard: Callable[[], Awaitable[None]] | None = None,
+        guard: Guard | None,
     ) -> httpx.Response:
-        headers = {
-            "Authorization": authorization,
-            "Accept": accept,
-            "X-GitHub-Api-Version": "2022-11-28",
-        }
-        delivery = current_fields().get("delivery_id")
-        if delivery is not None:
-            headers["X-Bot-Delivery"] = str(delivery)
+        method, path = request.method, request.url.path
         failures = 0
         rate_waits = 0
         while True:
             if guard is not None:
                 await guard()
             try:
-                answer = await self._github.arequest(
-                    method,
-                    path,
-                    headers=headers,
-                    json=json,
-                    params=dict(params) if params else None,
-                )
-                self._note_quota(installation_id, answer.raw_response)
-                metrics.github_request(method, answer.raw_response.status_code)
-                return answer.raw_response
-            except RequestFailed as exc:
-                response = exc.response.raw_response
-                self._note_quota(installation_id, response)
-                metrics.github_request(method, response.status_code)
-            except RequestError as exc:
+                response = await self._inner.handle_async_request(request)
+                if response.status_code < 400:
+                    self._note_quota(installation_id, response.headers)
+                    metrics.github_request(method, response.status_code)
+                    return response
+                body = await response.aread()
+                await response.aclose()
+            except httpx.TransportError as exc:
                 metrics.github_request(method, None)
                 failures += 1
                 if failures >= attempts:
-                    raise RetryableError(0, f"{method} {path}: {type(exc.exc).__name__}") from None
+                    raise RetryableError(0, f"{method} {path}: {type(exc).__name__}") from None
                 await self.backoff(method, path, 0, failures)
                 continue
-            status = response.status_code
-            wait = rate_limit_wait(status, response.headers, response.text, self._clock())
+            status, headers = response.status_code, response.headers
+            self._note_quota(installation_id, headers)
+            metrics.github_request(method, status)
+            text = body.decode("utf-8", errors="replace")
+            wait = rate_limit_wait(status, headers, text, self._clock())
             if wait is not None:
                 rate_waits += 1
                 if wait > self.policy.max_sleep_s or rate_waits > self.policy.rate_limit_waits:
@@ -309,24 +281,24 @@ class Sender:
                 continue
             if status >= 500:
                 failures += 1
-                asked = _seconds(response.headers.get("retry-after"))
+                asked = _seconds(headers.get("retry-after"))
                 if failures < attempts and (asked is None or asked <= self.policy.max_sleep_s):
                     await self.backoff(method, path, status, failures, at_least=asked or 0.0)
                     continue
-            raise error_for(response)
+            return httpx.Response(status, headers=headers, content=body, request=request)
 
-    def _note_quota(self, installation_id: int | None, response: httpx.Response) -> None:
+    def _note_quota(self, installation_id: int | None, headers: httpx.Headers) -> None:
         """Remember when a quota (per installation, or the App's) ran out, and until when."""
         key = -1 if installation_id is None else installation_id
-        if response.headers.get("x-ratelimit-remaining") != "0":
+        if headers.get("x-ratelimit-remaining") != "0":
             self._exhausted.pop(key, None)
             return
-        wait = rate_limit_wait(429, response.headers, "", self._clock())
+        wait = rate_limit_wait(429, headers, "", self._clock())
         if wait is not None and wait > 1.0:  # 1 s is the margin added to every reset
             self._exhausted[key] = self._clock() + wait
 
     async def _respect_exhausted_quota(
-        self, installation_id: int | None, method: str, path: str
+        self, installation_id: int | None, request: httpx.Request
     ) -> None:
         """Do not send while a known quota is spent (GitHub may ban clients that keep trying)."""
         key = -1 if installation_id is None else installation_id
@@ -337,6 +309,7 @@ class Sender:
         if wait <= 0:
             self._exhausted.pop(key, None)
             return
+        method, path = request.method, request.url.path
         if wait > self.policy.max_sleep_s:
             raise RateLimited(until, f"{method} {path}: quota spent")
         log.warning(
@@ -359,3 +332,21 @@ class Sender:
             extra={"method": method, "path": path, "status": status, "attempt": failures},
         )
         await self._sleep(delay)
+
+
+class _PolicyTransport(httpx.AsyncBaseTransport):
+    """What githubkit sends through: `Sender.send` for one installation (or the App).
+
+    githubkit opens a short-lived httpx client per call and closes its transport with it;
+    the network under `Sender` stays open until `Sender.aclose`."""
+
+    def __init__(self, policy: Sender, installation_id: int | None, guard: Guard | None) -> None:
+        self._policy = policy
+        self._installation_id = installation_id
+        self._guard = guard
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._policy.send(request, self._installation_id, self._guard)
+
+    async def aclose(self) -> None:
+        return None

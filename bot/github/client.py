@@ -7,43 +7,58 @@
     comment = await gh.create_issue_comment(7, "hello")
     await app.aclose()
 
-Authentication. The App JWT is RS256, `iss` = app id, `iat` 60 s in the past and
-`exp` 9 minutes ahead (GitHub allows at most 10). Installation tokens are requested
-with `POST /app/installations/{id}/access_tokens`, narrowed to the single
-repository of the client (`repositories: [name]`) and optionally to fewer
-`permissions`, cached per (installation, repository) until 5 minutes before
-`expires_at`, and on a 401 dropped and re-requested once before the call fails
-with `AuthError`. `token()` gives the same token to git (as an HTTP header, see
-`bot.git.checkout`). Once GitHub says the app lost an installation or some of its
+Authentication, through githubkit's auth strategies (`bot.github._auth`). The App JWT is
+RS256, `iss` = app id, `iat` 60 s in the past and `exp` 9 minutes ahead (GitHub allows at
+most 10), re-signed every 5 minutes. Installation tokens are requested with githubkit's
+`apps.create_installation_access_token`, narrowed to the single repository of the client
+(`repositories: [name]`) and optionally to fewer `permissions`, cached per (installation,
+repository) until 5 minutes before `expires_at`, and on a 401 dropped and re-requested once
+before the call fails with `AuthError`. `token()` gives the same token to git (as an HTTP
+header, see `bot.git.checkout`). Once GitHub says the app lost an installation or some of its
 repositories (`revoke_access`), their cached tokens, permissions and labels are dropped and
 no token is requested for them (`AccessRevoked`) until `restore_access`.
 
 Webhook deliveries: `hook_deliveries(since=...)` lists the App's recent delivery attempts
 (newest first, cursor pages) and `redeliver(id)` asks GitHub to send one again.
 
-Retries, rate limits and write spacing are described in `bot.github._retry`.
+Every call is one of githubkit's typed REST methods (its body checked against GitHub's
+schema before it is sent) and lists are read with its paginator (`bot.github._pages`);
+retries, rate limits, write spacing and the delivery header are our transport under it
+(`bot.github._retry`), githubkit's own retries and HTTP cache being off.
 Errors: `GitHubError` (status, message, docs_url) and its subclasses `NotFound`,
 `AuthError`, `RetryableError` (re-queue the job) and `RateLimited` (re-queue no
 sooner than `retry_at`).
 
-Responses are read into the lenient models of `bot.github.models` rather than
-githubkit's strict ones, which reject drifted data; githubkit carries the requests.
-For tests pass `transport=httpx.ASGITransport(fake.app)` and any `api_url`.
-`InstallationClient` lives in `bot.github.installation` and is re-exported here.
+Responses are read into the lenient models of `bot.github.models` (see `bot.github._pages`
+for why not githubkit's). For tests pass `transport=httpx.ASGITransport(fake.app)` and any
+`api_url`. `InstallationClient` lives in `bot.github.installation` and is re-exported here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import httpx
+from githubkit import GitHub
+from githubkit.config import get_config
+from githubkit.utils import UNSET
+from pydantic import ValidationError
 
-from bot.github._auth import AppJwt, CachedToken, TokenKey, parse_github_time, token_key
-from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
-from bot.github._retry import RetryPolicy, Sender
+from bot.github._auth import (
+    AppJwt,
+    AppJwtStrategy,
+    CachedToken,
+    InstallationTokenStrategy,
+    TokenKey,
+    parse_github_time,
+    token_key,
+)
+from bot.github._pages import Pages, answer, items_of, model_of
+from bot.github._retry import USER_AGENT, Guard, RetryPolicy, Sender
 from bot.github.errors import (
     AccessRevoked,
     AuthError,
@@ -53,14 +68,7 @@ from bot.github.errors import (
     RetryableError,
 )
 from bot.github.installation import LABELS_TTL_S, PERMISSION_TTL_S, InstallationClient
-from bot.github.models import (
-    AppInfo,
-    HookDelivery,
-    Installation,
-    InstallationToken,
-    Label,
-    Permission,
-)
+from bot.github.models import AppInfo, HookDelivery, Installation, Label, Permission
 from bot.log import get_logger
 
 if TYPE_CHECKING:
@@ -124,8 +132,20 @@ class GitHubApp:
         self._jwt = AppJwt(app_id, private_key_pem)
         self._slug = app_slug
         self._clock = clock
-        self.sender = Sender(
-            api_url, policy=policy or RetryPolicy(), transport=transport, clock=clock, sleep=sleep
+        self.sender = Sender(policy or RetryPolicy(), transport=transport, clock=clock, sleep=sleep)
+        # githubkit's own retries and HTTP cache are off: the transport keeps our rules.
+        self._config = get_config(
+            base_url=api_url,
+            user_agent=USER_AGENT,
+            timeout=self.sender.policy.timeout_s,
+            # Proxy settings from the environment apply to the network, not to a given transport.
+            trust_env=transport is None,
+            async_transport=self.sender.transport(),
+            http_cache=False,
+            auto_retry=False,
+        )
+        self.github: GitHub[AppJwtStrategy] = GitHub(
+            AppJwtStrategy(app_id, "", sign=self.jwt), config=self._config
         )
         self._tokens: dict[TokenKey, CachedToken] = {}
         self._token_locks: dict[TokenKey, anyio.Lock] = {}
@@ -162,21 +182,40 @@ class GitHubApp:
         """An App JWT (re-signed every 5 minutes). A secret: only for an Authorization header."""
         return self._jwt.token(self._clock())
 
-    async def _app_request(
+    def installation_github(
         self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, str | int] | None = None,
-    ) -> httpx.Response:
-        return await self.sender.send(
-            method, path, authorization=f"Bearer {self.jwt()}", json=json, params=params
+        installation_id: int,
+        repo: str,
+        permissions: Mapping[str, str] | None,
+        token: Callable[[], Awaitable[str]],
+        guard: Guard,
+    ) -> GitHub[InstallationTokenStrategy]:
+        """githubkit for one repository of one installation, its token from `token()`."""
+
+        def refused(stale: str) -> None:
+            log.warning(
+                "installation token refused, requesting a new one",
+                extra={"installation_id": installation_id, "repo": repo},
+            )
+            self.forget_token(installation_id, repo, permissions, refused=stale)
+
+        strategy = InstallationTokenStrategy(
+            self.app_id,
+            "",
+            installation_id,
+            repositories=[repo],
+            permissions=cast(Any, dict(permissions)) if permissions else UNSET,
+            token=token,
+            refused=refused,
         )
+        config = dataclasses.replace(
+            self._config, async_transport=self.sender.transport(installation_id, guard)
+        )
+        return GitHub(strategy, config=config)
 
     async def get_app(self) -> AppInfo:
         """`GET /app`: proves the credentials work and names the App."""
-        info = model_of(AppInfo, await self._app_request("GET", "/app"))
+        info = model_of(AppInfo, await answer(self.github.rest.apps.async_get_authenticated()))
         if self._slug is None:
             self._slug = info.slug
         return info
@@ -189,42 +228,26 @@ class GitHubApp:
         return self._slug
 
     async def list_installations(self) -> list[Installation]:
-        items: list[Installation] = []
-        url = "/app/installations"
-        params: Mapping[str, str | int] | None = {"per_page": 100}
-        for _ in range(MAX_PAGES):
-            response = await self._app_request("GET", url, params=params)
-            items.extend(models_of(Installation, json_of(response)))
-            nxt = next_link(response)
-            if nxt is None:
-                break
-            url, params = nxt, None
-        return items
+        rest = self.github.rest
+        pages: Pages[Installation] = Pages(
+            rest, rest.apps.async_list_installations, items_of(Installation), per_page=100
+        )
+        return await pages.collect()
 
     async def hook_deliveries(self, *, since: float) -> list[HookDelivery]:
         """`GET /app/hook/deliveries`: the App's delivery attempts since `since` (epoch
         seconds), newest first. Pages (100 each, the cursor in the `Link` header) are read
         until one reaches back past `since`, at most `MAX_PAGES` of them."""
-        items: list[HookDelivery] = []
-        url = "/app/hook/deliveries"
-        params: Mapping[str, str | int] | None = {"per_page": 100}
-        for _ in range(MAX_PAGES):
-            response = await self._app_request("GET", url, params=params)
-            page = models_of(HookDelivery, json_of(response))
-            fresh = [item for item in page if _delivered_at(item) >= since]
-            items.extend(fresh)
-            nxt = next_link(response)
-            if nxt is None or len(fresh) < len(page) or not page:
-                break
-            url, params = nxt, None
-        else:
-            log.warning("webhook deliveries truncated", extra={"pages": MAX_PAGES})
-        return items
+        rest = self.github.rest
+        pages: Pages[HookDelivery] = Pages(
+            rest, rest.apps.async_list_webhook_deliveries, items_of(HookDelivery), per_page=100
+        )
+        return await pages.collect(keep=lambda item: _delivered_at(item) >= since)
 
     async def redeliver(self, delivery_id: int) -> None:
         """`POST /app/hook/deliveries/{id}/attempts`: GitHub sends that delivery again, with
         its GUID (a 202; GitHub's 404 or 422 for an id it does not know or will not resend)."""
-        await self._app_request("POST", f"/app/hook/deliveries/{int(delivery_id)}/attempts")
+        await answer(self.github.rest.apps.async_redeliver_webhook_delivery(int(delivery_id)))
 
     # -- losing and regaining an installation ---------------------------------------------------
 
@@ -300,17 +323,22 @@ class GitHubApp:
             cached = self._tokens.get(key)
             if cached is not None and cached.fresh(self._clock()):
                 return cached.token
-            body: dict[str, Any] = {}
-            if repo:
-                body["repositories"] = [repo]
-            if permissions:
-                body["permissions"] = dict(permissions)
-            response = await self._app_request(
-                "POST", f"/app/installations/{installation_id}/access_tokens", json=body or None
+            minted = await answer(
+                self.github.rest.apps.async_create_installation_access_token(
+                    installation_id,
+                    repositories=[repo] if repo else UNSET,
+                    permissions=cast(Any, dict(permissions)) if permissions else UNSET,
+                )
             )
-            issued = model_of(InstallationToken, response)
+            try:  # githubkit's model parses the recorded answer: read through it
+                issued = minted.parsed_data
+            except ValidationError as exc:
+                raise GitHubError(
+                    200, f"unexpected installation token from GitHub: {exc}"
+                ) from None
             self.check_access(installation_id)  # revoked while the token was on its way
-            self._tokens[key] = CachedToken(issued.token, parse_github_time(issued.expires_at))
+            expires_at = parse_github_time(str(issued.expires_at))
+            self._tokens[key] = CachedToken(issued.token, expires_at)
             log.info(
                 "installation token issued",
                 extra={"installation_id": installation_id, "repo": repo or "*"},

@@ -1,7 +1,8 @@
 """One installation's calls on one repository: issues, comments, labels, pulls, reviews, checks.
 
 Built by `GitHubApp.installation(installation_id, owner, repo)`; see `bot.github.client`
-for authentication, retries and errors.
+for authentication, retries and errors. Each call is githubkit's REST method for it; path
+parameters it puts into the URL as given are quoted here (a file path, a ref, a login).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel
+from githubkit import Response
+from githubkit.exception import GraphQLFailed, RequestError
+from githubkit.utils import UNSET
+from pydantic import BaseModel, ValidationError
 
-from bot.github._pages import MAX_PAGES, json_of, model_of, models_of, next_link
-from bot.github._retry import MUTATING
-from bot.github.errors import AuthError, GitHubError, NotFound, RateLimited, RetryableError
+from bot.github._pages import MAX_PAGES, Pages, answer, items_of, json_of, model_of, translated
+from bot.github._retry import call_options
+from bot.github.errors import GitHubError, NotFound, RateLimited, RetryableError
 from bot.github.models import (
     PERMISSIONS,
     CheckAnnotation,
@@ -72,6 +76,12 @@ class InstallationClient:
         self.owner = owner
         self.repo = repo
         self._permissions = dict(permissions) if permissions else None
+        # Every write is sent only while the running job's lease holds, checked before each
+        # try (`bot.store.queue.fence`).
+        self.github = app.installation_github(
+            installation_id, repo, self._permissions, self.token, check_fence
+        )
+        self._rest = self.github.rest
 
     @property
     def full_name(self) -> str:
@@ -101,114 +111,86 @@ class InstallationClient:
         attempts: int | None = None,
         spaced: bool | None = None,
     ) -> httpx.Response:
-        """Any REST call with this installation's token; a 401 refreshes the token once.
-
-        A write (any mutating method; a POST with `spaced=False` is a GraphQL query, a read)
-        is sent only while the running job's lease holds, checked before each try
-        (`bot.store.queue.fence`)."""
-        writes = method.upper() in MUTATING and spaced is not False
-        for attempt in (1, 2):
-            token = await self.token()
-            try:
-                return await self.app.sender.send(
-                    method,
-                    path,
-                    authorization=f"token {token}",
-                    json=json,
-                    params=params,
-                    accept=accept,
-                    installation_id=self.installation_id,
-                    attempts=attempts,
-                    spaced=spaced,
-                    guard=check_fence if writes else None,
-                )
-            except AuthError:
-                if attempt == 2:
-                    raise
-                log.warning(
-                    "installation token refused, requesting a new one",
-                    extra={"installation_id": self.installation_id, "repo": self.full_name},
-                )
-                self.app.forget_token(
-                    self.installation_id, self.repo, self._permissions, refused=token
-                )
-        raise AssertionError("unreachable")
-
-    def _repo_path(self, suffix: str = "") -> str:
-        return f"/repos/{self.owner}/{self.repo}{suffix}"
-
-    async def _get_json(self, suffix: str, params: Mapping[str, str | int] | None = None) -> Any:
-        return json_of(await self.request("GET", self._repo_path(suffix), params=params))
-
-    async def _paginate(
-        self, suffix: str, params: Mapping[str, str | int] | None = None, *, key: str | None = None
-    ) -> list[Any]:
-        items: list[Any] = []
-        url = self._repo_path(suffix)
-        query: Mapping[str, str | int] | None = {"per_page": 100, **(params or {})}
-        for _ in range(MAX_PAGES):
-            response = await self.request("GET", url, params=query)
-            data = json_of(response)
-            page = data.get(key, []) if key is not None and isinstance(data, dict) else data
-            if not isinstance(page, list):
-                raise GitHubError(200, f"GET {url}: expected a list")
-            items.extend(page)
-            nxt = next_link(response)
-            if nxt is None:
-                break
-            url, query = nxt, None
-        else:
-            log.warning(
-                "list truncated", extra={"path": self._repo_path(suffix), "pages": MAX_PAGES}
+        """Any REST call with this installation's token (githubkit's untyped `arequest`, for
+        what it has no method for); a 401 refreshes the token once. `attempts` and `spaced`: see
+        `bot.github._retry.call_options`."""
+        with call_options(attempts=attempts, spaced=spaced):
+            call = self.github.arequest(
+                method, path, json=json, params=params, headers={"Accept": accept}
             )
-        return items
+            return (await answer(call)).raw_response
 
     async def _create(
         self,
         model: type[M],
-        suffix: str,
-        payload: Mapping[str, Any],
+        send: Callable[[], Awaitable[Response[Any, Any]]],
         find: Callable[[], Awaitable[M | None]],
     ) -> M:
         """POST a create, never twice: after a 5xx or a lost answer, `find` what it made."""
-        path = self._repo_path(suffix)
         attempts = self.app.sender.policy.attempts
         for failures in range(1, attempts + 1):
             try:
-                return model_of(model, await self.request("POST", path, json=payload, attempts=1))
+                with call_options(attempts=1):
+                    return model_of(model, await answer(send()))
             except RateLimited:
                 raise
             except RetryableError as exc:
                 existing = await find()
                 if existing is not None:
-                    log.info("create was applied despite the error", extra={"path": path})
+                    log.info(
+                        "create was applied despite the error", extra={"model": model.__name__}
+                    )
                     return existing
                 if failures == attempts:
                     raise
-                await self.app.sender.backoff("POST", path, exc.status, failures)
+                await self.app.sender.backoff("POST", model.__name__, exc.status, failures)
         raise AssertionError("unreachable")
+
+    def _pages(
+        self,
+        request: Callable[..., Awaitable[Response[Any, Any]]],
+        items: Callable[[Response[Any, Any]], list[M]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Pages[M]:
+        """githubkit's paginator over `request(owner, repo, *args, per_page=100, **kwargs)`."""
+        return Pages(
+            self._rest, request, items, self.owner, self.repo, *args, per_page=100, **kwargs
+        )
 
     # -- repository ------------------------------------------------------------------------
 
     async def get_repo(self) -> Repository:
-        return model_of(Repository, await self._get_json(""))
+        return model_of(Repository, await answer(self._rest.repos.async_get(self.owner, self.repo)))
 
     async def get_file_text(self, path: str, ref: str | None = None) -> str | None:
         """A file's text at `ref` (default branch when None); None when it does not exist."""
-        params = {"ref": ref} if ref else None
-        suffix = f"/contents/{quote(path.lstrip('/'), safe='/')}"
+        where = quote(path.lstrip("/"), safe="/")
+        at = ref if ref else UNSET
+        contents = self._rest.repos.async_get_content
         try:
-            data = await self._get_json(suffix, params)
+            # Read as raw JSON: githubkit's models of a file (`ContentFile` and the rest of its
+            # union) parse GitHub's recorded answer but not the fake's, which lacks `git_url`,
+            # `download_url` and `_links`; `type`, `encoding` and `content` are all we read.
+            data = json_of(
+                (await answer(contents(self.owner, self.repo, where, ref=at))).raw_response
+            )
             if not isinstance(data, dict) or data.get("type") != "file":
                 return None
             if data.get("encoding") == "base64":
                 raw = base64.b64decode(str(data.get("content") or ""))
                 return raw.decode("utf-8", errors="replace")
             # Files over 1 MB come without content: ask for the raw bytes instead.
-            response = await self.request(
-                "GET", self._repo_path(suffix), params=params, accept="application/vnd.github.raw"
+            raw_answer = await answer(
+                contents(
+                    self.owner,
+                    self.repo,
+                    where,
+                    ref=at,
+                    headers={"Accept": "application/vnd.github.raw"},
+                )
             )
-            return response.content.decode("utf-8", errors="replace")
+            return raw_answer.raw_response.content.decode("utf-8", errors="replace")
         except NotFound:
             return None
 
@@ -224,8 +206,9 @@ class InstallationClient:
         cached = self.app.cached_permission(key)
         if cached is not None:
             return cached
+        level = self._rest.repos.async_get_collaborator_permission_level
         try:
-            data = await self._get_json(f"/collaborators/{quote(login, safe='')}/permission")
+            answered = await answer(level(self.owner, self.repo, quote(login, safe="")))
         except NotFound:
             value: Permission = "none"
         except GitHubError as exc:
@@ -239,7 +222,9 @@ class InstallationClient:
                 ) from exc
             return None
         else:
-            parsed = _parse_permission(data)
+            # Read as raw JSON: `role_name` is what counts, and an answer without the legacy
+            # `permission` (which githubkit's model requires) must still be read.
+            parsed = _parse_permission(json_of(answered.raw_response))
             if parsed is None:
                 return None
             value = parsed
@@ -249,13 +234,17 @@ class InstallationClient:
     # -- issues and comments ---------------------------------------------------------------
 
     async def get_issue(self, number: int) -> Issue:
-        return model_of(Issue, await self._get_json(f"/issues/{number}"))
+        return model_of(
+            Issue, await answer(self._rest.issues.async_get(self.owner, self.repo, number))
+        )
 
     async def list_issue_comments(self, number: int) -> list[IssueComment]:
-        return models_of(IssueComment, await self._paginate(f"/issues/{number}/comments"))
+        rest = self._rest.issues
+        return await self._pages(rest.async_list_comments, items_of(IssueComment), number).collect()
 
     async def get_issue_comment(self, comment_id: int) -> IssueComment:
-        return model_of(IssueComment, await self._get_json(f"/issues/comments/{comment_id}"))
+        call = self._rest.issues.async_get_comment(self.owner, self.repo, comment_id)
+        return model_of(IssueComment, await answer(call))
 
     async def create_issue_comment(self, number: int, body: str) -> IssueComment:
         """Post a comment; a retried post finds the first one instead of posting twice."""
@@ -267,53 +256,51 @@ class InstallationClient:
                     return comment
             return None
 
-        return await self._create(IssueComment, f"/issues/{number}/comments", {"body": body}, find)
+        def send() -> Awaitable[Response[Any, Any]]:
+            return self._rest.issues.async_create_comment(self.owner, self.repo, number, body=body)
+
+        return await self._create(IssueComment, send, find)
 
     async def update_issue_comment(self, comment_id: int, body: str) -> IssueComment:
-        response = await self.request(
-            "PATCH", self._repo_path(f"/issues/comments/{comment_id}"), json={"body": body}
-        )
-        return model_of(IssueComment, response)
+        call = self._rest.issues.async_update_comment(self.owner, self.repo, comment_id, body=body)
+        return model_of(IssueComment, await answer(call))
 
     async def add_reaction(self, comment_id: int, content: str = "eyes") -> None:
         """React to an issue comment (👀 by default)."""
-        await self.request(
-            "POST",
-            self._repo_path(f"/issues/comments/{comment_id}/reactions"),
-            json={"content": content},
-        )
+        react = self._rest.reactions.async_create_for_issue_comment
+        await answer(react(self.owner, self.repo, comment_id, content=cast(Any, content)))
 
     async def add_review_comment_reaction(self, comment_id: int, content: str = "eyes") -> None:
         """React to a pull request review comment (a comment on a line of the diff)."""
-        await self.request(
-            "POST",
-            self._repo_path(f"/pulls/comments/{comment_id}/reactions"),
-            json={"content": content},
-        )
+        react = self._rest.reactions.async_create_for_pull_request_review_comment
+        await answer(react(self.owner, self.repo, comment_id, content=cast(Any, content)))
 
     async def add_issue_reaction(self, number: int, content: str = "eyes") -> None:
         """React to the body of an issue or pull request."""
-        await self.request(
-            "POST", self._repo_path(f"/issues/{number}/reactions"), json={"content": content}
-        )
+        react = self._rest.reactions.async_create_for_issue
+        await answer(react(self.owner, self.repo, number, content=cast(Any, content)))
 
     # -- pull requests ---------------------------------------------------------------------
 
     async def get_pull(self, number: int) -> PullRequest:
-        return model_of(PullRequest, await self._get_json(f"/pulls/{number}"))
+        call = self._rest.pulls.async_get(self.owner, self.repo, number)
+        return model_of(PullRequest, await answer(call))
 
     async def list_pull_files(self, number: int) -> list[PullFile]:
-        return models_of(PullFile, await self._paginate(f"/pulls/{number}/files"))
+        rest = self._rest.pulls
+        return await self._pages(rest.async_list_files, items_of(PullFile), number).collect()
 
     async def get_pull_diff(self, number: int) -> str:
         """The unified diff of the pull request (GitHub's `application/vnd.github.diff`)."""
-        response = await self.request(
-            "GET", self._repo_path(f"/pulls/{number}"), accept="application/vnd.github.diff"
+        call = self._rest.pulls.async_get(
+            self.owner, self.repo, number, headers={"Accept": "application/vnd.github.diff"}
         )
-        return response.text
+        return (await answer(call)).raw_response.text
 
     async def list_review_comments(self, number: int) -> list[ReviewComment]:
-        return models_of(ReviewComment, await self._paginate(f"/pulls/{number}/comments"))
+        rest = self._rest.pulls
+        pages = self._pages(rest.async_list_review_comments, items_of(ReviewComment), number)
+        return await pages.collect()
 
     async def create_review(
         self,
@@ -338,7 +325,11 @@ class InstallationClient:
                     return review
             return None
 
-        return await self._create(Review, f"/pulls/{number}/reviews", payload, find)
+        def send() -> Awaitable[Response[Any, Any]]:
+            create = self._rest.pulls.async_create_review
+            return create(self.owner, self.repo, number, data=cast(Any, payload))
+
+        return await self._create(Review, send, find)
 
     async def reply_to_review_comment(
         self, number: int, comment_id: int, body: str
@@ -352,33 +343,31 @@ class InstallationClient:
                     return comment
             return None
 
-        suffix = f"/pulls/{number}/comments/{comment_id}/replies"
-        return await self._create(ReviewComment, suffix, {"body": body}, find)
+        def send() -> Awaitable[Response[Any, Any]]:
+            reply = self._rest.pulls.async_create_reply_for_review_comment
+            return reply(self.owner, self.repo, number, comment_id, body=body)
+
+        return await self._create(ReviewComment, send, find)
 
     async def graphql(
         self, query: str, variables: Mapping[str, Any], *, mutation: bool = False
     ) -> dict[str, Any]:
-        """A GraphQL call; its `data`, or NotFound / GitHubError from GraphQL's `errors`."""
-        response = await self.request(
-            "POST",
-            self.app.graphql_url,
-            json={"query": query, "variables": dict(variables)},
-            spaced=mutation,
-        )
-        data = json_of(response)
-        if not isinstance(data, dict):
-            raise GitHubError(200, "GraphQL answered something that is not an object")
-        errors = data.get("errors")
-        if errors:
-            first = errors[0] if isinstance(errors, list) and errors else {}
-            message = str(first.get("message", "GraphQL error")) if isinstance(first, dict) else ""
-            if isinstance(first, dict) and first.get("type") == "NOT_FOUND":
-                raise NotFound(404, message)
-            raise GitHubError(200, f"GraphQL: {message}")
-        result = data.get("data")
-        if not isinstance(result, dict):
-            raise GitHubError(200, "GraphQL answered without data")
-        return result
+        """A GraphQL call through githubkit's; its `data`, or NotFound / GitHubError from
+        GraphQL's `errors`. A query is a read: neither spaced nor fenced like writes."""
+        try:
+            with call_options(spaced=None if mutation else False):
+                return await self.github.graphql.arequest(query, dict(variables))
+        except (RequestError, ValidationError) as exc:
+            if isinstance(exc, ValidationError):
+                raise GitHubError(200, "GraphQL answered something that is not an answer") from None
+            raise translated(exc) from None
+        except GraphQLFailed as exc:
+            errors = exc.response.errors or []
+            first = errors[0] if errors else None
+            message = first.message if first is not None else "GraphQL error"
+            if first is not None and first.type == "NOT_FOUND":
+                raise NotFound(404, message) from None
+            raise GitHubError(200, f"GraphQL: {message}") from None
 
     async def review_threads(self, number: int) -> list[ReviewThread]:
         """Every review thread of the pull request, with its comments and their 👎 reactions."""
@@ -409,29 +398,35 @@ class InstallationClient:
         with `draft`. A retried create finds the first one instead of opening two; GitHub's
         422 (`A pull request already exists for ...`, `No commits between ...`) is raised as
         `GitHubError` with that reason in its message."""
-        payload = {"head": head, "base": base, "title": title, "body": body, "draft": draft}
 
         async def find() -> PullRequest | None:
             return await self.find_open_pull_by_head(head, base=base)
 
-        return await self._create(PullRequest, "/pulls", payload, find)
+        def send() -> Awaitable[Response[Any, Any]]:
+            return self._rest.pulls.async_create(
+                self.owner, self.repo, head=head, base=base, title=title, body=body, draft=draft
+            )
+
+        return await self._create(PullRequest, send, find)
 
     async def find_open_pull_by_head(
         self, branch: str, *, base: str | None = None
     ) -> PullRequest | None:
         """The open pull request from `branch` of this repository (into `base` when given)."""
-        query = {"head": f"{self.owner}:{branch}", "state": "open"}
-        if base is not None:
-            query["base"] = base
-        found = models_of(PullRequest, await self._paginate("/pulls", query))
+        rest = self._rest.pulls
+        head = f"{self.owner}:{branch}"
+        pages = self._pages(
+            rest.async_list, items_of(PullRequest), head=head, state="open", base=base or UNSET
+        )
+        found = await pages.collect()
         return found[0] if found else None
 
     async def open_pulls_at(self, sha: str) -> list[PullRequest]:
         """The open pull requests of this repository whose head is commit `sha`, a fork's
         included: GitHub's `commits/{sha}/pulls` does not know a commit that only a fork has,
         so the open pull requests are listed and their heads compared."""
-        found = models_of(PullRequest, await self._paginate("/pulls", {"state": "open"}))
-        return [pull for pull in found if pull.head.sha == sha]
+        pages = self._pages(self._rest.pulls.async_list, items_of(PullRequest), state="open")
+        return [pull for pull in await pages.collect() if pull.head.sha == sha]
 
     async def request_reviewers(self, number: int, logins: Sequence[str]) -> PullRequest:
         """Ask `logins` to review the pull request (asking again is harmless).
@@ -439,12 +434,10 @@ class InstallationClient:
         GitHub answers 422 (`GitHubError`) when one is the pull request's author or not a
         collaborator of the repository; nobody is asked then.
         """
-        response = await self.request(
-            "POST",
-            self._repo_path(f"/pulls/{number}/requested_reviewers"),
-            json={"reviewers": list(logins)},
+        ask = self._rest.pulls.async_request_reviewers
+        return model_of(
+            PullRequest, await answer(ask(self.owner, self.repo, number, reviewers=list(logins)))
         )
-        return model_of(PullRequest, response)
 
     # -- labels ----------------------------------------------------------------------------
 
@@ -455,7 +448,8 @@ class InstallationClient:
         cached = self.app.cached_labels(key)
         if cached is not None:
             return list(cached)
-        labels = models_of(Label, await self._paginate("/labels"))
+        rest = self._rest.issues
+        labels = await self._pages(rest.async_list_labels_for_repo, items_of(Label)).collect()
         self.app.remember_labels(key, tuple(labels))
         return labels
 
@@ -468,13 +462,13 @@ class InstallationClient:
         """
         if not names:
             return []
-        response = await self.request(
-            "POST", self._repo_path(f"/issues/{number}/labels"), json={"labels": list(names)}
-        )
-        return models_of(Label, json_of(response))
+        add = self._rest.issues.async_add_labels
+        answered = await answer(add(self.owner, self.repo, number, labels=list(names)))
+        return items_of(Label)(answered)
 
     async def list_reviews(self, number: int) -> list[Review]:
-        return models_of(Review, await self._paginate(f"/pulls/{number}/reviews"))
+        rest = self._rest.pulls
+        return await self._pages(rest.async_list_reviews, items_of(Review), number).collect()
 
     async def find_review(self, number: int, marker: str, *, author: str) -> Review | None:
         """`author`'s review on the pull request whose body carries `marker` (a hidden tag).
@@ -489,10 +483,10 @@ class InstallationClient:
 
     async def update_review(self, number: int, review_id: int, body: str) -> Review:
         """Replace a submitted review's summary body (its inline comments stay)."""
-        response = await self.request(
-            "PUT", self._repo_path(f"/pulls/{number}/reviews/{review_id}"), json={"body": body}
+        update = self._rest.pulls.async_update_review
+        return model_of(
+            Review, await answer(update(self.owner, self.repo, number, review_id, body=body))
         )
-        return model_of(Review, response)
 
     # -- check runs ------------------------------------------------------------------------
 
@@ -523,22 +517,27 @@ class InstallationClient:
                 return None
             return await self.find_check_run(head_sha, external_id)
 
-        return await self._create(CheckRun, "/check-runs", payload, find)
+        def send() -> Awaitable[Response[Any, Any]]:
+            return self._rest.checks.async_create(self.owner, self.repo, data=cast(Any, payload))
+
+        return await self._create(CheckRun, send, find)
 
     async def update_check_run(self, check_run_id: int, **fields: Any) -> CheckRun:
         """PATCH a check run: `status`, `conclusion`, `output={title, summary, text}`, ..."""
-        response = await self.request(
-            "PATCH", self._repo_path(f"/check-runs/{check_run_id}"), json=fields
-        )
-        return model_of(CheckRun, response)
+        update = self._rest.checks.async_update
+        call = update(self.owner, self.repo, check_run_id, data=cast(Any, fields))
+        return model_of(CheckRun, await answer(call))
 
     async def list_check_runs_for_ref(
         self, ref: str, *, check_name: str | None = None
     ) -> list[CheckRun]:
-        params = {"check_name": check_name} if check_name else None
-        suffix = f"/commits/{quote(ref, safe='')}/check-runs"
-        items = await self._paginate(suffix, params, key="check_runs")
-        return models_of(CheckRun, items)
+        pages = self._pages(
+            self._rest.checks.async_list_for_ref,
+            items_of(CheckRun, key="check_runs"),
+            quote(ref, safe=""),
+            check_name=check_name or UNSET,
+        )
+        return await pages.collect()
 
     async def find_check_run(self, ref: str, external_id: str) -> CheckRun | None:
         """The check run on `ref` created for `external_id` (the run id), if any."""

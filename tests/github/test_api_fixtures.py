@@ -108,7 +108,7 @@ async def test_the_fake_answers_with_the_fields_real_responses_have(tmp_path: Pa
         assert isinstance(data, dict)
         return data
 
-    app_json = (await app.sender.send("GET", "/app", authorization=f"Bearer {app.jwt()}")).json()
+    app_json = (await app.github.arequest("GET", "/app")).json()
     answers: dict[str, tuple[type[BaseModel], dict[str, Any]]] = {
         "repository.json": (models.Repository, await wire("/repos/octo/hello")),
         "issue.json": (models.Issue, await wire("/repos/octo/hello/issues/1")),

@@ -552,38 +552,26 @@ class InstallationClient:
         self, check_run_id: int, *, limit: int
     ) -> list[CheckAnnotation]:
         """A check run's annotations, the first `limit` (GitHub serves 50 a page)."""
-        items: list[Any] = []
-        url = self._repo_path(f"/check-runs/{check_run_id}/annotations")
-        query: Mapping[str, str | int] | None = {"per_page": 50}
-        for _ in range(MAX_PAGES):
-            response = await self.request("GET", url, params=query)
-            page = json_of(response)
-            if not isinstance(page, list):
-                raise GitHubError(200, f"GET {url}: expected a list")
-            items.extend(page)
-            nxt = next_link(response)
-            if nxt is None or len(items) >= limit:
-                break
-            url, query = nxt, None
-        return models_of(CheckAnnotation, items[:limit])
+        taken = 0
+
+        def room(_: CheckAnnotation) -> bool:
+            nonlocal taken
+            taken += 1
+            return taken <= limit
+
+        pages = self._pages(
+            self._rest.checks.async_list_annotations, items_of(CheckAnnotation), check_run_id
+        )
+        return await pages.collect(room)
 
     async def commit_statuses(self, ref: str) -> list[CommitStatus]:
         """The newest commit status per context on `ref` (the combined status's list)."""
-        items: list[Any] = []
-        url = self._repo_path(f"/commits/{quote(ref, safe='')}/status")
-        query: Mapping[str, str | int] | None = {"per_page": 100}
-        for _ in range(MAX_PAGES):
-            response = await self.request("GET", url, params=query)
-            data = json_of(response)
-            page = data.get("statuses") if isinstance(data, dict) else None
-            if not isinstance(page, list):
-                raise GitHubError(200, f"GET {url}: expected a combined status")
-            items.extend(page)
-            nxt = next_link(response)
-            if nxt is None:
-                break
-            url, query = nxt, None
-        return models_of(CommitStatus, items)
+        pages = self._pages(
+            self._rest.repos.async_get_combined_status_for_ref,
+            items_of(CommitStatus, key="statuses"),
+            quote(ref, safe=""),
+        )
+        return await pages.collect()
 
 
 _THREADS_QUERY = """

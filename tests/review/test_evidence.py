@@ -106,7 +106,7 @@ async def test_other_apps_checks_and_statuses_are_read_and_the_apps_own_left_out
     assert len(found.annotations) == 50  # the first 50 on the pull request's files
     assert {(name, n.path, n.start_line) for name, n in found.annotations} == {("ruff", OPS, 18)}
     pages = [c for c in fake.calls if c.path.endswith("/annotations")]
-    assert len(pages) == 3 and all(c.query.get("per_page", "50") == "50" for c in pages)
+    assert len(pages) == 3  # GitHub serves at most 50 annotations a page, whatever is asked
 
 
 async def test_ci_that_github_refuses_costs_the_review_only_that_part(

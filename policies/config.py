@@ -48,6 +48,7 @@ __all__ = [
     "ConfigProblem",
     "ExtendsTarget",
     "FixConfig",
+    "PathInstructions",
     "RepoConfig",
     "ReviewConfig",
     "TriageConfig",
@@ -66,6 +67,21 @@ _AGENT_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class PathInstructions(_Section):
+    """Review instructions for the files some globs match."""
+
+    paths: list[str] = Field(
+        min_length=1,
+        max_length=50,
+        description="Glob patterns of the files these instructions are about.",
+    )
+    instructions: str = Field(
+        min_length=1,
+        max_length=4000,
+        description="What reviewers should look for in those files.",
+    )
 
 
 class ReviewConfig(_Section):
@@ -127,6 +143,17 @@ class ReviewConfig(_Section):
     fail_on: Literal["never", "critical", "high", "medium", "low"] = Field(
         default="never",
         description="Fail the review check when an open finding is at least this severe.",
+    )
+    instructions: str | None = Field(
+        default=None,
+        max_length=4000,
+        description="Instructions for every review here, with AGENTS.md, CLAUDE.md and "
+        "the Copilot instruction files read at the pull request's base.",
+    )
+    path_instructions: list[PathInstructions] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Instructions for the review of the files that `paths` match only.",
     )
 
 

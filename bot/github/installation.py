@@ -21,6 +21,7 @@ from bot.github.errors import AuthError, GitHubError, NotFound, RateLimited, Ret
 from bot.github.models import (
     PERMISSIONS,
     CheckRun,
+    ContentEntry,
     Issue,
     IssueComment,
     Label,
@@ -209,6 +210,21 @@ class InstallationClient:
             return response.content.decode("utf-8", errors="replace")
         except NotFound:
             return None
+
+    async def get_contents(
+        self, path: str, ref: str | None = None
+    ) -> ContentEntry | list[ContentEntry] | None:
+        """What `path` is at `ref` (default branch when None): one entry for a file or a
+        symbolic link, the entries of a directory; None when there is nothing there."""
+        params = {"ref": ref} if ref else None
+        suffix = f"/contents/{quote(path.strip('/'), safe='/')}"
+        try:
+            data = await self._get_json(suffix, params)
+        except NotFound:
+            return None
+        if isinstance(data, list):
+            return models_of(ContentEntry, data)
+        return model_of(ContentEntry, data)
 
     async def get_collaborator_permission(self, login: str) -> Permission | None:
         """The user's role on this repository, cached ~60 s.

@@ -148,6 +148,8 @@ class SummaryFacts:
     superseded: bool = False
     stale: bool = False
     full: bool = False
+    linked: Sequence[str] = ()  # one rendered line per linked issue
+    instructions: Sequence[str] = ()  # one rendered line per instructions source
 
 
 def summary_text(facts: SummaryFacts, model_summary: str) -> str:
@@ -179,6 +181,11 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
     if facts.dismissed_now:
         parts += ["", "**Dismissed** (not raised again on this pull request)", ""]
         parts += [f"- {reason}" for reason in facts.dismissed_now]
+    if facts.linked:
+        parts += ["", "**Linked issues**", "", *facts.linked]
+    if facts.instructions:
+        parts += ["", collapsible(f"Instructions: {len(facts.instructions)}"), ""]
+        parts += [*facts.instructions, "", END_COLLAPSIBLE]
     reviewed = list(facts.reviewed)
     parts += [
         "",

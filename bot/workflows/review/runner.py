@@ -81,6 +81,8 @@ class Prepared:
     units: list[dict[str, Any]]
     recheck: list[dict[str, Any]]
     dismissed_now: list[str] = field(default_factory=list)
+    instruction_lines: list[str] = field(default_factory=list)
+    linked_lines: list[str] = field(default_factory=list)
 
     @property
     def nothing_to_review(self) -> bool:
@@ -492,6 +494,8 @@ def summary_of(
         superseded=superseded,
         stale=stale,
         full=prep.full,
+        linked=prep.linked_lines,
+        instructions=prep.instruction_lines,
     )
     return summary_text(facts, model_summary)
 

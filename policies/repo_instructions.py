@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policies.review_plan import glob_match
+from policies.untrusted_text import code_span
 
 __all__ = [
     "FILE_LIMIT",
@@ -106,15 +107,15 @@ class InstructionSet:
         return tuple(i for i in self.used if i.globs is not None and i.applies_to(paths))
 
     def notes(self, paths: Sequence[str] | None = None) -> list[tuple[str, str]]:
-        """(source, what became of it) per source: used (cut or not, scoped to which files),
-        or why not. With `paths` (the reviewed files), a scoped one that matched none says so."""
+        """(source, what became of it, in Markdown: globs as code) per source: used (cut or
+        not, scoped to which files), or why not. With `paths` (the reviewed files), a scoped one that matched none says so."""
         lines: list[tuple[str, str]] = []
         for i in self.used:
             said = f"used, {i.length:,} characters"
             if i.cut:
                 said = f"used, cut to its first {i.kept:,} of {i.length:,} characters"
             if i.globs is not None:
-                said += f", for {', '.join(i.globs)}"
+                said += f", for {', '.join(code_span(g) for g in i.globs)}"
                 if paths is not None and not i.applies_to(paths):
                     said += ", which matched no reviewed file"
             lines.append((i.source, said))

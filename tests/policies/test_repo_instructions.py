@@ -137,9 +137,9 @@ def test_scopes_reach_only_matching_paths() -> None:
     notes = found.notes(["src/a/b.py"])
     assert notes == [
         ("everywhere", "used, 4 characters"),
-        ("py", "used, 7 characters, for src/**/*.py"),
-        ("all", "used, 11 characters, for **"),
-        ("none", "used, 8 characters, for nowhere/**, which matched no reviewed file"),
+        ("py", "used, 7 characters, for `src/**/*.py`"),
+        ("all", "used, 11 characters, for `**`"),
+        ("none", "used, 8 characters, for `nowhere/**`, which matched no reviewed file"),
         ("CLAUDE.md", "not used: it is a symbolic link"),
         ("no-globs", "not used: no `applyTo` globs: it applies to no file"),
     ]

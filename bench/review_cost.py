@@ -15,13 +15,20 @@ Targets: per PR, follow-up tokens at most (push files / PR files) of the full re
 10 points; over all PRs, at most 40% of the full re-reviews' tokens; per review, one review
 posted at most, at most two writes of the sticky summary, one check run created and completed.
 
-    .venv/bin/python bench/review_cost.py [--bundle PATH --prs PATH] [--limit N]
+With `--instructions`, each pull request's base gains an AGENTS.md and a path-scoped
+`.github/instructions/tests.instructions.md` (a commit on top of its base, as when the base
+branch moved on), and the instructions' own tokens (the characters of their fenced blocks
+and note in every request, / 4) are printed apart.
+
+    .venv/bin/python bench/review_cost.py [--bundle PATH --prs PATH] [--limit N] [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import re
 import sys
 import tempfile
 import time
@@ -45,8 +52,10 @@ from bot.runs.execute import RunExecutor  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from bot.store.sqlite import Store  # noqa: E402
 from bot.workflows.flows import FLOWS  # noqa: E402
+from bot.workflows.instructions import NOTE  # noqa: E402
+from bot.workflows.review.instructions import WHERE  # noqa: E402
 from policies.event import Trigger  # noqa: E402
-from tests.fakes.github import FakeGitHub, serve_fake_github  # noqa: E402
+from tests.fakes.github import FakeGitHub, commit_files, serve_fake_github  # noqa: E402
 from tests.fakes.llm import FakeLLM  # noqa: E402
 from tests.fakes.review_model import ReviewModel  # noqa: E402
 
@@ -118,7 +127,46 @@ async def review(
     )
 
 
-async def bench(bundle: Path, prs: list[dict[str, Any]], workdir: Path) -> int:
+AGENTS_MD = """\
+# Notes for coding agents
+
+This is Starlette, a lightweight ASGI framework. Keep the public API backwards compatible:
+anything importable from `starlette.*` without a leading underscore is public. Every
+behaviour change needs a test under `tests/`, run on both asyncio and trio through anyio.
+Do not add dependencies; optional ones are imported lazily and fail with a clear message.
+Type hints everywhere (mypy strict). Prefer small, explicit code to clever code, and keep
+error messages actionable. Security-sensitive areas: request parsing (headers, forms,
+multipart), static files (path traversal), sessions (signing), CORS and trusted hosts.
+"""
+TESTS_INSTRUCTIONS = """\
+---
+applyTo: "tests/**"
+---
+Tests use the `test_client_factory` fixture and never the network. A test asserts one
+behaviour, with a name that says it; parametrize with ids rather than loops.
+"""
+_INSTRUCTION_BLOCK = re.compile(
+    r'<data fence="[0-9a-f]+" source="instructions: [^"]*">\n.*?\n</data fence="[0-9a-f]+">',
+    re.DOTALL,
+)
+
+
+def instruction_tokens(bodies: list[dict[str, Any]]) -> int:
+    """The characters of the instruction blocks and their note in `bodies`, / 4."""
+    chars = 0
+    for body in bodies:
+        for message in body.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, str):
+                blocks = _INSTRUCTION_BLOCK.findall(content)
+                chars += sum(len(b) for b in blocks)
+                chars += len(NOTE.format(where=WHERE)) * content.count("## Repository instructions")
+    return chars // 4
+
+
+async def bench(
+    bundle: Path, prs: list[dict[str, Any]], workdir: Path, *, instructions: bool = False
+) -> int:
     bare = workdir / "remote" / "octo" / "hello.git"
     await anyio.run_process(["git", "clone", "-q", "--bare", str(bundle), str(bare)])
     fake = FakeGitHub()
@@ -154,11 +202,24 @@ async def bench(bundle: Path, prs: list[dict[str, Any]], workdir: Path) -> int:
         try:
             for n, pr in enumerate(prs, start=1):
                 started = time.perf_counter()
+                base = pr["base"]
+                if instructions:
+                    base = f"bench-base-{n}"
+                    commit_files(
+                        bare,
+                        base,
+                        {
+                            "AGENTS.md": AGENTS_MD,
+                            ".github/instructions/tests.instructions.md": TESTS_INSTRUCTIONS,
+                        },
+                        "Instructions for agents",
+                        base=pr["base"],
+                    )
                 await fake.add_pull(
                     "octo",
                     "hello",
                     head=pr["commits"][-2],
-                    base=pr["base"],
+                    base=base,
                     number=n,
                     title=pr["title"],
                     user="author",
@@ -219,6 +280,13 @@ async def bench(bundle: Path, prs: list[dict[str, Any]], workdir: Path) -> int:
         f"share {overall:.0%} (target at most 40%)"
     )
     print(f"model calls by role: {dict(Counter(model.calls))}")
+    if instructions:
+        spent = instruction_tokens(llm.bodies)
+        total = sum(f.tokens for _, first, follow, full, _ in rows for f in (first, follow, full))
+        print(
+            f"instructions: {spent:,} of {total:,} input tokens "
+            f"({spent / total if total else 0:.1%}), in {len(llm.bodies)} requests"
+        )
     ok = not failures and overall <= 0.40 and write_problems == 0
     verdict = "PASS" if ok else "MISS"
     detail = []
@@ -242,6 +310,9 @@ def main() -> int:
     parser.add_argument("--bundle", type=Path, default=SHARED / "starlette.bundle")
     parser.add_argument("--prs", type=Path, default=SHARED / "starlette-prs.json")
     parser.add_argument("--limit", type=int, default=0, help="only the first N pull requests")
+    parser.add_argument(
+        "--instructions", action="store_true", help="an AGENTS.md and a scoped file on each base"
+    )
     args = parser.parse_args()
     if not args.bundle.exists() or not args.prs.exists():
         print(f"no bundle or PR list at {args.bundle} / {args.prs}; pass --bundle and --prs")
@@ -250,7 +321,9 @@ def main() -> int:
     if args.limit:
         prs = prs[: args.limit]
     with tempfile.TemporaryDirectory() as tmp:
-        return anyio.run(bench, args.bundle, prs, Path(tmp))
+        return anyio.run(
+            functools.partial(bench, instructions=args.instructions), args.bundle, prs, Path(tmp)
+        )
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ __all__ = [
     "ConfigProblem",
     "ExtendsTarget",
     "FixConfig",
+    "PathInstructions",
     "RepoConfig",
     "ReviewConfig",
     "TriageConfig",
@@ -77,6 +78,21 @@ class AutoPause(_Section):
     )
     minutes: int = Field(
         ge=1, le=1440, description="The window, in minutes, those reviews are counted in."
+    )
+
+
+class PathInstructions(_Section):
+    """Review instructions for the files some globs match."""
+
+    paths: list[str] = Field(
+        min_length=1,
+        max_length=50,
+        description="Glob patterns of the files these instructions are about.",
+    )
+    instructions: str = Field(
+        min_length=1,
+        max_length=4000,
+        description="What reviewers should look for in those files.",
     )
 
 
@@ -172,6 +188,17 @@ class ReviewConfig(_Section):
         default=None,
         description="Pause automatic reviews of a pull request after `pushes` of them within "
         "`minutes` (`@app resume` turns them on again).",
+    )
+    instructions: str | None = Field(
+        default=None,
+        max_length=4000,
+        description="Instructions for every review here, with AGENTS.md, CLAUDE.md and "
+        "the Copilot instruction files read at the pull request's base.",
+    )
+    path_instructions: list[PathInstructions] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Instructions for the review of the files that `paths` match only.",
     )
 
 

@@ -19,7 +19,16 @@ from githubkit.exception import GraphQLFailed, RequestError
 from githubkit.utils import UNSET
 from pydantic import BaseModel, ValidationError
 
-from bot.github._pages import MAX_PAGES, Pages, answer, items_of, json_of, model_of, translated
+from bot.github._pages import (
+    MAX_PAGES,
+    Pages,
+    answer,
+    items_of,
+    json_of,
+    model_of,
+    models_of,
+    translated,
+)
 from bot.github._retry import call_options
 from bot.github.errors import GitHubError, NotFound, RateLimited, RetryableError
 from bot.github.models import (
@@ -27,6 +36,7 @@ from bot.github.models import (
     CheckAnnotation,
     CheckRun,
     CommitStatus,
+    ContentEntry,
     Issue,
     IssueComment,
     Label,
@@ -193,6 +203,27 @@ class InstallationClient:
             return raw_answer.raw_response.content.decode("utf-8", errors="replace")
         except NotFound:
             return None
+
+    async def get_contents(
+        self, path: str, ref: str | None = None
+    ) -> ContentEntry | list[ContentEntry] | None:
+        """What `path` is at `ref` (default branch when None): one entry for a file or a
+        symbolic link, the entries of a directory; None when there is nothing there."""
+        where = quote(path.strip("/"), safe="/")
+        contents = self._rest.repos.async_get_content
+        try:
+            # Raw JSON, as in `get_file_text`: githubkit's content models need fields the
+            # fake's answers leave out.
+            data = json_of(
+                (
+                    await answer(contents(self.owner, self.repo, where, ref=ref or UNSET))
+                ).raw_response
+            )
+        except NotFound:
+            return None
+        if isinstance(data, list):
+            return models_of(ContentEntry, data)
+        return model_of(ContentEntry, data)
 
     async def get_collaborator_permission(self, login: str) -> Permission | None:
         """The user's role on this repository, cached ~60 s.

@@ -54,6 +54,20 @@ class Repository(_Lenient):
     fork: bool = False
 
 
+class ContentEntry(_Lenient):
+    """What the contents API says of a path: a file (its base64 `content` when under 1 MB,
+    else `encoding: none`), a directory's entry, or a symbolic link (`target`)."""
+
+    type: str
+    name: str = ""
+    path: str = ""
+    size: int = 0
+    sha: str = ""
+    encoding: str | None = None
+    content: str | None = None
+    target: str | None = None
+
+
 class Issue(_Lenient):
     """An issue, or the issue side of a pull request (then `pull_request` is set)."""
 

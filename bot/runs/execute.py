@@ -62,6 +62,7 @@ from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
+from bot.workflows.instructions import with_instructions
 from policies.budget import BudgetLimits, run_limits, stopped_summary
 from policies.command_rate import ANSWER, WINDOW_S, limit_reply
 from policies.config import RepoConfig, parse_repo_config
@@ -463,7 +464,7 @@ class RunExecutor:
                 "target": f"{'pull request' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}",
                 "kind": trigger.target_kind,
                 "fence": context.fence,
-                "context": context.text,
+                "context": await with_instructions(client, context.text, context.fence),
                 "question": sanitize(trigger.args),
                 "repo_labels": repo_labels,
                 "reporter_reply": trigger.reporter_reply,

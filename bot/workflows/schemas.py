@@ -209,6 +209,16 @@ class RecheckReport(_Result):
     verdicts: list[RecheckVerdict] = Field(default_factory=list)
 
 
+class LinkedIssueVerdict(_Result):
+    """Whether the pull request does what one issue it says it closes asks."""
+
+    issue: str = Field(description="The issue as it was listed to you, e.g. `#3`.")
+    addressed: Literal["yes", "partly", "no", "unclear"] = Field(
+        description="Whether the change does what the issue asks."
+    )
+    reason: str = Field(default="", description="One short sentence saying why.")
+
+
 class ReviewSummary(_Result):
     """The advisor's summary of a review."""
 
@@ -223,4 +233,9 @@ class ReviewSummary(_Result):
         default=None,
         description="Fill this only when the change needs a maintainer's decision that is "
         "high-risk or irreversible (an irreversible migration, a security trade-off).",
+    )
+    linked_issues: list[LinkedIssueVerdict] = Field(
+        default_factory=list,
+        max_length=10,
+        description="One verdict per linked issue you were asked about; none otherwise.",
     )

@@ -278,6 +278,10 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         return ok({"permission": legacy, "role_name": perm, "user": user_json(login)})
 
     async def get_contents(ctx: Ctx) -> Response:
+        """GitHub's contents API: a directory's entries (a link is `symlink`, a submodule
+        `file`, as GitHub lists them), a file (over 1 MB with `encoding: none` and no
+        content), and a symbolic link: answered with the file it leads to, under that
+        file's path, when it leads to a normal file of the repository, else as `symlink`."""
         fr = ctx.fr
         ref = ctx.request.query_params.get("ref") or fr.default_branch
         path = ctx.param("path").strip("/")
@@ -287,33 +291,86 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             entries = []
             for line in listing.splitlines():
                 meta, name = line.split("\t", 1)
+                mode, otype, sha = meta.split()
+                shown = {"tree": "dir", "commit": "file"}.get(otype, "file")
                 entries.append(
                     {
                         "name": name,
                         "path": f"{path}/{name}".strip("/"),
-                        "type": "dir" if meta.split()[1] == "tree" else "file",
-                        "sha": meta.split()[2],
+                        "type": "symlink" if mode == "120000" else shown,
+                        "sha": sha,
                     }
                 )
             return ok(entries)
         if kind != "blob":
             raise FakeError(404, "Not Found")
+        target = await link_target(fr, ref, path)
+        if target is not None:
+            resolved = resolve_link(path, target)
+            if resolved is None or await link_target(fr, ref, resolved) is not None:
+                return ok(symlink_json(fr, ref, path, target))  # a link to a link: as is
+            led = (
+                await git(fr.git_dir, "cat-file", "-t", f"{ref}:{resolved}", check=False)
+            ).strip()
+            if led != "blob":
+                return ok(symlink_json(fr, ref, path, target))
+            path = resolved
+        if "vnd.github.raw" in ctx.request.headers.get("accept", ""):
+            raw = await git_bytes(fr, "cat-file", "blob", f"{ref}:{path}")
+            return Response(raw, 200, media_type="application/vnd.github.raw")
+        return ok(await file_json(fr, ref, path))
+
+    async def link_target(fr: FakeRepo, ref: str, path: str) -> str | None:
+        """The target of the symbolic link at `path`, or None when it is not one."""
+        parent, _, name = path.rpartition("/")
+        listing = await git(fr.git_dir, "ls-tree", f"{ref}:{parent}" if parent else ref, name)
+        for line in listing.splitlines():
+            meta, entry = line.split("\t", 1)
+            if entry == name and meta.split()[0] == "120000":
+                return (await git_bytes(fr, "cat-file", "blob", f"{ref}:{path}")).decode()
+        return None
+
+    def resolve_link(path: str, target: str) -> str | None:
+        if target.startswith("/"):
+            return None
+        parts = path.split("/")[:-1]
+        for part in target.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not parts:
+                    return None
+                parts.pop()
+            else:
+                parts.append(part)
+        return "/".join(parts) or None
+
+    def symlink_json(fr: FakeRepo, ref: str, path: str, target: str) -> dict[str, Any]:
+        return {
+            "type": "symlink",
+            "target": target,
+            "size": len(target.encode()),
+            "name": path.rsplit("/", 1)[-1],
+            "path": path,
+            "sha": "0" * 40,
+            "url": f"https://api.github.com/repos/{fr.full_name}/contents/{path}?ref={ref}",
+        }
+
+    async def file_json(fr: FakeRepo, ref: str, path: str) -> dict[str, Any]:
         raw = await git_bytes(fr, "cat-file", "blob", f"{ref}:{path}")
         sha = (await git(fr.git_dir, "rev-parse", f"{ref}:{path}")).strip()
-        encoded = base64.encodebytes(raw).decode()
-        return ok(
-            {
-                "type": "file",
-                "encoding": "base64",
-                "size": len(raw),
-                "name": path.rsplit("/", 1)[-1],
-                "path": path,
-                "content": encoded,
-                "sha": sha,
-                "url": f"https://api.github.com/repos/{fr.full_name}/contents/{path}?ref={ref}",
-                "html_url": f"https://github.com/{fr.full_name}/blob/{ref}/{path}",
-            }
-        )
+        large = len(raw) > 1_000_000
+        return {
+            "type": "file",
+            "encoding": "none" if large else "base64",
+            "size": len(raw),
+            "name": path.rsplit("/", 1)[-1],
+            "path": path,
+            "content": "" if large else base64.encodebytes(raw).decode(),
+            "sha": sha,
+            "url": f"https://api.github.com/repos/{fr.full_name}/contents/{path}?ref={ref}",
+            "html_url": f"https://github.com/{fr.full_name}/blob/{ref}/{path}",
+        }
 
     async def git_bytes(fr: FakeRepo, *args: str) -> bytes:
         result = await anyio.run_process(["git", f"--git-dir={fr.git_dir}", *args], check=True)

@@ -116,3 +116,31 @@ async def test_a_follow_up_with_nothing_serious_makes_no_advisor_call(tmp_path: 
     )
     assert "summarize" not in [c.label for c in runner.calls]
     assert details.result["summary"] == ""
+
+
+async def test_with_linked_issues_the_advisor_judges_them_on_every_review(tmp_path: Path) -> None:
+    linked = [{"issue": "#3", "title": "mean crashes"}]
+
+    def judging(call: AgentInvocation) -> Script | None:
+        if call.label == "summarize":
+            return Script(
+                structured={
+                    "summary": "Fixes mean.",
+                    "linked_issues": [{"issue": "#3", "addressed": "yes", "reason": "guarded"}],
+                }
+            )
+        return rule(call)
+
+    runner = ScriptedRunner(rule=judging)
+    details = await Engine(runner, data_dir=tmp_path).run(
+        review.meta,
+        review.workflow,
+        args([unit(1, "a.py")], follow_up=True, linked=linked),
+        interaction=POLICY,
+        repo=None,
+    )
+    (summarize,) = [c for c in runner.calls if c.label == "summarize"]
+    assert 'Linked issues (JSON):\n[{"issue": "#3", "title": "mean crashes"}]' in summarize.prompt
+    assert details.result["linked_issues"] == [
+        {"issue": "#3", "addressed": "yes", "reason": "guarded"}
+    ]

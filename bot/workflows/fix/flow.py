@@ -36,6 +36,7 @@ from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.decide.handler import Resumed
 from bot.workflows.fix import gitops
 from bot.workflows.fix import workflow as fix_workflow
+from bot.workflows.instructions import with_instructions
 from bot.workflows.review.runner import reclaim_run
 from bot.workflows.review.suggest import check_commit
 from policies.budget import stopped_summary
@@ -327,7 +328,7 @@ async def _arguments(
         "target": f"{kind} #{trigger.number}",
         "kind": trigger.target_kind,
         "fence": context.fence,
-        "context": context.text,
+        "context": await with_instructions(client, context.text, context.fence),
         "question": sanitize(trigger.args),
         "fix_config": config.model_dump(),
         "fix_start": start,

@@ -27,7 +27,9 @@ from bot.publish.render import Progress
 from bot.runs.context import fetch_context
 from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
-from bot.workflows.review import diffs, evidence, noise, runner
+from bot.workflows.instructions import instructions_context, read_instructions
+from bot.workflows.review import diffs, evidence, linked, noise, runner
+from bot.workflows.review import instructions as review_instructions
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
 from policies.finding_fates import pull_state
@@ -145,6 +147,27 @@ async def run_review(
                 client, git_dir, prep, config, fence=context.fence, app_slug=ex.app_slug
             )
             prep.ci = found.ci
+        # The repository's instructions at the base (never the head's), and the issues the
+        # description links: both fenced, both named in the summary.
+        taught = await read_instructions(client, pull.base.sha, config=config)
+        review_instructions.scope_units(prep.units, taught, context.fence)
+        prep.instruction_lines = review_instructions.summary_lines(taught, prep.plan.paths)
+        issues = await linked.read_linked(
+            client, pull, actor=trigger.actor, actor_can_write=trigger.command is not None
+        )
+        prep.linked_lines = linked.summary_lines(issues, None)
+        run_context = "\n\n".join(
+            part
+            for part in (
+                context.text,
+                instructions_context(
+                    taught.everywhere(), context.fence, where=review_instructions.WHERE
+                ),
+                linked.linked_context(issues, context.fence),
+                found.block if found else "",
+            )
+            if part
+        )
         model_summary = ""
         result: dict[str, Any] = {}
         finished_units: dict[str, Any] = {}
@@ -158,9 +181,7 @@ async def run_review(
                 "target": f"pull request #{trigger.number}",
                 "kind": "pull_request",
                 "fence": context.fence,
-                "context": "\n\n".join(
-                    p for p in (context.text, found.block if found else "") if p
-                ),
+                "context": run_context,
                 "review": {
                     "units": prep.units,
                     "recheck": prep.recheck,
@@ -179,6 +200,7 @@ async def run_review(
                     "follow_up": prep.previous is not None and not prep.full,
                     "cached": state.units,
                     "done": finished_units,
+                    "linked": linked.for_the_workflow(issues),
                 },
             }
             finished = details = await ex.run_workflow(
@@ -214,6 +236,7 @@ async def run_review(
                 raise RuntimeError(finished.error or "the review workflow did not complete")
             result = finished.result
             model_summary = clean_model_text(str(result.get("summary") or ""))
+            prep.linked_lines = linked.summary_lines(issues, result.get("linked_issues"))
         done = await runner.conclude(git_dir, prep, result, config=config)
         done.state = done.state.model_copy(update={"units": {}})
         if model_summary and not prep.nothing_to_review:

@@ -160,6 +160,8 @@ class SummaryFacts:
     full: bool = False
     budget: str = ""
     """The line saying the budget stopped the review (`bot.workflows.review.budget`)."""
+    linked: Sequence[str] = ()  # one rendered line per linked issue
+    instructions: Sequence[str] = ()  # one rendered line per instructions source
 
 
 def summary_text(facts: SummaryFacts, model_summary: str) -> str:
@@ -193,6 +195,11 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
     if facts.dismissed_now:
         parts += ["", "**Dismissed** (not raised again on this pull request)", ""]
         parts += [f"- {reason}" for reason in facts.dismissed_now]
+    if facts.linked:
+        parts += ["", "**Linked issues**", "", *facts.linked]
+    if facts.instructions:
+        parts += ["", collapsible(f"Instructions: {len(facts.instructions)}"), ""]
+        parts += [*facts.instructions, "", END_COLLAPSIBLE]
     reviewed = list(facts.reviewed)
     parts += [
         "",

@@ -86,6 +86,8 @@ class Prepared:
     recheck: list[dict[str, Any]]
     dismissed_now: list[str] = field(default_factory=list)
     ci: Evidence | None = None  # other Apps' CI on the head (`bot.workflows.review.evidence`)
+    instruction_lines: list[str] = field(default_factory=list)
+    linked_lines: list[str] = field(default_factory=list)
 
     @property
     def nothing_to_review(self) -> bool:
@@ -507,6 +509,8 @@ def summary_of(
         stale=stale,
         full=prep.full,
         budget=budget_line(done.budget) if done is not None and done.budget else "",
+        linked=prep.linked_lines,
+        instructions=prep.instruction_lines,
     )
     text = summary_text(facts, model_summary)
     listed = ""

@@ -130,6 +130,15 @@ is a finding, not a decision.
 Verified findings (JSON):
 {findings}"""
 
+LINKED_TASK = """
+
+The pull request's description says it closes the issues below (their text is in the data
+blocks whose source starts with `linked issue`). In `linked_issues`, say of each whether
+the change does what it asks, with one short reason.
+
+Linked issues (JSON):
+{linked}"""
+
 
 DEFAULT_MAX_FINDINGS = 50
 
@@ -365,10 +374,16 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
             "not_done": undone,
         }
         return out
-    if review.get("follow_up") and not any(f.severity in ("critical", "high") for f in verified):
+    linked = review.get("linked") or []
+    if (
+        review.get("follow_up")
+        and not linked
+        and not any(f.severity in ("critical", "high") for f in verified)
+    ):
         # A follow-up asks the advisor again only when a push brought something serious (a
         # decision may be needed); otherwise the runner shows the last summary, and the new
-        # findings speak for themselves in the review.
+        # findings speak for themselves in the review. With linked issues the advisor is
+        # asked every time: whether the change addresses them may change with any push.
         return out
 
     wf.phase("Summarize")
@@ -376,6 +391,8 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         pr=pr,
         findings=json.dumps([_finding_json(f) for f in verified], ensure_ascii=False)[:24_000],
     )
+    if linked:
+        summary_task += LINKED_TASK.format(linked=json.dumps(linked, ensure_ascii=False)[:4_000])
     summary = await wf.agent(
         context_prompt(summary_task + language_note(args), fence, context),
         agent_type="advisor",
@@ -389,6 +406,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         out["assumptions"] = list(verdict.assumptions)
         if verdict.blocked is not None:
             out["blocked"] = verdict.blocked.model_dump()
+        out["linked_issues"] = [v.model_dump() for v in verdict.linked_issues]
     else:
         wf.log(f"summary failed: {summary.error}")
     return out

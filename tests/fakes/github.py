@@ -36,6 +36,7 @@ import itertools
 import secrets
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ from tests.fakes._github_checks import rerequest_check_run, rerequest_check_suit
 from tests.fakes._github_hooks import HookLog
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
+from tests.fakes._github_openapi import Violation
 from tests.fakes._github_pulls import build_pull
 from tests.fakes._github_reviews import push_pull
 from tests.fakes._github_routes import build_routes
@@ -84,7 +86,21 @@ __all__ = [
     "new_private_key_pem",
     "serve_app",
     "serve_fake_github",
+    "take_openapi_violations",
 ]
+
+# Every fake alive, for `take_openapi_violations`.
+_LIVE: weakref.WeakSet[FakeGitHub] = weakref.WeakSet()
+
+
+def take_openapi_violations() -> list[Violation]:
+    """The OpenAPI violations of every fake alive, taken (the suite's conftest fails a test
+    that leaves any; a test that provokes one on purpose takes it)."""
+    found = []
+    for fake in list(_LIVE):
+        found.extend(fake.openapi_violations)
+        fake.openapi_violations.clear()
+    return found
 
 
 class FakeGitHub:
@@ -108,6 +124,9 @@ class FakeGitHub:
         self.max_per_page = 100
         self.response_headers: dict[str, str] = {}  # added to every answer (e.g. x-ratelimit-*)
         self.calls: list[Call] = []
+        # Requests GitHub's OpenAPI description refuses (see `_github_openapi`): each was
+        # answered 422 or 404, and the suite's conftest fails a test that leaves one here.
+        self.openapi_violations: list[Violation] = []
         self.repos: dict[str, FakeRepo] = {}
         self.installations: dict[int, Installation] = {}
         self.tokens: dict[str, Token] = {}
@@ -129,6 +148,7 @@ class FakeGitHub:
         self._ids = itertools.count(1_000_001)
         self._lock = threading.Lock()
         self.app = self._build_app()
+        _LIVE.add(self)
 
     # -- state set-up ------------------------------------------------------------------------
 

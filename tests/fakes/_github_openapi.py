@@ -157,14 +157,17 @@ def _coerce(value: str, schema: Mapping[str, Any]) -> Any:
 def _problems(where: str, field: str, validator: Draft4Validator, value: Any) -> list[Problem]:
     found = []
     for error in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
+        message = error.message
+        if len(message) > 200:  # it quotes the value: a 65 kB body is no message
+            message = f"{message[:80]}…{message[-80:]}"
         inner = ".".join(str(part) for part in error.absolute_path)
         name = ".".join(part for part in (field, inner) if part)
         if error.validator == "required":
             missing = str(error.message).split("'")[1] if "'" in error.message else ""
             name = ".".join(part for part in (name, missing) if part)
-            found.append(Problem(where, name, "missing_field", error.message))
+            found.append(Problem(where, name, "missing_field", message))
         else:
-            found.append(Problem(where, name, "invalid", error.message))
+            found.append(Problem(where, name, "invalid", message))
     return found
 
 

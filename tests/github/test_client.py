@@ -243,7 +243,9 @@ async def test_reactions_and_check_runs_round_trip(fake: FakeGitHub) -> None:
     head_sha = head.decode().strip()
     run = await gh.create_check_run(name="bot review", head_sha=head_sha, external_id="wf_abc")
     assert run.status == "in_progress"
-    done = await gh.update_check_run(run.id, conclusion="neutral", output={"title": "Blocked"})
+    done = await gh.update_check_run(
+        run.id, conclusion="neutral", output={"title": "Blocked", "summary": "Why."}
+    )
     assert (done.status, done.conclusion) == ("completed", "neutral")
     found = await gh.find_check_run("main", "wf_abc")
     assert found is not None and found.id == run.id
@@ -292,7 +294,9 @@ async def test_reviews_are_found_by_marker_and_updated(fake: FakeGitHub) -> None
     )
     assert review.state == "COMMENTED"
     with pytest.raises(GitHubError) as outside:
-        await gh.create_review(n, body="x", comments=[{"path": "README.md", "line": 40}])
+        await gh.create_review(
+            n, body="x", comments=[{"path": "README.md", "line": 40, "body": "far"}]
+        )
     assert outside.value.status == 422
     found = await gh.find_review(n, marker, author=fake.bot_login)
     assert found is not None and found.id == review.id

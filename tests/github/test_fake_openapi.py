@@ -12,7 +12,7 @@ import jwt
 import pytest
 
 from tests.fakes._github_openapi import FIXTURE, NOT_REST, load_fixture, operation_for
-from tests.fakes._github_openapi_extract import served_routes
+from tests.fakes._github_openapi_extract import _clean, served_routes
 from tests.fakes.github import FakeGitHub, make_fake_github, take_openapi_violations
 
 pytestmark = pytest.mark.anyio
@@ -197,3 +197,24 @@ def test_the_fixture_says_where_it_comes_from() -> None:
     assert source["package"] == "@octokit/openapi@23.0.2" and source["license"] == "MIT"
     assert (FIXTURE.parent / "LICENSE").read_text().startswith("MIT License")
     assert FIXTURE.stat().st_size < 300_000
+
+
+def test_the_extract_drops_documentation_but_not_fields_named_like_it() -> None:
+    schema = {
+        "type": "object",
+        "description": "A label.",
+        "x-github": {"triggersNotification": True},
+        "properties": {
+            "description": {"type": "string", "description": "What it is for."},
+            "examples": {"type": "array", "items": {"type": "string", "example": "x"}},
+        },
+        "enum": [{"description": "kept as a value"}],
+    }
+    assert _clean(schema) == {
+        "type": "object",
+        "properties": {
+            "description": {"type": "string"},
+            "examples": {"type": "array", "items": {"type": "string"}},
+        },
+        "enum": [{"description": "kept as a value"}],
+    }

@@ -25,7 +25,9 @@ Check runs belong to the App's check suite of their head; `rerequest_check_run` 
 `rerequest_check_suite` give the delivery a person's Re-run sends (see `_github_checks`).
 Every request is appended to
 `calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
-and malformed answers. Repositories for it are built with `init_bare_repo` and
+and malformed answers. Every request is checked against GitHub's OpenAPI description (see
+`_github_openapi`): one it refuses gets 422 (or 404 for no such operation) and is kept in
+`openapi_violations`, which the suite's conftest requires empty after each test. Repositories for it are built with `init_bare_repo` and
 `commit_files` (from `tests.fakes.gitrepo`, re-exported here).
 """
 

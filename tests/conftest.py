@@ -13,6 +13,8 @@ import psycopg
 import pytest
 from hypothesis import settings
 
+from tests.fakes.github import take_openapi_violations
+
 # The property tests explore the same examples on every run: a failure on CI is reproducible
 # (and no run is red by the luck of the draw). `HYPOTHESIS_PROFILE=explore` draws fresh ones.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
@@ -128,6 +130,18 @@ def _guarded_connect(self: socket.socket, address: object) -> None:
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _github_requests_follow_openapi() -> Iterator[None]:
+    """Fail a test after which a fake GitHub holds a request that GitHub's OpenAPI description
+    refuses (the fake answered it 422 or 404; code that swallowed that answer must not pass)."""
+    take_openapi_violations()  # a fake kept from an earlier test answers for that test only
+    yield
+    violations = take_openapi_violations()
+    if violations:
+        listed = "\n".join(f"  {v}" for v in violations)
+        pytest.fail(f"requests GitHub's OpenAPI description refuses:\n{listed}", pytrace=False)
 
 
 @pytest.fixture

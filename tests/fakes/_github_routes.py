@@ -19,6 +19,7 @@ from tests.fakes._github_git import git, http_backend
 from tests.fakes._github_hooks import hook_routes
 from tests.fakes._github_json import installation_json, repo_json
 from tests.fakes._github_labels import label_routes
+from tests.fakes._github_openapi import Problem, Violation, operation_for
 from tests.fakes._github_pulls import pull_routes
 from tests.fakes._github_push import (
     follow_pushes,
@@ -78,8 +79,15 @@ def fault_response(fault: Fault) -> Response:
     return JSONResponse(fault.body, fault.status, headers=fault.headers)
 
 
+_ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def build_routes(fake: FakeGitHub) -> list[Route]:
-    def wrap(auth: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    def wrap(
+        method: str, template: str, auth: str, handler: Handler
+    ) -> Callable[[Request], Awaitable[Response]]:
+        operation = operation_for(method, template)
+
         async def endpoint(request: Request) -> Response:
             body = await request.body()
             headers = {k: v for k, v in request.headers.items() if k != "authorization"}
@@ -102,6 +110,16 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                 time.monotonic(),
             )
             fake.calls.append(call)
+            refusal: dict[str, Any] | None = None
+            if operation is not None:
+                query = request.query_params.multi_items()
+                problems = operation.check(request.path_params, query, body)
+                if problems:
+                    violation = Violation(
+                        request.method, request.url.path, operation.key, tuple(problems)
+                    )
+                    fake.openapi_violations.append(violation)
+                    refusal = operation.refusal(problems)
             fault = fake.take_fault(request.method, request.url.path)
             if fault is not None and not fault.after_apply:
                 call.status = fault.status
@@ -111,7 +129,10 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                     parse_json(body)  # raises the 400
                 ctx = Ctx(request, body, payload, None, None)
                 authenticate(auth, ctx, scheme.lower(), credential, call)
-                response = await handler(ctx)
+                if refusal is not None:
+                    response = JSONResponse(refusal, 422)
+                else:
+                    response = await handler(ctx)
             except FakeError as exc:
                 extra = {"WWW-Authenticate": 'Basic realm="GitHub"'} if auth == "git" else {}
                 content: dict[str, Any] = {"message": exc.message, "documentation_url": DOCS}
@@ -506,7 +527,28 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         ("GET", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
         ("POST", "/{owner}/{repo}.git/{rest:path}", "git", git_http),
     ]
+
+    async def no_operation(request: Request) -> Response:
+        headers = {k: v for k, v in request.headers.items() if k != "authorization"}
+        query = dict(request.query_params)
+        fake.calls.append(
+            Call(
+                request.method, request.url.path, query, None, headers, None, time.monotonic(), 404
+            )
+        )
+        problem = Problem("path", "", "invalid", "GitHub has no such method and path")
+        fake.openapi_violations.append(
+            Violation(request.method, request.url.path, None, (problem,))
+        )
+        return JSONResponse({"message": "Not Found", "documentation_url": DOCS}, 404)
+
     return [
-        Route(path, wrap(auth, handler), methods=[method], name=f"{method} {path}")
-        for method, path, auth, handler in table
+        *(
+            Route(
+                path, wrap(method, path, auth, handler), methods=[method], name=f"{method} {path}"
+            )
+            for method, path, auth, handler in table
+        ),
+        # Anything else is no operation of GitHub's: 404, as GitHub answers, and a violation.
+        Route("/{unknown:path}", no_operation, methods=list(_ALL_METHODS), name="no operation"),
     ]

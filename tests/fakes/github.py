@@ -25,7 +25,9 @@ Check runs belong to the App's check suite of their head; `rerequest_check_run` 
 `rerequest_check_suite` give the delivery a person's Re-run sends (see `_github_checks`).
 Every request is appended to
 `calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
-and malformed answers. Repositories for it are built with `init_bare_repo` and
+and malformed answers. Every request is checked against GitHub's OpenAPI description (see
+`_github_openapi`): one it refuses gets 422 (or 404 for no such operation) and is kept in
+`openapi_violations`, which the suite's conftest requires empty after each test. Repositories for it are built with `init_bare_repo` and
 `commit_files` (from `tests.fakes.gitrepo`, re-exported here).
 """
 
@@ -36,6 +38,7 @@ import itertools
 import secrets
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,6 +57,7 @@ from tests.fakes._github_ci import add_check_run, add_status
 from tests.fakes._github_hooks import HookLog
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
+from tests.fakes._github_openapi import Violation
 from tests.fakes._github_pulls import build_pull, close_pull
 from tests.fakes._github_reviews import push_pull
 from tests.fakes._github_routes import build_routes
@@ -85,7 +89,21 @@ __all__ = [
     "new_private_key_pem",
     "serve_app",
     "serve_fake_github",
+    "take_openapi_violations",
 ]
+
+# Every fake alive, for `take_openapi_violations`.
+_LIVE: weakref.WeakSet[FakeGitHub] = weakref.WeakSet()
+
+
+def take_openapi_violations() -> list[Violation]:
+    """The OpenAPI violations of every fake alive, taken (the suite's conftest fails a test
+    that leaves any; a test that provokes one on purpose takes it)."""
+    found = []
+    for fake in list(_LIVE):
+        found.extend(fake.openapi_violations)
+        fake.openapi_violations.clear()
+    return found
 
 
 class FakeGitHub:
@@ -109,6 +127,9 @@ class FakeGitHub:
         self.max_per_page = 100
         self.response_headers: dict[str, str] = {}  # added to every answer (e.g. x-ratelimit-*)
         self.calls: list[Call] = []
+        # Requests GitHub's OpenAPI description refuses (see `_github_openapi`): each was
+        # answered 422 or 404, and the suite's conftest fails a test that leaves one here.
+        self.openapi_violations: list[Violation] = []
         self.repos: dict[str, FakeRepo] = {}
         self.installations: dict[int, Installation] = {}
         self.tokens: dict[str, Token] = {}
@@ -132,6 +153,7 @@ class FakeGitHub:
         self._ids = itertools.count(1_000_001)
         self._lock = threading.Lock()
         self.app = self._build_app()
+        _LIVE.add(self)
 
     # -- state set-up ------------------------------------------------------------------------
 

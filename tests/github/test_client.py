@@ -293,7 +293,9 @@ async def test_reviews_are_found_by_marker_and_updated(fake: FakeGitHub) -> None
     )
     assert review.state == "COMMENTED"
     with pytest.raises(GitHubError) as outside:
-        await gh.create_review(n, body="x", comments=[{"path": "README.md", "line": 40}])
+        await gh.create_review(
+            n, body="x", comments=[{"path": "README.md", "line": 40, "body": "far"}]
+        )
     assert outside.value.status == 422
     found = await gh.find_review(n, marker, author=fake.bot_login)
     assert found is not None and found.id == review.id

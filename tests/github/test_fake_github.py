@@ -19,6 +19,7 @@ from tests.fakes.github import (
     init_bare_repo,
     make_fake_github,
     serve_fake_github,
+    take_openapi_violations,
 )
 
 pytestmark = pytest.mark.anyio
@@ -161,7 +162,11 @@ async def test_pull_files_diff_and_review_lines(fake: FakeGitHub, http: httpx.As
     outside = await http.post(
         f"/repos/octo/hello/pulls/{n}/reviews",
         headers=headers,
-        json={"body": "r", "event": "COMMENT", "comments": [{"path": "README.md", "line": 9}]},
+        json={
+            "body": "r",
+            "event": "COMMENT",
+            "comments": [{"path": "README.md", "line": 9, "body": "b"}],
+        },
     )
     assert outside.status_code == 422
     inside = await http.post(
@@ -304,3 +309,5 @@ async def test_check_run_and_comment_fields_are_validated(
         "/repos/octo/hello/issues/1/comments", json={"body": "x" * 65537}, headers=headers
     )
     assert long.status_code == 422
+    refused = sorted(p.field for v in take_openapi_violations() for p in v.problems)
+    assert refused == ["body", "conclusion", "output.summary", "status"]  # per GitHub's schema

@@ -141,6 +141,37 @@ class WorkerHooks:
     checked, for a caller that only wants the decisions recorded."""
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """How one attempt at a job ended: `error` is what its work raised, if anything."""
+
+    inflight: InFlight
+    fence: Fence
+    error: Exception | None
+
+
+def describe_failure(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def retryable(error: Exception) -> bool:
+    """Whether another attempt may succeed where this one failed."""
+    return not isinstance(error, GiveUp | AccessRevoked)  # trying again cannot help
+
+
+def retry_not_before(error: Exception) -> float | None:
+    """GitHub's rate limit says when to come back; an earlier try would only fail again."""
+    return error.retry_at if isinstance(error, RateLimited) else None
+
+
+class Runner(Protocol):
+    """How a worker pool gets its jobs and settles them: the pool's own claim loop over the
+    JobQueue (SQLite: `Worker` itself), or a job engine that runs them and calls back into
+    the worker's `load` and `attempt` (Postgres: `bot.runs.procrastinate_pool`)."""
+
+    async def run(self, worker: Worker, *, task_status: anyio.abc.TaskStatus[None]) -> None: ...
+
+
 class Worker:
     """`concurrency` tasks that claim jobs, decide, record and hand triggers to the executor."""
 
@@ -156,10 +187,12 @@ class Worker:
         poll_interval: float | None = None,
         watch: Watch | None = None,
         worker_id: str | None = None,
+        runner: Runner | None = None,
     ) -> None:
         """`watch`, when given, runs beside the pool and wakes it at each job committed
         anywhere; `poll_interval` defaults to POLL_INTERVAL, or WATCHED_POLL_INTERVAL with
-        a `watch`."""
+        a `watch`. `runner`, when given, gets and settles the jobs instead of the pool's
+        claim loop over `queue` (which then only enqueues and cancels)."""
         if concurrency < 1:
             raise ValueError("a worker needs at least one task")
         if lease_seconds <= 0:
@@ -175,6 +208,7 @@ class Worker:
         self.poll_interval = poll_interval
         self.watch = watch
         self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.runner = runner
         self._wakeup: anyio.Event | None = None
         self._inflight: dict[str, InFlight] = {}  # by delivery id: the jobs handled here
 
@@ -187,6 +221,9 @@ class Worker:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Run the pool until cancelled."""
+        if self.runner is not None:
+            await self.runner.run(self, task_status=task_status)
+            return
         self._wakeup = anyio.Event()
         log.info(
             "worker pool started",
@@ -234,27 +271,79 @@ class Worker:
     async def handle(self, job: Job, worker_id: str) -> None:
         """Handle one claimed job; never raises for a bad delivery (it is recorded instead)."""
         with bound(delivery_id=job.delivery_id, job_id=job.id):
-            try:
-                delivery = await anyio.to_thread.run_sync(self.store.get_delivery, job.delivery_id)
-            except BodyMissing as exc:
-                # Trying again reads the same missing bytes: record why and stop.
-                reason = f"body_missing: {exc}"
-                log.error("stored body unreadable", extra={"reason": reason})
-                await self._record(job.delivery_id, "error", reason=reason)
-                await self.queue.fail(job.id, worker_id, reason, retry=False)
+            unusable = await self.load(job.delivery_id)
+            if isinstance(unusable, str):
+                await self.queue.fail(job.id, worker_id, unusable, retry=False)
                 metrics.job_dead()
                 return
-            if delivery is None:
-                log.error("job names a delivery that is not stored")
-                await self.queue.fail(job.id, worker_id, "delivery not stored", retry=False)
-                metrics.job_dead()
-                return
+            delivery = unusable
             with bound(event=delivery.event):
                 await self._handle_leased(job, worker_id, delivery)
 
-    async def _handle_leased(self, job: Job, worker_id: str, delivery: DeliveryRecord) -> None:
-        errors: list[Exception] = []
+    async def load(self, delivery_id: str) -> DeliveryRecord | str:
+        """The job's stored delivery, or why it cannot be handled (recorded where the
+        delivery exists): trying again would read the same missing bytes."""
+        try:
+            delivery = await anyio.to_thread.run_sync(self.store.get_delivery, delivery_id)
+        except BodyMissing as exc:
+            reason = f"body_missing: {exc}"
+            log.error("stored body unreadable", extra={"reason": reason})
+            await self._record(delivery_id, "error", reason=reason)
+            return reason
+        if delivery is None:
+            log.error("job names a delivery that is not stored")
+            return "delivery not stored"
+        return delivery
 
+    async def attempt(
+        self,
+        job_id: int,
+        delivery: DeliveryRecord,
+        make_fence: Callable[[anyio.CancelScope], Fence],
+        keep_alive: Callable[[Fence], Coroutine[Any, Any, None]] | None = None,
+    ) -> Attempt:
+        """One attempt at a job, its delivery loaded: decide, record and run, under the fence
+        that `make_fence` builds for the attempt's cancel scope (`keep_alive` runs beside it,
+        e.g. a lease's heartbeat). Never raises what the work raised: the attempt says."""
+        errors: list[Exception] = []
+        inflight: InFlight | None = None
+        fence: Fence | None = None
+        try:
+            async with anyio.create_task_group() as tasks:
+                inflight = InFlight(delivery.guid, tasks.cancel_scope, event=delivery.event)
+                self._inflight[delivery.guid] = inflight
+                fence = make_fence(tasks.cancel_scope)
+
+                async def work(fence: Fence) -> None:
+                    try:
+                        with fenced(fence):  # the run's model calls and writes check it
+                            await self._process(delivery)
+                    except Exception as exc:
+                        errors.append(exc)
+                    finally:
+                        tasks.cancel_scope.cancel()
+
+                if keep_alive is not None:
+                    tasks.start_soon(keep_alive, fence)
+                tasks.start_soon(work, fence)
+        finally:
+            if inflight is not None and self._inflight.get(delivery.guid) is inflight:
+                del self._inflight[delivery.guid]
+        assert inflight is not None and fence is not None
+        if inflight.cancelled is not None:
+            # The installation was lost while the job ran: record, post nothing, leave the
+            # job as the change cancelled it.
+            await anyio.to_thread.run_sync(finish_cancelled, self.store, inflight)
+            log.info("job cancelled: the app lost access", extra={"reason": inflight.cancelled})
+        elif fence.lost:
+            # The job is another claim's now: neither done nor failed by this one.
+            log.warning(
+                "lease lost; another worker may be handling the job",
+                extra={"run_id": ",".join(inflight.run_ids)},
+            )
+        return Attempt(inflight, fence, errors[0] if errors else None)
+
+    async def _handle_leased(self, job: Job, worker_id: str, delivery: DeliveryRecord) -> None:
         async def keep_lease(fence: Fence) -> None:
             while True:
                 await anyio.sleep(self.lease_seconds / 3)
@@ -266,58 +355,30 @@ class Worker:
                 except Exception:  # a busy database now and then; the lease has slack
                     log.warning("extending the lease failed", exc_info=True)
 
-        inflight: InFlight | None = None
-        fence: Fence | None = None
-        try:
-            async with anyio.create_task_group() as tasks:
-                inflight = InFlight(delivery.guid, tasks.cancel_scope, event=delivery.event)
-                self._inflight[delivery.guid] = inflight
-                claim = (job.id, worker_id, job.lease_token)
-                fence = Fence(
-                    lambda: self.queue.still_holds(*claim),
-                    job_id=job.id,
-                    delivery_id=delivery.guid,
-                    on_lost=tasks.cancel_scope.cancel,
-                    holds_now=(
-                        partial(self.queue.still_holds_sync, *claim)
-                        if isinstance(self.queue, ThreadedQueue)
-                        else None
-                    ),
-                )
+        claim = (job.id, worker_id, job.lease_token)
 
-                async def work(fence: Fence) -> None:
-                    try:
-                        with fenced(fence):  # the run's model calls and writes check it
-                            await self._process(delivery)
-                    except Exception as exc:
-                        errors.append(exc)
-                    finally:
-                        tasks.cancel_scope.cancel()
-
-                tasks.start_soon(keep_lease, fence)
-                tasks.start_soon(work, fence)
-        finally:
-            if inflight is not None and self._inflight.get(delivery.guid) is inflight:
-                del self._inflight[delivery.guid]
-        if inflight is not None and inflight.cancelled is not None:
-            # The installation was lost while the job ran: record, post nothing, leave the
-            # job as the change cancelled it.
-            await anyio.to_thread.run_sync(finish_cancelled, self.store, inflight)
-            log.info("job cancelled: the app lost access", extra={"reason": inflight.cancelled})
-            return
-        if fence is not None and fence.lost:
-            # The job is another claim's now: neither done nor failed by this one.
-            log.warning(
-                "lease lost; another worker may be handling the job",
-                extra={"run_id": ",".join(inflight.run_ids) if inflight else None},
+        def make_fence(scope: anyio.CancelScope) -> Fence:
+            return Fence(
+                lambda: self.queue.still_holds(*claim),
+                job_id=job.id,
+                delivery_id=delivery.guid,
+                on_lost=scope.cancel,
+                holds_now=(
+                    partial(self.queue.still_holds_sync, *claim)
+                    if isinstance(self.queue, ThreadedQueue)
+                    else None
+                ),
             )
+
+        done = await self.attempt(job.id, delivery, make_fence, keep_lease)
+        if done.inflight.cancelled is not None or done.fence.lost:
             return
         try:
-            if errors and isinstance(errors[0], Deferred):
-                deferred = errors[0]
+            if isinstance(done.error, Deferred):
+                deferred = done.error
                 await self.queue.defer(job.id, worker_id, str(deferred), deferred.not_before)
-            elif errors:
-                await self._failed(job, worker_id, delivery, errors[0])
+            elif done.error is not None:
+                await self._failed(job, worker_id, delivery, done.error)
             else:
                 await self.queue.complete(job.id, worker_id)
         except LeaseLost:
@@ -331,21 +392,23 @@ class Worker:
             exc_info=error,
             extra={"attempt": job.attempts, "max_attempts": job.max_attempts},
         )
-        # GitHub's rate limit says when to come back; an earlier try would only fail again.
-        not_before = error.retry_at if isinstance(error, RateLimited) else None
         after = await self.queue.fail(
             job.id,
             worker_id,
-            f"{type(error).__name__}: {error}",
-            retry=not isinstance(error, GiveUp | AccessRevoked),  # trying again cannot help
-            not_before=not_before,
+            describe_failure(error),
+            retry=retryable(error),
+            not_before=retry_not_before(error),
         )
         if after.status is JobStatus.DEAD:
-            reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"
-            await self._record(delivery.guid, "error", reason=reason)
-            await anyio.to_thread.run_sync(self._fail_unfinished_runs, delivery.guid)
-            log.error("job is dead", extra={"reason": reason})
-            metrics.job_dead()
+            await self.dead(delivery.guid, after.attempts, error)
+
+    async def dead(self, guid: str, attempts: int, error: Exception) -> None:
+        """A job given up: say so on its delivery, and end the runs nothing works on now."""
+        reason = f"gave up after {attempts} attempts: {describe_failure(error)}"
+        await self._record(guid, "error", reason=reason)
+        await anyio.to_thread.run_sync(self._fail_unfinished_runs, guid)
+        log.error("job is dead", extra={"reason": reason})
+        metrics.job_dead()
 
     def _fail_unfinished_runs(self, guid: str) -> None:
         """Nothing works on a dead job's run any more: say so, or `status` shows it running."""

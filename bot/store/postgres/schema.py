@@ -157,6 +157,13 @@ CREATE TABLE trigger_keys (
 );
 """
 
+# Jobs run by procrastinate's worker (`bot.runs.procrastinate_pool`): procrastinate counts a
+# deferral (a target held by another run) as an attempt, and the contract does not, so the
+# deferrals are counted here and taken off its count.
+JOB_DEFERRALS = """
+ALTER TABLE bot_jobs ADD COLUMN deferrals integer NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
@@ -165,6 +172,7 @@ MIGRATIONS: tuple[str, ...] = (
     UI_SESSIONS,
     JOB_LEASE_TOKENS,
     REPLAY_GUARDS,
+    JOB_DEFERRALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

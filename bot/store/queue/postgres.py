@@ -86,7 +86,7 @@ _STATUS = {
 
 _JOB_COLUMNS = (
     "pj.id, bj.kind, bj.delivery_id, pj.status::text,"
-    " pj.attempts + (pj.status = 'doing')::int, bj.max_attempts,"
+    " pj.attempts + (pj.status = 'doing')::int - bj.deferrals, bj.max_attempts,"
     " coalesce(extract(epoch from pj.scheduled_at)::float8, bj.enqueued_at),"
     " bj.lease_owner, bj.lease_until, bj.last_error, bj.lease_token"
 )
@@ -199,7 +199,9 @@ def insert_jobs(
                 queue=QUEUE,
                 lock=None,
                 queueing_lock=None,
-                task_name=kind,
+                # Every kind runs the one task: the kind is ours (`bot_jobs`), the task
+                # procrastinate's worker looks up by name.
+                task_name=DELIVERY_JOB,
                 task_kwargs={"delivery_id": delivery_id},
                 # Ready from `now` on the queue's clock, as the contract's run_after.
                 scheduled_at=_at(now),
@@ -464,14 +466,12 @@ class PostgresJobQueue(ThreadedQueue):
                 (delivery_ids,),
             ).fetchall()
             for job_id, status in rows:
-                if status == "todo":
-                    self._procrastinate(
-                        conn, "cancel_job", job_id=job_id, abort=False, delete_job=False
-                    )
-                else:
-                    self._procrastinate(
-                        conn, "finish_job", job_id=job_id, status="aborted", delete_job=False
-                    )
+                # A waiting job is cancelled there and then; a running one gets its abort
+                # requested, and procrastinate's worker that runs it cancels its task (it
+                # ends aborted: cancelled).
+                self._procrastinate(
+                    conn, "cancel_job", job_id=job_id, abort=status == "doing", delete_job=False
+                )
             ids = [int(row[0]) for row in rows]
             conn.execute(
                 "UPDATE bot_jobs SET lease_owner = NULL, lease_until = NULL, last_error = %s"

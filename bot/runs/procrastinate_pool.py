@@ -120,7 +120,7 @@ class ProcrastinatePool:
         async def run() -> None:
             try:
                 with anyio.CancelScope(shield=True):
-                    await engine.run()
+                    await engine.run()  # type: ignore[no-untyped-call]
             finally:
                 done.set()
 
@@ -129,7 +129,7 @@ class ProcrastinatePool:
             try:
                 await done.wait()
             finally:
-                engine.stop()
+                engine.stop()  # type: ignore[no-untyped-call]
                 with anyio.CancelScope(shield=True):
                     await done.wait()
 
@@ -192,9 +192,9 @@ class ProcrastinatePool:
             raise GaveUp(loaded)
         delivery = loaded
         if attempt > max_attempts:  # the last attempt's worker died
-            error = GaveUp("its attempts ran out: each worker stopped before it ended")
-            await worker.dead(delivery.guid, attempt - 1, error)
-            raise error
+            spent = GaveUp("its attempts ran out: each worker stopped before it ended")
+            await worker.dead(delivery.guid, attempt - 1, spent)
+            raise spent
         claim = (job_id, worker_id, fetched)
 
         def make_fence(scope: anyio.CancelScope) -> Fence:

@@ -80,9 +80,11 @@ async def job_of(queue: PostgresJobQueue, guid: str) -> Job:
 
 async def until(queue: PostgresJobQueue, guid: str, *statuses: JobStatus) -> Job:
     with anyio.fail_after(WAIT):
-        while (job := await job_of(queue, guid)).status not in statuses:
+        while True:
+            job = await job_of(queue, guid)
+            if job.status in statuses:
+                return job
             await anyio.sleep(0.05)
-    return job
 
 
 async def test_a_job_committed_elsewhere_is_run_once_by_procrastinates_worker(

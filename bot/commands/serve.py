@@ -31,7 +31,7 @@ from bot.runs import worker_http
 from bot.runs.worker import DEFAULT_APP_SLUG, Runner, Worker
 from bot.runs.worker_http import PoolState, create_worker_app
 from bot.settings import Settings, SettingsError, load_settings
-from bot.store.backend import job_queue, job_watch, open_store
+from bot.store.backend import job_queue, open_store
 from bot.store.contract import Storage, StoreError
 from bot.store.sqlite import Store
 from bot.wiring import build_worker_hooks, has_credentials
@@ -133,7 +133,6 @@ def build_worker(
         app_slug=settings.app_slug or DEFAULT_APP_SLUG,
         concurrency=concurrency or settings.workers,
         lease_seconds=settings.job_lease_seconds,
-        watch=job_watch(queue),
         runner=job_runner(store, settings.job_lease_seconds),
     )
 

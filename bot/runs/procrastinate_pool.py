@@ -33,6 +33,7 @@ from functools import partial
 import anyio
 import anyio.abc
 import anyio.to_thread
+from procrastinate import App
 from procrastinate import worker as pworker
 from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason, JobContext
@@ -48,8 +49,8 @@ from bot.runs.worker import (
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import DELIVERY_JOB, Deferred, backoff_seconds
 from bot.store.queue.fence import Fence
+from bot.store.queue.postgres import QUEUE
 from bot.store.queue.procrastinate_app import (
-    QUEUE,
     AttemptFailed,
     ClaimLost,
     DeliveryRetry,
@@ -82,25 +83,9 @@ class ProcrastinatePool:
     async def run(
         self, worker: Worker, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        app = procrastinate_app(self._conninfo())
-
-        async def delivery(context: JobContext, delivery_id: str) -> None:
-            await self._delivery(worker, context, delivery_id)
-
-        app.task(name=DELIVERY_JOB, queue=QUEUE, pass_context=True, retry=DeliveryRetry())(delivery)
+        app = self._app(worker, [])
         async with app.open_async():
-            engine = pworker.Worker(
-                app,
-                queues=[QUEUE],
-                name=worker.worker_id,
-                concurrency=worker.concurrency,
-                fetch_job_polling_interval=WATCHED_POLL_INTERVAL,
-                abort_job_polling_interval=ABORT_POLL_INTERVAL,
-                shutdown_graceful_timeout=SHUTDOWN_GRACE,
-                install_signal_handlers=False,
-                update_heartbeat_interval=self.stalled_after / 3,
-                stalled_worker_timeout=self.stalled_after,
-            )
+            engine = self._worker(app, worker, concurrency=worker.concurrency, wait=True)
             log.info(
                 "worker pool started",
                 extra={"worker_id": worker.worker_id, "tasks": worker.concurrency},
@@ -111,6 +96,41 @@ class ProcrastinatePool:
                 for job in worker.hooks.background:
                     tasks.start_soon(job)
                 task_status.started()
+
+    async def run_until_idle(self, worker: Worker) -> int:
+        """procrastinate's worker with `wait=False`, one job at a time: it stops once no job
+        is ready (stalled jobs are recovered first)."""
+        handled: list[int] = []
+        await anyio.to_thread.run_sync(self._recover)
+        app = self._app(worker, handled)
+        async with app.open_async():
+            await self._engine(self._worker(app, worker, concurrency=1, wait=False))
+        return len(handled)
+
+    def _app(self, worker: Worker, handled: list[int]) -> App:
+        app = procrastinate_app(self._conninfo())
+
+        async def delivery(context: JobContext, delivery_id: str) -> None:
+            handled.append(1)
+            await self._delivery(worker, context, delivery_id)
+
+        app.task(name=DELIVERY_JOB, queue=QUEUE, pass_context=True, retry=DeliveryRetry())(delivery)
+        return app
+
+    def _worker(self, app: App, worker: Worker, *, concurrency: int, wait: bool) -> pworker.Worker:
+        return pworker.Worker(
+            app,
+            queues=[QUEUE],
+            name=worker.worker_id,
+            concurrency=concurrency,
+            wait=wait,
+            fetch_job_polling_interval=WATCHED_POLL_INTERVAL,
+            abort_job_polling_interval=ABORT_POLL_INTERVAL,
+            shutdown_graceful_timeout=SHUTDOWN_GRACE,
+            install_signal_handlers=False,
+            update_heartbeat_interval=self.stalled_after / 3,
+            stalled_worker_timeout=self.stalled_after,
+        )
 
     async def _engine(self, engine: pworker.Worker) -> None:
         """procrastinate's worker, stopped its own way (cancelling the running jobs and

@@ -27,9 +27,9 @@ from bot.store.queue.base import (
     Job,
     JobQueue,
     JobStatus,
+    LeasedQueue,
     LeaseLost,
-    ThreadedQueue,
-    Watch,
+    ThreadedLeasedQueue,
 )
 from bot.store.queue.fence import Fence, fenced
 from policies.config import ConfigError, RepoConfig, parse_repo_config
@@ -54,8 +54,9 @@ POLL_INTERVAL = 1.0
 """Seconds between claims of an idle pool that only its own process wakes (SQLite: the
 receivers beside it do, `bot.intake.wakeup`); the fallback for a lost wake-up."""
 WATCHED_POLL_INTERVAL = 5.0
-"""The same for a pool whose queue's database wakes it whoever commits (`watch`: Postgres's
-notifications): the poll only catches a notification lost on a dropped connection."""
+"""The same for a pool whose database wakes it whoever commits (procrastinate's worker,
+woken by Postgres's notifications): the poll only catches a notification lost on a dropped
+connection."""
 
 
 class ConfigLoader(Protocol):
@@ -169,7 +170,13 @@ class Runner(Protocol):
     JobQueue (SQLite: `Worker` itself), or a job engine that runs them and calls back into
     the worker's `load` and `attempt` (Postgres: `bot.runs.procrastinate_pool`)."""
 
-    async def run(self, worker: Worker, *, task_status: anyio.abc.TaskStatus[None]) -> None: ...
+    async def run(self, worker: Worker, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Run the worker's jobs until cancelled."""
+        ...
+
+    async def run_until_idle(self, worker: Worker) -> int:
+        """Run the ready jobs, one at a time, until none is left; how many."""
+        ...
 
 
 class Worker:
@@ -185,14 +192,12 @@ class Worker:
         concurrency: int = 2,
         lease_seconds: float = 60.0,
         poll_interval: float | None = None,
-        watch: Watch | None = None,
         worker_id: str | None = None,
         runner: Runner | None = None,
     ) -> None:
-        """`watch`, when given, runs beside the pool and wakes it at each job committed
-        anywhere; `poll_interval` defaults to POLL_INTERVAL, or WATCHED_POLL_INTERVAL with
-        a `watch`. `runner`, when given, gets and settles the jobs instead of the pool's
-        claim loop over `queue` (which then only enqueues and cancels)."""
+        """`runner`, when given, gets and settles the jobs instead of the pool's own claim
+        loop over `queue` (which then only enqueues and cancels); without one, `queue` must
+        be a LeasedQueue, claimed every `poll_interval` (POLL_INTERVAL) when idle."""
         if concurrency < 1:
             raise ValueError("a worker needs at least one task")
         if lease_seconds <= 0:
@@ -203,14 +208,20 @@ class Worker:
         self.app_slug = hooks.app_slug or app_slug
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
-        if poll_interval is None:
-            poll_interval = POLL_INTERVAL if watch is None else WATCHED_POLL_INTERVAL
-        self.poll_interval = poll_interval
-        self.watch = watch
+        if runner is None and not isinstance(queue, LeasedQueue):
+            raise ValueError(f"a {type(queue).__name__} needs a runner: it claims no jobs")
+        self.poll_interval = POLL_INTERVAL if poll_interval is None else poll_interval
         self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{secrets.token_hex(3)}"
         self.runner = runner
         self._wakeup: anyio.Event | None = None
         self._inflight: dict[str, InFlight] = {}  # by delivery id: the jobs handled here
+
+    @property
+    def leased(self) -> LeasedQueue:
+        """The queue, for the pool's own claim loop (a queue without a runner is one)."""
+        if not isinstance(self.queue, LeasedQueue):
+            raise TypeError(f"a {type(self.queue).__name__} claims no jobs; its runner does")
+        return self.queue
 
     def wake(self, new_jobs: int = 1) -> None:
         """Stop idling: new jobs were committed. Call from the worker's event loop."""
@@ -230,9 +241,6 @@ class Worker:
             extra={"worker_id": self.worker_id, "tasks": self.concurrency},
         )
         async with anyio.create_task_group() as tasks:
-            if self.watch is not None:
-                # Listening before the first claim: a job committed after it wakes the pool.
-                await tasks.start(self.watch, self.wake)
             for n in range(self.concurrency):
                 tasks.start_soon(self._loop, f"{self.worker_id}/{n}")
             for job in self.hooks.background:
@@ -241,8 +249,10 @@ class Worker:
 
     async def run_until_idle(self, worker_id: str = "once") -> int:
         """Handle ready jobs one after another until none is left; returns how many."""
+        if self.runner is not None:
+            return await self.runner.run_until_idle(self)
         handled = 0
-        while (job := await self.queue.claim(worker_id, self.lease_seconds)) is not None:
+        while (job := await self.leased.claim(worker_id, self.lease_seconds)) is not None:
             await self.handle(job, worker_id)
             handled += 1
         return handled
@@ -250,7 +260,7 @@ class Worker:
     async def _loop(self, worker_id: str) -> None:
         while True:
             try:
-                job = await self.queue.claim(worker_id, self.lease_seconds)
+                job = await self.leased.claim(worker_id, self.lease_seconds)
             except Exception:
                 log.exception("claiming a job failed", extra={"worker_id": worker_id})
                 job = None
@@ -273,7 +283,7 @@ class Worker:
         with bound(delivery_id=job.delivery_id, job_id=job.id):
             unusable = await self.load(job.delivery_id)
             if isinstance(unusable, str):
-                await self.queue.fail(job.id, worker_id, unusable, retry=False)
+                await self.leased.fail(job.id, worker_id, unusable, retry=False)
                 metrics.job_dead()
                 return
             delivery = unusable
@@ -348,7 +358,7 @@ class Worker:
             while True:
                 await anyio.sleep(self.lease_seconds / 3)
                 try:
-                    await self.queue.heartbeat(job.id, worker_id, self.lease_seconds)
+                    await self.leased.heartbeat(job.id, worker_id, self.lease_seconds)
                 except LeaseLost as exc:
                     fence.lose(str(exc))
                     return
@@ -359,13 +369,13 @@ class Worker:
 
         def make_fence(scope: anyio.CancelScope) -> Fence:
             return Fence(
-                lambda: self.queue.still_holds(*claim),
+                lambda: self.leased.still_holds(*claim),
                 job_id=job.id,
                 delivery_id=delivery.guid,
                 on_lost=scope.cancel,
                 holds_now=(
                     partial(self.queue.still_holds_sync, *claim)
-                    if isinstance(self.queue, ThreadedQueue)
+                    if isinstance(self.queue, ThreadedLeasedQueue)
                     else None
                 ),
             )
@@ -376,11 +386,11 @@ class Worker:
         try:
             if isinstance(done.error, Deferred):
                 deferred = done.error
-                await self.queue.defer(job.id, worker_id, str(deferred), deferred.not_before)
+                await self.leased.defer(job.id, worker_id, str(deferred), deferred.not_before)
             elif done.error is not None:
                 await self._failed(job, worker_id, delivery, done.error)
             else:
-                await self.queue.complete(job.id, worker_id)
+                await self.leased.complete(job.id, worker_id)
         except LeaseLost:
             log.warning("lease lost before the job could be closed")
 
@@ -392,7 +402,7 @@ class Worker:
             exc_info=error,
             extra={"attempt": job.attempts, "max_attempts": job.max_attempts},
         )
-        after = await self.queue.fail(
+        after = await self.leased.fail(
             job.id,
             worker_id,
             describe_failure(error),

@@ -160,8 +160,12 @@ CREATE TABLE trigger_keys (
 # Jobs run by procrastinate's worker (`bot.runs.procrastinate_pool`): procrastinate counts a
 # deferral (a target held by another run) as an attempt, and the contract does not, so the
 # deferrals are counted here and taken off its count.
+# procrastinate's worker holds a running job by its heartbeat (`procrastinate_workers`), so
+# the lease columns our own claim loop kept go (their index with them).
 JOB_DEFERRALS = """
 ALTER TABLE bot_jobs ADD COLUMN deferrals integer NOT NULL DEFAULT 0;
+DROP INDEX bot_jobs_leases;
+ALTER TABLE bot_jobs DROP COLUMN lease_owner, DROP COLUMN lease_until, DROP COLUMN lease_token;
 """
 
 MIGRATIONS: tuple[str, ...] = (

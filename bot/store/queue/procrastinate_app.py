@@ -41,12 +41,10 @@ from procrastinate import jobs as pjobs
 from procrastinate.manager import JobManager
 from psycopg_pool import AsyncConnectionPool
 
+from bot.store.postgres.connection import JOB_POOL_SIZE
 from bot.store.queue.base import Deferred
+from bot.store.queue.postgres import QUEUE
 
-QUEUE = "bot"
-JOB_POOL_SIZE = 2
-"""Connections procrastinate's worker holds in its own pool (fetching, finishing,
-heartbeats); its LISTEN connection is one more, outside it."""
 
 
 class AttemptFailed(Exception):

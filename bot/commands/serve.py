@@ -28,12 +28,12 @@ from bot.log import configure, get_logger
 from bot.ops.settings_check import log_startup_warnings
 from bot.redact import install as install_redactor
 from bot.runs import worker_http
-from bot.runs.worker import DEFAULT_APP_SLUG, Runner, Worker
+from bot.runs.runner import job_runner
+from bot.runs.worker import DEFAULT_APP_SLUG, Worker
 from bot.runs.worker_http import PoolState, create_worker_app
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store.backend import job_queue, open_store
 from bot.store.contract import Storage, StoreError
-from bot.store.sqlite import Store
 from bot.wiring import build_worker_hooks, has_credentials
 
 log = get_logger("bot.serve")
@@ -135,18 +135,6 @@ def build_worker(
         lease_seconds=settings.job_lease_seconds,
         runner=job_runner(store, settings.job_lease_seconds),
     )
-
-
-def job_runner(store: Storage, lease_seconds: float) -> Runner | None:
-    """On Postgres, procrastinate's worker runs the jobs (`bot.runs.procrastinate_pool`);
-    on SQLite, None: the pool's own claim loop."""
-    if not isinstance(store, Store):
-        from bot.runs.procrastinate_pool import ProcrastinatePool
-        from bot.store.postgres.store import PostgresStore
-
-        if isinstance(store, PostgresStore):
-            return ProcrastinatePool(store, stalled_after=lease_seconds)
-    return None
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -46,7 +46,6 @@ from bot.store.queue.base import Deferred
 from bot.store.queue.postgres import QUEUE
 
 
-
 class AttemptFailed(Exception):
     """An attempt failed in a way another attempt may not: retried at `retry_at`."""
 

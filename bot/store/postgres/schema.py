@@ -157,11 +157,10 @@ CREATE TABLE trigger_keys (
 );
 """
 
-# Jobs run by procrastinate's worker (`bot.runs.procrastinate_pool`): procrastinate counts a
-# deferral (a target held by another run) as an attempt, and the contract does not, so the
-# deferrals are counted here and taken off its count.
-# procrastinate's worker holds a running job by its heartbeat (`procrastinate_workers`), so
-# the lease columns our own claim loop kept go (their index with them).
+# Jobs run by procrastinate's worker (`bot.runs.procrastinate_pool`), which holds a running
+# job by its heartbeat (`procrastinate_workers`): the lease columns of our own claim loop go
+# (their index with them). procrastinate counts a deferral (a target held by another run) as
+# an attempt, and the contract does not, so the deferrals are counted here and taken off.
 JOB_DEFERRALS = """
 ALTER TABLE bot_jobs ADD COLUMN deferrals integer NOT NULL DEFAULT 0;
 DROP INDEX bot_jobs_leases;

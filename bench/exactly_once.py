@@ -1,10 +1,10 @@
 """Two receivers and two workers on one Postgres: every delivery decided exactly once.
 
-Two `bot serve --no-worker` receivers and two `bot worker --concurrency 4` processes share one
-Postgres database (`--database-url`, else BOT_TEST_DATABASE_URL, else a throwaway server from
-`scripts/postgres`). `--deliveries` signed comments (which address nobody, so each is decided
-without a model) are posted alternately to the two receivers from 16 threads, and every tenth
-is posted to both at once, as a GitHub redelivery racing the first try would be. Then
+Two `bot serve --no-worker` receivers and two `bot worker --concurrency 4` processes (each
+running its jobs through procrastinate's worker) share one Postgres database (`--database-url`,
+else BOT_TEST_DATABASE_URL, else a throwaway server from `scripts/postgres`). `--deliveries`
+signed comments (which address nobody, so each is decided without a model) are posted
+alternately to the two receivers from 16 threads, and every tenth is posted to both at once, as a GitHub redelivery racing the first try would be. Then
 `bot deliveries --json` must show each GUID once, decided once, its job done after one
 attempt. The script prints the counts and the time, and exits 1 when anything ran twice.
 

@@ -9,6 +9,9 @@ import pytest
 
 from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
+from bot.store.queue.base import Job, backoff_seconds
+from bot.store.queue.postgres import PostgresJobQueue
+from bot.store.queue.sqlite import SqliteJobQueue
 from bot.store.sqlite import Store
 
 BACKENDS = ("sqlite", "postgres")
@@ -67,3 +70,46 @@ def insert_delivery(
         received_at,
         body,
     )
+
+
+def take_job(store: Storage) -> Job:
+    """The next ready job, taken the way a worker of the backend takes it: claimed by the
+    pool's loop (SQLite), or fetched by a procrastinate worker, registered for it (Postgres)."""
+    if isinstance(store, Store):
+        job = SqliteJobQueue(store).claim_sync("w", 60)
+        assert job is not None
+        return job
+    assert isinstance(store, PostgresStore)
+    with store.pool.connection() as conn:
+        row = conn.execute("SELECT procrastinate_register_worker_v1()").fetchone()
+        assert row is not None
+        fetched = conn.execute(
+            "SELECT id FROM procrastinate_fetch_job_v2(ARRAY['bot']::varchar[], %s)", (row[0],)
+        ).fetchone()
+    assert fetched is not None and fetched[0] is not None
+    job = PostgresJobQueue(store).get_sync(int(fetched[0]))
+    assert job is not None
+    return job
+
+
+def end_job(store: Storage, job: Job, how: str, error: str = "boom") -> None:
+    """End a taken job as its worker would: `done`, `dead` (given up), or `retry` (failed,
+    back in the queue after the contract's first backoff on the store's clock)."""
+    if isinstance(store, Store):
+        queue = SqliteJobQueue(store)
+        if how == "done":
+            queue.complete_sync(job.id, "w")
+        else:
+            queue.fail_sync(job.id, "w", error, how == "retry", None)
+        return
+    assert isinstance(store, PostgresStore)
+    with store.pool.connection() as conn:
+        conn.execute("UPDATE bot_jobs SET last_error = %s WHERE job_id = %s", (error, job.id))
+        if how == "retry":
+            conn.execute(
+                "SELECT procrastinate_retry_job_v2(%s, to_timestamp(%s), NULL, NULL, NULL)",
+                (job.id, store.clock() + backoff_seconds(job.attempts)),
+            )
+        else:
+            status = "succeeded" if how == "done" else "failed"
+            conn.execute("SELECT procrastinate_finish_job_v1(%s, %s, false)", (job.id, status))

@@ -128,8 +128,8 @@ def test_serve_on_postgres_triages_an_issue_once(postgres_dsn: str, tmp_path: Pa
     # Everything lived in Postgres: no SQLite file was made.
     assert not (tmp_path / "data" / "bot.sqlite3").exists()
     assert '"database": "postgresql://bot@/' in log
-    # The pool listened for jobs committed anywhere (bot/store/postgres/listen.py), under uvloop.
-    assert '"msg": "listening for new jobs"' in log
+    # procrastinate's worker ran the job (bot/runs/procrastinate_pool.py), under uvloop.
+    assert '"action": "start_worker"' in log
 
 
 def start_worker(
@@ -163,8 +163,8 @@ def log_records(log: Path) -> list[dict[str, Any]]:
 def test_a_worker_paused_past_its_lease_writes_nothing_once_it_resumes(
     postgres_dsn: str, tmp_path: Path
 ) -> None:
-    """Worker A is SIGSTOPped while the model answers its first call; its lease runs out,
-    worker B takes the job over and finishes the run. When A resumes it gets the answer it was
+    """Worker A is SIGSTOPped while the model answers its first call; its heartbeat goes
+    stale, worker B recovers the job (procrastinate's stalled-job rule) and finishes the run. When A resumes it gets the answer it was
     waiting for, and then makes no model call and no GitHub write: the job is B's."""
     fake = make_fake_github(tmp_path, files=REPO_FILES)
     issue = fake.add_issue(
@@ -203,9 +203,13 @@ def test_a_worker_paused_past_its_lease_writes_nothing_once_it_resumes(
             os.kill(a.pid, signal.SIGSTOP)
 
             def lease_ran_out() -> bool:
+                # A's heartbeat in procrastinate's workers table is older than the lease.
                 with psycopg.connect(postgres_dsn) as pg:
-                    row = pg.execute("SELECT lease_until FROM bot_jobs").fetchone()
-                return row is not None and row[0] is not None and row[0] < time.time()
+                    row = pg.execute(
+                        "SELECT bool_and(last_heartbeat < now() - interval '3 s')"
+                        " FROM procrastinate_workers"
+                    ).fetchone()
+                return row is not None and row[0] is True
 
             wait("A's lease to run out", lease_ran_out, a_log)
             b, b_log = start_worker(tmp_path / "b", options, "b")

@@ -221,12 +221,14 @@ def test_the_database_password_is_redacted_alike_with_and_without_the_stack(
 
 
 # The Postgres backend itself: each imports the stack at its top, and only
-# `bot.store.backend`, `bot.intake.web` and `bot.ops.doctor_database` import them, when
-# Postgres is chosen.
+# `bot.store.backend`, `bot.intake.web`, `bot.ops.doctor_database` and `bot.runs.runner`
+# import them, when Postgres is chosen.
 POSTGRES_MODULES = (
     "bot.store.postgres.",
     "bot.store.queue.postgres",
+    "bot.store.queue.procrastinate_app",
     "bot.intake.postgres_writer",
+    "bot.runs.procrastinate_pool",
 )
 
 

@@ -92,13 +92,14 @@ def test_compose_stays_under_postgres_default_max_connections(cores: int) -> Non
     assert compose_connections(cores) <= MAX_CONNECTIONS - RESERVED
 
 
-def test_one_process_holds_its_pool_and_a_listening_connection_when_it_runs_jobs() -> None:
+def test_one_process_holds_its_pool_and_procrastinates_when_it_runs_jobs() -> None:
+    # procrastinate's worker: a pool of two, and its listening connection.
     assert process_connections(4, runs_pool=False) == 4
-    assert process_connections(4, runs_pool=True) == 5
+    assert process_connections(4, runs_pool=True) == 7
     # One receiver is one process; more add the parent's pool.
-    assert serve_connections(1, 4, worker=True) == 5
+    assert serve_connections(1, 4, worker=True) == 7
     assert serve_connections(3, 4, worker=False) == 16
-    assert serve_connections(3, 4, worker=True) == 17
+    assert serve_connections(3, 4, worker=True) == 19
 
 
 def test_receivers_on_sqlite_are_one_per_core() -> None:

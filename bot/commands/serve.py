@@ -28,10 +28,11 @@ from bot.log import configure, get_logger
 from bot.ops.settings_check import log_startup_warnings
 from bot.redact import install as install_redactor
 from bot.runs import worker_http
+from bot.runs.runner import job_runner
 from bot.runs.worker import DEFAULT_APP_SLUG, Worker
 from bot.runs.worker_http import PoolState, create_worker_app
 from bot.settings import Settings, SettingsError, load_settings
-from bot.store.backend import job_queue, job_watch, open_store
+from bot.store.backend import job_queue, open_store
 from bot.store.contract import Storage, StoreError
 from bot.wiring import build_worker_hooks, has_credentials
 
@@ -132,7 +133,7 @@ def build_worker(
         app_slug=settings.app_slug or DEFAULT_APP_SLUG,
         concurrency=concurrency or settings.workers,
         lease_seconds=settings.job_lease_seconds,
-        watch=job_watch(queue),
+        runner=job_runner(store, settings.job_lease_seconds),
     )
 
 

@@ -8,7 +8,7 @@ on a new job within the time it takes to read a byte, and an idle pool costs not
 write end is non-blocking, so a full pipe (the parent has 64 KiB of wake-ups still to read,
 which already mean "wake up") never holds up a commit. The pool's own poll (once a second)
 stays as the fallback for a wake-up that was lost. On Postgres the database itself wakes
-every pool on every machine as well (`bot.store.postgres.listen`), and the poll runs every 5 s.
+every pool on every machine as well (procrastinate's worker listens: `bot.runs.procrastinate_pool`).
 """
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ from bot.store.queue.base import (
     Job,
     JobQueue,
     JobStatus,
+    LeasedQueue,
     LeaseLost,
-    ThreadedQueue,
-    Watch,
+    ThreadedLeasedQueue,
 )
 from bot.store.queue.fence import Fence, fenced
 from policies.command_rate import WINDOW_S, is_limited, limited
@@ -56,8 +56,9 @@ POLL_INTERVAL = 1.0
 """Seconds between claims of an idle pool that only its own process wakes (SQLite: the
 receivers beside it do, `bot.intake.wakeup`); the fallback for a lost wake-up."""
 WATCHED_POLL_INTERVAL = 5.0
-"""The same for a pool whose queue's database wakes it whoever commits (`watch`: Postgres's
-notifications): the poll only catches a notification lost on a dropped connection."""
+"""The same for a pool whose database wakes it whoever commits (procrastinate's worker,
+woken by Postgres's notifications): the poll only catches a notification lost on a dropped
+connection."""
 
 
 class ConfigLoader(Protocol):
@@ -150,6 +151,43 @@ class WorkerHooks:
     `bot.workflows.review.fates`); None: that delivery is skipped as an unrouted action."""
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """How one attempt at a job ended: `error` is what its work raised, if anything."""
+
+    inflight: InFlight
+    fence: Fence
+    error: Exception | None
+
+
+def describe_failure(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def retryable(error: Exception) -> bool:
+    """Whether another attempt may succeed where this one failed."""
+    return not isinstance(error, GiveUp | AccessRevoked)  # trying again cannot help
+
+
+def retry_not_before(error: Exception) -> float | None:
+    """GitHub's rate limit says when to come back; an earlier try would only fail again."""
+    return error.retry_at if isinstance(error, RateLimited) else None
+
+
+class Runner(Protocol):
+    """How a worker pool gets its jobs and settles them: the pool's own claim loop over the
+    JobQueue (SQLite: `Worker` itself), or a job engine that runs them and calls back into
+    the worker's `load` and `attempt` (Postgres: `bot.runs.procrastinate_pool`)."""
+
+    async def run(self, worker: Worker, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Run the worker's jobs until cancelled."""
+        ...
+
+    async def run_until_idle(self, worker: Worker) -> int:
+        """Run the ready jobs, one at a time, until none is left; how many."""
+        ...
+
+
 class Worker:
     """`concurrency` tasks that claim jobs, decide, record and hand triggers to the executor."""
 
@@ -163,12 +201,12 @@ class Worker:
         concurrency: int = 2,
         lease_seconds: float = 60.0,
         poll_interval: float | None = None,
-        watch: Watch | None = None,
         worker_id: str | None = None,
+        runner: Runner | None = None,
     ) -> None:
-        """`watch`, when given, runs beside the pool and wakes it at each job committed
-        anywhere; `poll_interval` defaults to POLL_INTERVAL, or WATCHED_POLL_INTERVAL with
-        a `watch`."""
+        """`runner`, when given, gets and settles the jobs instead of the pool's own claim
+        loop over `queue` (which then only enqueues and cancels); without one, `queue` must
+        be a LeasedQueue, claimed every `poll_interval` (POLL_INTERVAL) when idle."""
         if concurrency < 1:
             raise ValueError("a worker needs at least one task")
         if lease_seconds <= 0:
@@ -179,13 +217,20 @@ class Worker:
         self.app_slug = hooks.app_slug or app_slug
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
-        if poll_interval is None:
-            poll_interval = POLL_INTERVAL if watch is None else WATCHED_POLL_INTERVAL
-        self.poll_interval = poll_interval
-        self.watch = watch
+        if runner is None and not isinstance(queue, LeasedQueue):
+            raise ValueError(f"a {type(queue).__name__} needs a runner: it claims no jobs")
+        self.poll_interval = POLL_INTERVAL if poll_interval is None else poll_interval
         self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.runner = runner
         self._wakeup: anyio.Event | None = None
         self._inflight: dict[str, InFlight] = {}  # by delivery id: the jobs handled here
+
+    @property
+    def leased(self) -> LeasedQueue:
+        """The queue, for the pool's own claim loop (a queue without a runner is one)."""
+        if not isinstance(self.queue, LeasedQueue):
+            raise TypeError(f"a {type(self.queue).__name__} claims no jobs; its runner does")
+        return self.queue
 
     def wake(self, new_jobs: int = 1) -> None:
         """Stop idling: new jobs were committed. Call from the worker's event loop."""
@@ -196,15 +241,15 @@ class Worker:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Run the pool until cancelled."""
+        if self.runner is not None:
+            await self.runner.run(self, task_status=task_status)
+            return
         self._wakeup = anyio.Event()
         log.info(
             "worker pool started",
             extra={"worker_id": self.worker_id, "tasks": self.concurrency},
         )
         async with anyio.create_task_group() as tasks:
-            if self.watch is not None:
-                # Listening before the first claim: a job committed after it wakes the pool.
-                await tasks.start(self.watch, self.wake)
             for n in range(self.concurrency):
                 tasks.start_soon(self._loop, f"{self.worker_id}/{n}")
             for job in self.hooks.background:
@@ -213,8 +258,10 @@ class Worker:
 
     async def run_until_idle(self, worker_id: str = "once") -> int:
         """Handle ready jobs one after another until none is left; returns how many."""
+        if self.runner is not None:
+            return await self.runner.run_until_idle(self)
         handled = 0
-        while (job := await self.queue.claim(worker_id, self.lease_seconds)) is not None:
+        while (job := await self.leased.claim(worker_id, self.lease_seconds)) is not None:
             await self.handle(job, worker_id)
             handled += 1
         return handled
@@ -222,7 +269,7 @@ class Worker:
     async def _loop(self, worker_id: str) -> None:
         while True:
             try:
-                job = await self.queue.claim(worker_id, self.lease_seconds)
+                job = await self.leased.claim(worker_id, self.lease_seconds)
             except Exception:
                 log.exception("claiming a job failed", extra={"worker_id": worker_id})
                 job = None
@@ -243,56 +290,48 @@ class Worker:
     async def handle(self, job: Job, worker_id: str) -> None:
         """Handle one claimed job; never raises for a bad delivery (it is recorded instead)."""
         with bound(delivery_id=job.delivery_id, job_id=job.id):
-            try:
-                delivery = await anyio.to_thread.run_sync(self.store.get_delivery, job.delivery_id)
-            except BodyMissing as exc:
-                # Trying again reads the same missing bytes: record why and stop.
-                reason = f"body_missing: {exc}"
-                log.error("stored body unreadable", extra={"reason": reason})
-                await self._record(job.delivery_id, "error", reason=reason)
-                await self.queue.fail(job.id, worker_id, reason, retry=False)
+            unusable = await self.load(job.delivery_id)
+            if isinstance(unusable, str):
+                await self.leased.fail(job.id, worker_id, unusable, retry=False)
                 metrics.job_dead()
                 return
-            if delivery is None:
-                log.error("job names a delivery that is not stored")
-                await self.queue.fail(job.id, worker_id, "delivery not stored", retry=False)
-                metrics.job_dead()
-                return
+            delivery = unusable
             with bound(event=delivery.event):
                 await self._handle_leased(job, worker_id, delivery)
 
-    async def _handle_leased(self, job: Job, worker_id: str, delivery: DeliveryRecord) -> None:
+    async def load(self, delivery_id: str) -> DeliveryRecord | str:
+        """The job's stored delivery, or why it cannot be handled (recorded where the
+        delivery exists): trying again would read the same missing bytes."""
+        try:
+            delivery = await anyio.to_thread.run_sync(self.store.get_delivery, delivery_id)
+        except BodyMissing as exc:
+            reason = f"body_missing: {exc}"
+            log.error("stored body unreadable", extra={"reason": reason})
+            await self._record(delivery_id, "error", reason=reason)
+            return reason
+        if delivery is None:
+            log.error("job names a delivery that is not stored")
+            return "delivery not stored"
+        return delivery
+
+    async def attempt(
+        self,
+        job_id: int,
+        delivery: DeliveryRecord,
+        make_fence: Callable[[anyio.CancelScope], Fence],
+        keep_alive: Callable[[Fence], Coroutine[Any, Any, None]] | None = None,
+    ) -> Attempt:
+        """One attempt at a job, its delivery loaded: decide, record and run, under the fence
+        that `make_fence` builds for the attempt's cancel scope (`keep_alive` runs beside it,
+        e.g. a lease's heartbeat). Never raises what the work raised: the attempt says."""
         errors: list[Exception] = []
-
-        async def keep_lease(fence: Fence) -> None:
-            while True:
-                await anyio.sleep(self.lease_seconds / 3)
-                try:
-                    await self.queue.heartbeat(job.id, worker_id, self.lease_seconds)
-                except LeaseLost as exc:
-                    fence.lose(str(exc))
-                    return
-                except Exception:  # a busy database now and then; the lease has slack
-                    log.warning("extending the lease failed", exc_info=True)
-
         inflight: InFlight | None = None
         fence: Fence | None = None
         try:
             async with anyio.create_task_group() as tasks:
                 inflight = InFlight(delivery.guid, tasks.cancel_scope, event=delivery.event)
                 self._inflight[delivery.guid] = inflight
-                claim = (job.id, worker_id, job.lease_token)
-                fence = Fence(
-                    lambda: self.queue.still_holds(*claim),
-                    job_id=job.id,
-                    delivery_id=delivery.guid,
-                    on_lost=tasks.cancel_scope.cancel,
-                    holds_now=(
-                        partial(self.queue.still_holds_sync, *claim)
-                        if isinstance(self.queue, ThreadedQueue)
-                        else None
-                    ),
-                )
+                fence = make_fence(tasks.cancel_scope)
 
                 async def work(fence: Fence) -> None:
                     try:
@@ -303,32 +342,64 @@ class Worker:
                     finally:
                         tasks.cancel_scope.cancel()
 
-                tasks.start_soon(keep_lease, fence)
+                if keep_alive is not None:
+                    tasks.start_soon(keep_alive, fence)
                 tasks.start_soon(work, fence)
         finally:
             if inflight is not None and self._inflight.get(delivery.guid) is inflight:
                 del self._inflight[delivery.guid]
-        if inflight is not None and inflight.cancelled is not None:
+        assert inflight is not None and fence is not None
+        if inflight.cancelled is not None:
             # The installation was lost while the job ran: record, post nothing, leave the
             # job as the change cancelled it.
             await anyio.to_thread.run_sync(finish_cancelled, self.store, inflight)
             log.info("job cancelled: the app lost access", extra={"reason": inflight.cancelled})
-            return
-        if fence is not None and fence.lost:
+        elif fence.lost:
             # The job is another claim's now: neither done nor failed by this one.
             log.warning(
                 "lease lost; another worker may be handling the job",
-                extra={"run_id": ",".join(inflight.run_ids) if inflight else None},
+                extra={"run_id": ",".join(inflight.run_ids)},
             )
+        return Attempt(inflight, fence, errors[0] if errors else None)
+
+    async def _handle_leased(self, job: Job, worker_id: str, delivery: DeliveryRecord) -> None:
+        async def keep_lease(fence: Fence) -> None:
+            while True:
+                await anyio.sleep(self.lease_seconds / 3)
+                try:
+                    await self.leased.heartbeat(job.id, worker_id, self.lease_seconds)
+                except LeaseLost as exc:
+                    fence.lose(str(exc))
+                    return
+                except Exception:  # a busy database now and then; the lease has slack
+                    log.warning("extending the lease failed", exc_info=True)
+
+        claim = (job.id, worker_id, job.lease_token)
+
+        def make_fence(scope: anyio.CancelScope) -> Fence:
+            return Fence(
+                lambda: self.leased.still_holds(*claim),
+                job_id=job.id,
+                delivery_id=delivery.guid,
+                on_lost=scope.cancel,
+                holds_now=(
+                    partial(self.queue.still_holds_sync, *claim)
+                    if isinstance(self.queue, ThreadedLeasedQueue)
+                    else None
+                ),
+            )
+
+        done = await self.attempt(job.id, delivery, make_fence, keep_lease)
+        if done.inflight.cancelled is not None or done.fence.lost:
             return
         try:
-            if errors and isinstance(errors[0], Deferred):
-                deferred = errors[0]
-                await self.queue.defer(job.id, worker_id, str(deferred), deferred.not_before)
-            elif errors:
-                await self._failed(job, worker_id, delivery, errors[0])
+            if isinstance(done.error, Deferred):
+                deferred = done.error
+                await self.leased.defer(job.id, worker_id, str(deferred), deferred.not_before)
+            elif done.error is not None:
+                await self._failed(job, worker_id, delivery, done.error)
             else:
-                await self.queue.complete(job.id, worker_id)
+                await self.leased.complete(job.id, worker_id)
         except LeaseLost:
             log.warning("lease lost before the job could be closed")
 
@@ -340,21 +411,23 @@ class Worker:
             exc_info=error,
             extra={"attempt": job.attempts, "max_attempts": job.max_attempts},
         )
-        # GitHub's rate limit says when to come back; an earlier try would only fail again.
-        not_before = error.retry_at if isinstance(error, RateLimited) else None
-        after = await self.queue.fail(
+        after = await self.leased.fail(
             job.id,
             worker_id,
-            f"{type(error).__name__}: {error}",
-            retry=not isinstance(error, GiveUp | AccessRevoked),  # trying again cannot help
-            not_before=not_before,
+            describe_failure(error),
+            retry=retryable(error),
+            not_before=retry_not_before(error),
         )
         if after.status is JobStatus.DEAD:
-            reason = f"gave up after {after.attempts} attempts: {type(error).__name__}: {error}"
-            await self._record(delivery.guid, "error", reason=reason)
-            await anyio.to_thread.run_sync(self._fail_unfinished_runs, delivery.guid)
-            log.error("job is dead", extra={"reason": reason})
-            metrics.job_dead()
+            await self.dead(delivery.guid, after.attempts, error)
+
+    async def dead(self, guid: str, attempts: int, error: Exception) -> None:
+        """A job given up: say so on its delivery, and end the runs nothing works on now."""
+        reason = f"gave up after {attempts} attempts: {describe_failure(error)}"
+        await self._record(guid, "error", reason=reason)
+        await anyio.to_thread.run_sync(self._fail_unfinished_runs, guid)
+        log.error("job is dead", extra={"reason": reason})
+        metrics.job_dead()
 
     def _fail_unfinished_runs(self, guid: str) -> None:
         """Nothing works on a dead job's run any more: say so, or `status` shows it running."""

@@ -20,7 +20,6 @@ from bot.store.queue.base import (
     Job,
     JobQueue,
     QueueStats,
-    Watch,
 )
 from bot.store.queue.sqlite import SqliteJobQueue
 from bot.store.sqlite import Store
@@ -82,14 +81,3 @@ def job_queue(store: Storage) -> InspectableQueue:
     if isinstance(store, PostgresStore):
         return PostgresJobQueue(store)
     raise TypeError(f"no job queue for a {type(store).__name__}")
-
-
-def job_watch(queue: JobQueue) -> Watch | None:
-    """How the queue's database tells a worker pool of jobs committed by any process:
-    Postgres's notifications. None for SQLite, whose receivers wake the pool themselves
-    (`bot.intake.wakeup`), and for any other queue."""
-    if isinstance(queue, SqliteJobQueue):
-        return None
-    from bot.store.queue.postgres import PostgresJobQueue
-
-    return queue.watch if isinstance(queue, PostgresJobQueue) else None

@@ -15,7 +15,7 @@ from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.sqlite import SqliteJobQueue, insert_job
 from bot.store.sqlite import Store, transaction
-from tests.backends import BACKENDS, insert_delivery
+from tests.backends import BACKENDS, end_job, insert_delivery, take_job
 from tests.conftest import PAYLOADS
 
 
@@ -293,9 +293,9 @@ async def test_deliveries_shows_each_decision_job_and_runs_on_either_backend(
         insert_delivery(store, guid, received_at=float(n))
         assert await queue.enqueue(guid) is not None
     # g-retried: the first attempt fails, the second starts two runs and completes.
-    first = await queue.claim("w", 60)
-    assert first is not None and first.delivery_id == "g-retried"
-    await queue.fail(first.id, "w", "RuntimeError: GitHub answered 502", not_before=0)
+    first = take_job(store)
+    assert first.delivery_id == "g-retried"
+    end_job(store, first, "retry", "RuntimeError: GitHub answered 502")
     runs = [
         store.create_run(
             delivery_id="g-retried",
@@ -308,10 +308,10 @@ async def test_deliveries_shows_each_decision_job_and_runs_on_either_backend(
         for workflow in ("triage", "ask")
     ]
     store.record_decision("g-retried", "trigger", reason="opened", workflow="triage")
-    skipped = await queue.claim("w", 60)
-    assert skipped is not None and skipped.delivery_id == "g-skipped"
+    skipped = take_job(store)
+    assert skipped.delivery_id == "g-skipped"
     store.record_decision("g-skipped", "skip", reason="bot_sender: dependabot[bot]")
-    await queue.complete(skipped.id, "w")
+    end_job(store, skipped, "done")
     store.close()
 
     assert main(["deliveries", "--json"]) == 0

@@ -1,7 +1,8 @@
 """Fencing: a run calls the model and writes to GitHub only while its claim holds the job.
 
-On both backends: the fencing token of each claim (`JobQueue.still_holds`), the `Fence` a
-worker gives each job, and the worker leaving a job it lost to its new holder. Then the three
+On SQLite's LeasedQueue: the fencing token of each claim (`LeasedQueue.still_holds`), the
+`Fence` a worker gives each job, and the worker leaving a job it lost to its new holder
+(Postgres's claims are procrastinate's: tests/bot/test_queue.py and test_procrastinate_pool.py). Then the three
 places a run acts outside the store, each checked before it acts: the agent runtime's model
 calls, the installation client's writes, and the mirror's push.
 """
@@ -24,15 +25,13 @@ from bot.engine.artifacts import RunStore
 from bot.git.checkout import Mirrors
 from bot.runs.worker import Worker, WorkerHooks
 from bot.store.contract import RunRecord, Storage
-from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import JobStatus, LeaseLost
 from bot.store.queue.fence import Fence, check_fence, current_fence, fence_lost, fenced
-from bot.store.queue.postgres import PostgresJobQueue
 from bot.store.queue.sqlite import SqliteJobQueue
 from bot.store.sqlite import Store
 from policies.event import Trigger
 from tests.agents.conftest import FAST, invocation
-from tests.backends import BACKENDS, insert_delivery
+from tests.backends import insert_delivery
 from tests.bot.test_queue import FakeClock
 from tests.bot.test_worker import payload
 from tests.fakes.github import commit_files, make_fake_github, serve_fake_github
@@ -48,21 +47,16 @@ LEASE = 30.0
 @dataclass
 class Backend:
     store: Storage
-    queue: SqliteJobQueue | PostgresJobQueue
+    queue: SqliteJobQueue
     clock: FakeClock
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Backend]:
+@pytest.fixture
+def backend(data_dir: Path) -> Iterator[Backend]:
     clock = FakeClock()
-    if request.param == "sqlite":
-        store = Store.open(data_dir / "bot.sqlite3", clock=clock)
-        yield Backend(store, SqliteJobQueue(store), clock)
-        store.close()
-    else:
-        pg = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
-        yield Backend(pg, PostgresJobQueue(pg), clock)
-        pg.close()
+    store = Store.open(data_dir / "bot.sqlite3", clock=clock)
+    yield Backend(store, SqliteJobQueue(store), clock)
+    store.close()
 
 
 class Reads:
@@ -141,21 +135,6 @@ async def test_a_cancelled_job_is_held_by_nobody(backend: Backend) -> None:
     assert job is not None
     await q.cancel(["d-1"], "installation deleted")
     assert not await q.still_holds(job.id, "w1", job.lease_token)
-
-
-async def test_a_job_whose_abort_procrastinate_was_asked_for_is_not_held(
-    postgres_dsn: str,
-) -> None:
-    store = PostgresStore.open(postgres_dsn)
-    try:
-        q = PostgresJobQueue(store)
-        await q.enqueue("d-1")
-        job = await q.claim("w1", LEASE)
-        assert job is not None
-        q.manager.cancel_job_by_id(job.id, abort=True)
-        assert not await q.still_holds(job.id, "w1", job.lease_token)
-    finally:
-        store.close()
 
 
 # -- the fence ------------------------------------------------------------------------------

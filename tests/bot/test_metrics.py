@@ -26,6 +26,7 @@ from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.sqlite import Store
 from policies.github_events import GITHUB_EVENTS
+from tests.backends import end_job, take_job
 from tests.scripted import metric_sample
 
 pytestmark = pytest.mark.anyio
@@ -116,18 +117,14 @@ async def test_queue_gauges_are_read_from_the_store_when_scraped(
         queue.enqueue_sync("d-1")
         queue.enqueue_sync("d-2")
         now[0] = 1001.0
-        claimed = await queue.claim("w", 60)
-        assert claimed is not None
-        failed = await queue.claim("w", 60)
-        assert failed is not None
-        await queue.fail(failed.id, "w", "no", retry=False)
+        take_job(store)  # running
+        end_job(store, take_job(store), "dead", "no")
         queue.enqueue_sync("d-3")  # waiting since 1001
         queue.enqueue_sync("d-4")
         now[0] = 1031.0
-        later = job_queue(store)
-        late = await later.claim("w", 60)  # d-3, so the oldest ready is d-4
-        assert late is not None and late.delivery_id == "d-3"
-        await later.fail(late.id, "w", "again")  # queued, not ready before its backoff
+        late = take_job(store)  # d-3, so the oldest ready is d-4
+        assert late.delivery_id == "d-3"
+        end_job(store, late, "retry", "again")  # queued, not ready before its backoff
         full = await page(http)
     assert metric_sample(full, "bot_jobs", status="queued") == 2
     assert metric_sample(full, "bot_jobs", status="running") == 1

@@ -1,20 +1,32 @@
-"""The JobQueue contract, run against every backend: SQLite, and Postgres on procrastinate."""
+"""The job queue contracts: `JobQueue` on every backend (SQLite, and Postgres on
+procrastinate), `LeasedQueue` (the claim loop's) on SQLite; and how the Postgres jobs sit on
+procrastinate's worker (bot/store/queue/procrastinate_app.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import datetime
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import procrastinate.jobs
 import pytest
 from procrastinate.exceptions import JobAborted
 
 from bot.store.postgres.store import PostgresStore
-from bot.store.queue.base import JobQueue, JobStatus, LeaseLost, backoff_seconds
-from bot.store.queue.postgres import AttemptFailed, GaveUp, PostgresJobQueue, retry_strategy
+from bot.store.queue.base import Deferred, Job, JobQueue, JobStatus, LeaseLost, backoff_seconds
+from bot.store.queue.postgres import PostgresJobQueue
+from bot.store.queue.procrastinate_app import (
+    AttemptFailed,
+    ClaimLost,
+    DeliveryRetry,
+    GaveUp,
+    holds,
+    recover_stalled,
+)
 from bot.store.queue.sqlite import SqliteJobQueue
 from bot.store.sqlite import Store
 
@@ -32,23 +44,84 @@ class FakeClock:
 
 @dataclass
 class Backend:
-    queue: JobQueue
+    queue: SqliteJobQueue
     clock: FakeClock
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Backend]:
+@pytest.fixture
+def backend(data_dir: Path) -> Iterator[Backend]:
+    """The LeasedQueue: SQLite's, whose jobs the pool's own loop claims."""
     clock = FakeClock()
+    store = Store.open(data_dir / "bot.sqlite3", clock=clock)
+    yield Backend(SqliteJobQueue(store), clock)
+    store.close()
+
+
+@dataclass
+class AnyBackend:
+    """A JobQueue, and how a worker of its backend takes a job and ends it."""
+
+    queue: JobQueue
+    take: Callable[[], Awaitable[Job | None]]
+    end: Callable[[Job, bool], Awaitable[None]]
+    """Ends a taken job: done (True) or dead (False)."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_backend(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[AnyBackend]:
     if request.param == "sqlite":
-        store = Store.open(data_dir / "bot.sqlite3", clock=clock)
-        yield Backend(SqliteJobQueue(store), clock)
+        store = Store.open(data_dir / "bot.sqlite3")
+        q = SqliteJobQueue(store)
+
+        async def end(job: Job, done: bool) -> None:
+            if done:
+                await q.complete(job.id, "w")
+            else:
+                await q.fail(job.id, "w", "bad payload", retry=False)
+
+        yield AnyBackend(q, lambda: q.claim("w", 30), end)
         store.close()
-    elif request.param == "postgres":
-        pg = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
-        yield Backend(PostgresJobQueue(pg), clock)
-        pg.close()
-    else:  # pragma: no cover - a new backend adds its branch here
-        raise AssertionError(request.param)
+        return
+    pg = PostgresStore.open(request.getfixturevalue("postgres_dsn"))
+    pq = PostgresJobQueue(pg)
+    worker = register_worker(pg)
+
+    async def take() -> Job | None:
+        job_id = await anyio.to_thread.run_sync(fetch, pg, worker)
+        return None if job_id is None else await pq.get(job_id)
+
+    async def pg_end(job: Job, done: bool) -> None:
+        await anyio.to_thread.run_sync(finish, pg, job.id, "succeeded" if done else "failed")
+
+    yield AnyBackend(pq, take, pg_end)
+    pg.close()
+
+
+# procrastinate's own procedures, as its worker calls them.
+
+
+def register_worker(store: PostgresStore, heartbeat_age: float = 0.0) -> int:
+    with store.pool.connection() as conn:
+        row = conn.execute(
+            "INSERT INTO procrastinate_workers (last_heartbeat)"
+            " VALUES (now() - make_interval(secs => %s)) RETURNING id",
+            (heartbeat_age,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def fetch(store: PostgresStore, worker_id: int) -> int | None:
+    with store.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT id FROM procrastinate_fetch_job_v2(ARRAY['bot']::varchar[], %s)", (worker_id,)
+        ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def finish(store: PostgresStore, job_id: int, status: str) -> None:
+    with store.pool.connection() as conn:
+        conn.execute("SELECT procrastinate_finish_job_v1(%s, %s, false)", (job_id, status))
 
 
 pytestmark = pytest.mark.anyio
@@ -71,16 +144,16 @@ async def test_enqueued_job_is_claimed_once(backend: Backend) -> None:
     assert await q.claim("w2", 30) is None
 
 
-async def test_enqueue_is_idempotent_per_delivery(backend: Backend) -> None:
-    q = backend.queue
+async def test_enqueue_is_idempotent_per_delivery(any_backend: AnyBackend) -> None:
+    q = any_backend.queue
     assert await q.enqueue("d-1") is not None
     assert await q.enqueue("d-1") is None
     counts = await q.counts()
     assert counts[JobStatus.QUEUED] == 1
 
 
-async def test_concurrent_enqueues_of_one_delivery_make_one_job(backend: Backend) -> None:
-    q = backend.queue
+async def test_concurrent_enqueues_of_one_delivery_make_one_job(any_backend: AnyBackend) -> None:
+    q = any_backend.queue
     made: list[int | None] = []
 
     async def enqueue() -> None:
@@ -92,19 +165,19 @@ async def test_concurrent_enqueues_of_one_delivery_make_one_job(backend: Backend
     assert len([job_id for job_id in made if job_id is not None]) == 1
     assert made.count(None) == 7
     assert (await q.counts())[JobStatus.QUEUED] == 1
-    job = await q.claim("w", 30)
+    job = await any_backend.take()
     assert job is not None and job.delivery_id == "d-1"
-    assert await q.claim("w", 30) is None
+    assert await any_backend.take() is None
 
 
-async def test_a_delivery_keeps_its_one_job_after_it_is_done(backend: Backend) -> None:
-    q = backend.queue
+async def test_a_delivery_keeps_its_one_job_after_it_is_done(any_backend: AnyBackend) -> None:
+    q = any_backend.queue
     await q.enqueue("d-1")
-    job = await q.claim("w", 30)
+    job = await any_backend.take()
     assert job is not None
-    await q.complete(job.id, "w")
+    await any_backend.end(job, True)
     assert await q.enqueue("d-1") is None
-    assert await q.claim("w", 30) is None
+    assert await any_backend.take() is None
 
 
 async def test_claims_oldest_first(backend: Backend) -> None:
@@ -285,8 +358,8 @@ async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
     assert sorted(claimed) == sorted(f"d-{n}" for n in range(20))
 
 
-async def test_cancelled_queued_jobs_are_never_claimed(backend: Backend) -> None:
-    q = backend.queue
+async def test_cancelled_queued_jobs_are_never_claimed(any_backend: AnyBackend) -> None:
+    q = any_backend.queue
     for name in ("d-1", "d-2", "d-3"):
         await q.enqueue(name)
     cancelled = await q.cancel(["d-1", "d-3", "d-unknown"], "installation_suspended")
@@ -294,10 +367,9 @@ async def test_cancelled_queued_jobs_are_never_claimed(backend: Backend) -> None
         ("d-1", JobStatus.CANCELLED, "installation_suspended"),
         ("d-3", JobStatus.CANCELLED, "installation_suspended"),
     ]
-    backend.clock.advance(3600)
-    claimed = await q.claim("w", 30)
+    claimed = await any_backend.take()
     assert claimed is not None and claimed.delivery_id == "d-2"
-    assert await q.claim("w", 30) is None
+    assert await any_backend.take() is None
     counts = await q.counts()
     assert (counts[JobStatus.CANCELLED], counts[JobStatus.RUNNING]) == (2, 1)
 
@@ -325,15 +397,15 @@ async def test_cancelling_a_running_job_takes_the_lease_from_its_holder(backend:
     assert after is not None and after.status is JobStatus.CANCELLED
 
 
-async def test_cancel_leaves_finished_jobs_alone(backend: Backend) -> None:
-    q = backend.queue
+async def test_cancel_leaves_finished_jobs_alone(any_backend: AnyBackend) -> None:
+    q = any_backend.queue
     await q.enqueue("d-done")
     await q.enqueue("d-dead")
-    done = await q.claim("w", 30)
-    dead = await q.claim("w", 30)
+    done = await any_backend.take()
+    dead = await any_backend.take()
     assert done is not None and dead is not None
-    await q.complete(done.id, "w")
-    await q.fail(dead.id, "w", "bad payload", retry=False)
+    await any_backend.end(done, True)
+    await any_backend.end(dead, False)
     assert await q.cancel(["d-done", "d-dead"], "installation_deleted") == []
     assert await q.cancel([], "installation_deleted") == []
     again = await q.get(done.id)
@@ -345,13 +417,13 @@ async def test_cancel_leaves_finished_jobs_alone(backend: Backend) -> None:
     assert (await q.counts())[JobStatus.CANCELLED] == 1
 
 
-async def test_cancel_handles_many_deliveries_at_once(backend: Backend) -> None:
-    q = backend.queue
+async def test_cancel_handles_many_deliveries_at_once(any_backend: AnyBackend) -> None:
+    q = any_backend.queue
     names = [f"d-{n}" for n in range(1200)]
     for name in names:
         await q.enqueue(name)
     assert len(await q.cancel(names, "installation_deleted")) == 1200
-    assert await q.claim("w", 30) is None
+    assert await any_backend.take() is None
 
 
 def test_backoff_doubles_up_to_a_cap() -> None:
@@ -359,102 +431,145 @@ def test_backoff_doubles_up_to_a_cap() -> None:
     assert backoff_seconds(30) == 300.0
 
 
-# -- Postgres: how the contract sits on procrastinate ------------------------------------------
+# -- Postgres: how the jobs sit on procrastinate's worker -------------------------------------
 
 
 @pytest.fixture
-def pg_queue(postgres_dsn: str) -> Iterator[tuple[PostgresJobQueue, FakeClock]]:
-    clock = FakeClock()
-    store = PostgresStore.open(postgres_dsn, clock=clock)
-    yield PostgresJobQueue(store), clock
+def pg(postgres_dsn: str) -> Iterator[tuple[PostgresStore, PostgresJobQueue]]:
+    store = PostgresStore.open(postgres_dsn)
+    yield store, PostgresJobQueue(store)
     store.close()
 
 
-def test_only_a_failed_attempt_is_retried_by_the_explicit_retry_strategy() -> None:
+def test_the_retry_strategy_retries_a_failed_attempt_and_a_deferral_at_their_times() -> None:
     attempt = procrastinate.jobs.Job(
         id=1, queue="bot", lock=None, queueing_lock=None, task_name="delivery", attempts=1
     )
-    strategy = retry_strategy(max_attempts=5)
-    assert strategy.get_retry_decision(exception=AttemptFailed("boom"), job=attempt) is not None
-    # Left unset, procrastinate retries any exception, an aborted job's included.
-    for other in (JobAborted(), asyncio.CancelledError(), GaveUp("bad payload"), KeyError("x")):
+    strategy = DeliveryRetry()
+    at = 2_000_000.0
+    for retried in (AttemptFailed("boom", at), Deferred("held", at)):
+        decision = strategy.get_retry_decision(exception=retried, job=attempt)
+        assert decision is not None
+        assert decision.retry_at == datetime.datetime.fromtimestamp(at, tz=datetime.UTC)
+    # Left to procrastinate, any exception is retried, an aborted job's included.
+    for other in (
+        JobAborted(),
+        asyncio.CancelledError(),
+        GaveUp("bad payload"),
+        ClaimLost("recovered"),
+        KeyError("x"),
+    ):
         assert strategy.get_retry_decision(exception=other, job=attempt) is None
-    assert (
-        strategy.get_retry_decision(exception=AttemptFailed("boom"), job=attempt.evolve(attempts=5))
-        is None
-    )
 
 
-async def test_a_job_aborted_through_procrastinate_ends_after_its_attempt(
-    pg_queue: tuple[PostgresJobQueue, FakeClock],
+async def test_a_running_jobs_cancel_requests_its_abort_from_procrastinates_worker(
+    pg: tuple[PostgresStore, PostgresJobQueue],
 ) -> None:
-    q, clock = pg_queue
+    store, q = pg
     await q.enqueue("d-1")
-    job = await q.claim("w", 30)
-    assert job is not None
-    assert q.manager.cancel_job_by_id(job.id, abort=True)
-    with pytest.raises(LeaseLost, match="aborted"):  # the worker stops at its next heartbeat
-        await q.heartbeat(job.id, "w", 30)
-    after = await q.fail(job.id, "w", "CancelledError: aborted", retry=True)
-    assert (after.status, after.attempts) == (JobStatus.DEAD, 1)
-    clock.advance(3600)
-    assert await q.claim("w", 30) is None
+    worker = register_worker(store)
+    job_id = fetch(store, worker)
+    assert job_id is not None
+    (cancelled,) = await q.cancel(["d-1"], "repositories_removed")
+    assert (cancelled.status, cancelled.last_error) == (JobStatus.RUNNING, "repositories_removed")
+    with store.pool.connection() as conn:
+        assert not holds(conn, job_id, worker, 0, 30)  # the run stops at its next check
+        row = conn.execute(
+            "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+    assert row == (True,)
+    finish(store, job_id, "aborted")  # the worker cancelled the task
+    after = await q.get(job_id)
+    assert after is not None and after.status is JobStatus.CANCELLED
 
 
-async def test_an_aborted_job_whose_worker_stopped_ends_when_its_lease_runs_out(
-    pg_queue: tuple[PostgresJobQueue, FakeClock],
+async def test_a_claim_holds_while_its_worker_heartbeats_and_the_attempt_is_its_own(
+    pg: tuple[PostgresStore, PostgresJobQueue],
 ) -> None:
-    q, clock = pg_queue
+    store, q = pg
     await q.enqueue("d-1")
-    job = await q.claim("w", 30)
-    assert job is not None
-    assert q.manager.cancel_job_by_id(job.id, abort=True)
-    clock.advance(31)
-    assert await q.claim("w2", 30) is None
-    after = await q.get(job.id)
-    assert after is not None and (after.status, after.attempts) == (JobStatus.DEAD, 1)
+    worker, other = register_worker(store), register_worker(store)
+    job_id = fetch(store, worker)
+    assert job_id is not None
+    with store.pool.connection() as conn:
+        assert holds(conn, job_id, worker, 0, 30)
+        assert not holds(conn, job_id, other, 0, 30)
+        assert not holds(conn, job_id, worker, 1, 30)  # another attempt's token
+        conn.execute(
+            "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '31 s'"
+            " WHERE id = %s",
+            (worker,),
+        )
+        assert not holds(conn, job_id, worker, 0, 30)  # stalled: anyone may recover it
 
 
-async def test_jobs_are_procrastinate_jobs_with_its_history(
-    pg_queue: tuple[PostgresJobQueue, FakeClock],
+async def test_a_stalled_workers_jobs_are_recovered_once_with_one_more_attempt(
+    pg: tuple[PostgresStore, PostgresJobQueue],
 ) -> None:
-    q, clock = pg_queue
+    store, q = pg
+    await q.enqueue("d-dead")
+    await q.enqueue("d-alive")
+    dead, alive = register_worker(store, heartbeat_age=60), register_worker(store)
+    stalled, running = fetch(store, dead), fetch(store, alive)
+    assert stalled is not None and running is not None
+    with store.pool.connection() as conn:
+        assert recover_stalled(conn, 30) == [stalled]
+        assert recover_stalled(conn, 30) == []  # a second pass finds nothing more
+    again = await q.get(stalled)
+    assert again is not None and (again.status, again.attempts) == (JobStatus.QUEUED, 1)
+    still = await q.get(running)
+    assert still is not None and still.status is JobStatus.RUNNING
+
+
+async def test_a_stale_workers_finish_leaves_the_new_holders_job_alone(
+    pg: tuple[PostgresStore, PostgresJobQueue],
+) -> None:
+    from bot.store.queue.procrastinate_app import procrastinate_app
+
+    store, q = pg
     job_id = await q.enqueue("d-1")
     assert job_id is not None
-    first = await q.claim("w1", 30)
-    assert first is not None
-    clock.advance(31)  # w1's lease runs out: recovered through procrastinate's retry
-    second = await q.claim("w2", 30)
-    assert second is not None
-    await q.fail(second.id, "w2", "boom")
-    clock.advance(backoff_seconds(2))
-    third = await q.claim("w3", 30)
-    assert third is not None and third.attempts == 3
-    await q.complete(third.id, "w3")
-    (pjob,) = q.manager.list_jobs(id=job_id)
-    assert (pjob.task_name, pjob.queue, pjob.task_kwargs) == (
-        "delivery",
-        "bot",
-        {"delivery_id": "d-1"},
+    paused = register_worker(store, heartbeat_age=60)
+    assert fetch(store, paused) == job_id
+    with store.pool.connection() as conn:
+        recover_stalled(conn, 30)
+    fresh = register_worker(store)
+    assert fetch(store, fresh) == job_id
+    stale = procrastinate.jobs.Job(
+        id=job_id,
+        queue="bot",
+        lock=None,
+        queueing_lock=None,
+        task_name="delivery",
+        attempts=0,
+        worker_id=paused,
     )
-    assert (pjob.status, pjob.attempts) == ("succeeded", 3)
-    with q.store.pool.connection() as conn:
-        events = [
-            str(row[0])
-            for row in conn.execute(
-                "SELECT type FROM procrastinate_events WHERE job_id = %s ORDER BY id", (job_id,)
-            )
-        ]
-    # Events of one change come in the order of procrastinate's trigger names.
-    assert events == [
-        "scheduled",
-        "deferred",
-        "started",
-        "scheduled",
-        "deferred_for_retry",
-        "started",
-        "scheduled",
-        "deferred_for_retry",
-        "started",
-        "succeeded",
-    ]
+    conninfo = store.pool.conninfo
+    app = procrastinate_app(str(conninfo() if callable(conninfo) else conninfo))
+    async with app.open_async():
+        await app.job_manager.finish_job(stale, procrastinate.jobs.Status.FAILED, False)
+        await app.job_manager.retry_job(stale)
+        now = await q.get(job_id)
+        assert now is not None and now.status is JobStatus.RUNNING  # the fresh worker's still
+        await app.job_manager.finish_job(
+            stale.evolve(worker_id=fresh, attempts=1), procrastinate.jobs.Status.SUCCEEDED, False
+        )
+    done = await q.get(job_id)
+    assert done is not None and (done.status, done.attempts) == (JobStatus.DONE, 2)
+
+
+async def test_jobs_are_procrastinate_jobs_of_one_task(
+    pg: tuple[PostgresStore, PostgresJobQueue],
+) -> None:
+    _, q = pg
+    job_id = await q.enqueue("d-1")
+    replay = await q.enqueue("d-1", kind="replay-1")
+    assert job_id is not None and replay is not None
+    for one in (job_id, replay):
+        (pjob,) = q.manager.list_jobs(id=one)
+        assert (pjob.task_name, pjob.queue, pjob.task_kwargs) == (
+            "delivery",
+            "bot",
+            {"delivery_id": "d-1"},
+        )
+    assert [j.kind for j in q.jobs_for_delivery("d-1")] == ["delivery", "replay-1"]

@@ -25,6 +25,7 @@ from bot.engine.engine import Engine
 from bot.git.checkout import Mirrors
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.runs.execute import RunExecutor
+from bot.runs.runner import job_runner
 from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
 from bot.store.backend import InspectableQueue, job_queue
@@ -114,7 +115,8 @@ async def pools(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
                 return await client.get_collaborator_permission(event.sender_login)
 
             hooks = WorkerHooks(permission_lookup=permission, executor=executor, app_slug=fake.slug)
-            workers.append(Worker(store, queue, hooks, app_slug=fake.slug))
+            runner = job_runner(store)
+            workers.append(Worker(store, queue, hooks, app_slug=fake.slug, runner=runner))
         try:
             yield Pools(fake, llm, store, queue, workers)
         finally:

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from bot.intake.delivery_writer import DeliveryWriter
 from bot.intake.web import MAX_BODY, WebhookReceiver, create_app, signature_matches
+from bot.runs.runner import job_runner
 from bot.runs.worker import Worker, WorkerHooks
 from bot.settings import Settings
 from bot.store.backend import job_queue
@@ -235,7 +236,8 @@ async def test_a_nul_in_a_signed_action_is_stored_escaped_and_decided_on_both_ba
         row = h.store.get_delivery("g-action")
         assert row is not None and row.action == "op\ufffdened"
         assert row.body == unsupported.encode()  # the body is kept as it came
-        worker = Worker(h.store, h.queue, WorkerHooks(), app_slug="repo-agent")
+        runner = job_runner(h.store)
+        worker = Worker(h.store, h.queue, WorkerHooks(), app_slug="repo-agent", runner=runner)
         assert await worker.run_until_idle() == 2
         decided = h.store.get_delivery("g-action")
         assert decided is not None and decided.decision == "skip"

@@ -16,11 +16,13 @@ import pytest
 
 from bot.github.client import GitHubApp, RetryPolicy
 from bot.github.errors import AccessRevoked
+from bot.runs.runner import job_runner
 from bot.runs.worker import Worker, WorkerHooks
 from bot.store.backend import job_queue
 from bot.store.contract import Storage
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import JobStatus
+from bot.store.queue.sqlite import SqliteJobQueue
 from bot.store.sqlite import Store
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event
@@ -82,7 +84,7 @@ class Env:
             return parse_repo_config(None)
 
         hooks = WorkerHooks(config_loader=config_loader, access=self.app)
-        return Worker(self.store, self.queue, hooks, app_slug=SLUG)
+        return Worker(self.store, self.queue, hooks, app_slug=SLUG, runner=job_runner(self.store))
 
     def decision(self, guid: str) -> tuple[str | None, str | None]:
         row = self.store.get_delivery(guid)
@@ -92,6 +94,62 @@ class Env:
     def job(self, guid: str) -> JobStatus:
         (job,) = self.queue.jobs_for_delivery(guid)
         return job.status
+
+    def hold_elsewhere(self) -> int:
+        """Another process takes the next job: claims it (SQLite), or its procrastinate
+        worker, heartbeating, fetches it (Postgres)."""
+        if isinstance(self.queue, SqliteJobQueue):
+            job = self.queue.claim_sync("elsewhere", 300)
+            assert job is not None
+            return job.id
+        assert isinstance(self.store, PostgresStore)
+        with self.store.pool.connection() as conn:
+            row = conn.execute("SELECT procrastinate_register_worker_v1()").fetchone()
+            assert row is not None
+            fetched = conn.execute(
+                "SELECT id FROM procrastinate_fetch_job_v2(ARRAY['bot']::varchar[], %s)",
+                (row[0],),
+            ).fetchone()
+        assert fetched is not None and fetched[0] is not None
+        return int(fetched[0])
+
+    def fail_elsewhere(self, job_id: int) -> None:
+        """That process's attempt failed; the job waits for its retry."""
+        if isinstance(self.queue, SqliteJobQueue):
+            self.queue.fail_sync(job_id, "elsewhere", "RetryableError: 502", True, None)
+            return
+        assert isinstance(self.store, PostgresStore)
+        with self.store.pool.connection() as conn:
+            conn.execute(
+                "SELECT procrastinate_retry_job_v2(%s, now() + interval '1 hour', NULL, NULL, NULL)",
+                (job_id,),
+            )
+
+    def schedule(self, guid: str, interval: str) -> None:
+        """On Postgres, make the job ready `interval` from the server's now: procrastinate
+        measures time by the database's clock, which the test's clock does not drive (on
+        SQLite the test's clock does, and this does nothing)."""
+        if isinstance(self.store, PostgresStore):
+            (job,) = self.queue.jobs_for_delivery(guid)
+            with self.store.pool.connection() as conn:
+                conn.execute(
+                    "UPDATE procrastinate_jobs SET scheduled_at = now() + %s::interval"
+                    " WHERE id = %s",
+                    (interval, job.id),
+                )
+
+    def stopped(self, guid: str) -> bool:
+        """The job was cancelled: at once (SQLite's lease taken, or waiting on Postgres), or,
+        running on Postgres, its abort requested for procrastinate's worker to carry out."""
+        (job,) = self.queue.jobs_for_delivery(guid)
+        if job.status is JobStatus.CANCELLED:
+            return True
+        assert isinstance(self.store, PostgresStore)
+        with self.store.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s", (job.id,)
+            ).fetchone()
+        return job.status is JobStatus.RUNNING and row == (True,)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -124,9 +182,8 @@ async def test_suspend_cancels_the_installations_queued_and_running_work(env: En
     env.deliver("g-other-installation", "issues", opened(43, "evil/hello", 1))
     # Another process holds the first job and started its run; the second failed once and
     # waits for its retry.
-    running = env.queue.claim_sync("elsewhere", 300)
-    retrying = env.queue.claim_sync("elsewhere", 300)
-    assert running is not None and retrying is not None
+    running = env.hold_elsewhere()
+    retrying = env.hold_elsewhere()
     env.store.record_decision("g-running", "trigger", workflow="triage")
     run = env.store.create_run(
         delivery_id="g-running",
@@ -137,13 +194,14 @@ async def test_suspend_cancels_the_installations_queued_and_running_work(env: En
         mode="webhook",
         status="running",
     )
-    await env.queue.fail(retrying.id, "elsewhere", "RetryableError: 502")
+    env.fail_elsewhere(retrying)
     # The worker holds installation 42's token already.
     await env.app.installation(42, "octo", "hello").token()
     env.clock.now += 1
     env.deliver("g-suspend", "installation", lifecycle("installation", "suspend", 42))
     env.clock.now += 0.5  # the unsuspend comes later, queued behind the suspend
     env.deliver("g-unsuspend", "installation", lifecycle("installation", "unsuspend", 42))
+    env.schedule("g-unsuspend", "1 hour")
     env.clock.now -= 0.5
 
     worker = env.worker()
@@ -155,7 +213,7 @@ async def test_suspend_cancels_the_installations_queued_and_running_work(env: En
         == "installation_suspended: installation 42 was suspended; jobs cancelled: 2, runs stopped: 0"
     )
     assert env.store.installation_state(42) is InstallationState.SUSPENDED
-    assert env.job("g-running") is JobStatus.CANCELLED
+    assert env.stopped("g-running")
     assert env.job("g-retrying") is JobStatus.CANCELLED
     assert env.decision("g-retrying") == (
         "cancelled",
@@ -176,8 +234,10 @@ async def test_suspend_cancels_the_installations_queued_and_running_work(env: En
 
     # The unsuspend, queued behind the suspend, was not cancelled with the rest.
     env.clock.now += 3600
-    with pytest.raises(Exception, match="no longer leased"):
-        await env.queue.heartbeat(running.id, "elsewhere", 300)
+    env.schedule("g-unsuspend", "0 s")
+    if isinstance(env.queue, SqliteJobQueue):
+        with pytest.raises(Exception, match="no longer leased"):
+            await env.queue.heartbeat(running, "elsewhere", 300)
     assert await worker.run_until_idle() == 1
     assert env.decision("g-unsuspend")[0] == "lifecycle"
     assert env.store.installation_state(42) is InstallationState.ACTIVE
@@ -230,7 +290,7 @@ async def test_removed_repositories_cancel_only_their_own_work(env: Env) -> None
     env.deliver("g-other", "issues", opened(42, "octo/other", 2))
     env.deliver("g-evil", "issues", opened(43, "evil/hello", 1))
     for _ in range(3):  # held elsewhere, so the removal finds them pending
-        assert env.queue.claim_sync("elsewhere", 300) is not None
+        env.hold_elsewhere()
     hello, other = (
         env.app.installation(42, "octo", "hello"),
         env.app.installation(42, "octo", "other"),
@@ -245,7 +305,7 @@ async def test_removed_repositories_cancel_only_their_own_work(env: Env) -> None
         lifecycle("installation_repositories", "removed", 42, repositories_removed=removed),
     )
     await env.worker().run_until_idle()
-    assert env.job("g-hello") is JobStatus.CANCELLED
+    assert env.stopped("g-hello")
     assert env.job("g-other") is JobStatus.RUNNING
     assert env.job("g-evil") is JobStatus.RUNNING
     assert env.decision("g-removed")[1] == (
@@ -277,7 +337,7 @@ async def test_removed_repositories_cancel_only_their_own_work(env: Env) -> None
 async def test_an_installation_cannot_cancel_another_installations_work(env: Env) -> None:
     # Installation 43 says it lost octo/hello, which is installation 42's.
     env.deliver("g-hello", "issues", opened(42, "octo/hello", 1))
-    assert env.queue.claim_sync("elsewhere", 300) is not None
+    env.hold_elsewhere()
     await env.app.installation(42, "octo", "hello").token()
     env.clock.now += 1
     body = lifecycle(

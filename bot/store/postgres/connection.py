@@ -23,17 +23,19 @@ POOL_SIZE = 4
 """Connections per process at most unless BOT_DB_POOL_MAX says otherwise; what a whole
 deployment holds is `process_connections` added up over its processes (the README's
 "Receivers, durability and metrics" does the sum for compose.yaml)."""
+JOB_POOL_SIZE = 2
+"""Connections in the pool of procrastinate's worker, in a process that runs the worker pool
+(fetching, finishing, heartbeats: bot/store/queue/procrastinate_app.py)."""
 LISTEN_CONNECTIONS = 1
-"""A process that runs the worker pool also listens for new jobs, outside its pool
-(bot/store/postgres/listen.py)."""
+"""procrastinate's worker also listens for new jobs and aborts, outside its pool."""
 CONNECT_TIMEOUT = 10.0
 
 
 def process_connections(pool_max: int, *, runs_pool: bool) -> int:
-    """The most connections one process holds: its pool, and the worker pool's listening
-    connection where it runs one. The schema migration's connection at start-up is closed
-    before the pool opens, so it adds nothing to the peak."""
-    return pool_max + (LISTEN_CONNECTIONS if runs_pool else 0)
+    """The most connections one process holds: its pool, and where it runs the worker pool,
+    procrastinate's worker's pool and listening connection. The schema migration's
+    connection at start-up is closed before the pool opens, so it adds nothing to the peak."""
+    return pool_max + (JOB_POOL_SIZE + LISTEN_CONNECTIONS if runs_pool else 0)
 
 
 @functools.lru_cache(maxsize=512)

@@ -202,6 +202,16 @@ CREATE INDEX auto_reviews_target ON auto_reviews (repo, number, seq);
 CREATE INDEX auto_reviews_at ON auto_reviews (at);
 """
 
+# Jobs run by procrastinate's worker (`bot.runs.procrastinate_pool`), which holds a running
+# job by its heartbeat (`procrastinate_workers`): the lease columns of our own claim loop go
+# (their index with them). procrastinate counts a deferral (a target held by another run) as
+# an attempt, and the contract does not, so the deferrals are counted here and taken off.
+JOB_DEFERRALS = """
+ALTER TABLE bot_jobs ADD COLUMN deferrals integer NOT NULL DEFAULT 0;
+DROP INDEX bot_jobs_leases;
+ALTER TABLE bot_jobs DROP COLUMN lease_owner, DROP COLUMN lease_until, DROP COLUMN lease_token;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
@@ -213,6 +223,7 @@ MIGRATIONS: tuple[str, ...] = (
     FINDINGS_TABLE,
     BUDGET_LEDGER,
     AUTO_REVIEWS,
+    JOB_DEFERRALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

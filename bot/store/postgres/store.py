@@ -42,7 +42,7 @@ class PostgresStore(Storage):
     _delivery_jobs = (
         "SELECT bj.delivery_id, CASE pj.status WHEN 'todo' THEN 'queued'"
         " WHEN 'doing' THEN 'running' WHEN 'succeeded' THEN 'done' WHEN 'failed' THEN 'dead'"
-        " ELSE 'cancelled' END, pj.attempts + (pj.status = 'doing')::int, bj.max_attempts,"
+        " ELSE 'cancelled' END, pj.attempts + (pj.status = 'doing')::int - bj.deferrals, bj.max_attempts,"
         " bj.last_error FROM bot_jobs AS bj JOIN procrastinate_jobs AS pj ON pj.id = bj.job_id"
         " WHERE bj.kind = 'delivery' AND bj.delivery_id IN ({marks})"
     )

@@ -1,4 +1,7 @@
-"""The JobQueue contract every backend keeps: leased claims, retries with backoff, a dead state."""
+"""The job queue contracts: `JobQueue`, which every backend keeps (jobs enqueued once per
+delivery, cancelled, counted), and `LeasedQueue`, the claim loop's (leased claims, retries with
+backoff, a dead state), which the SQLite backend keeps. On Postgres, procrastinate's worker
+claims, retries and recovers the jobs itself (`bot.runs.procrastinate_pool`)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -84,7 +87,35 @@ def backoff_seconds(attempts: int, *, base: float = 2.0, cap: float = 300.0) -> 
 
 
 class JobQueue(Protocol):
-    """Work handed from the receiver to the workers, at least once.
+    """Work handed from the receiver to the workers, at least once, one job per delivery and
+    kind for good. A cancelled job never runs again; a running one is stopped (its holder
+    loses it). Every backend keeps this contract."""
+
+    async def enqueue(
+        self, delivery_id: str, *, kind: str = DELIVERY_JOB, max_attempts: int = ...
+    ) -> int | None:
+        """Add a job; None when one exists already for (kind, delivery_id)."""
+        ...
+
+    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
+        """Cancel the queued and running jobs of these deliveries (every kind): a queued one
+        is never run, a running one is stopped (on SQLite its holder gets LeaseLost and the
+        job is cancelled at once; on Postgres its abort is requested, procrastinate's worker
+        cancels its task and it ends cancelled). Done, dead and cancelled jobs stay as they
+        are. `reason` becomes the job's `last_error`. Returns the jobs this call cancelled,
+        as they are now."""
+        ...
+
+    async def get(self, job_id: int) -> Job | None: ...
+
+    async def counts(self) -> dict[JobStatus, int]:
+        """How many jobs are in each status."""
+        ...
+
+
+@runtime_checkable
+class LeasedQueue(JobQueue, Protocol):
+    """A JobQueue whose jobs a worker pool claims itself (`bot.runs.worker.Worker`'s loop).
 
     A claimed job is leased to one worker until `lease_until`; the worker extends the lease
     with `heartbeat` while it works. A worker that dies simply stops heartbeating, and the job
@@ -95,12 +126,6 @@ class JobQueue(Protocol):
     past its lease learns from `still_holds` that the job is no longer its own before it
     acts (`bot.store.queue.fence`), where its heartbeat would tell it only later.
     """
-
-    async def enqueue(
-        self, delivery_id: str, *, kind: str = DELIVERY_JOB, max_attempts: int = ...
-    ) -> int | None:
-        """Add a job; None when one exists already for (kind, delivery_id)."""
-        ...
 
     async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
         """Lease the oldest ready job to `worker_id`, or None when nothing is ready."""
@@ -141,19 +166,6 @@ class JobQueue(Protocol):
         False. Raises LeaseLost when `worker_id` no longer holds it."""
         ...
 
-    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
-        """Cancel the queued and running jobs of these deliveries (every kind): they are never
-        claimed again, and a worker holding one gets LeaseLost from `heartbeat`, `complete`
-        and `fail`. Done, dead and cancelled jobs stay as they are. `reason` becomes the
-        job's `last_error`. Returns the jobs this call cancelled, as they are now."""
-        ...
-
-    async def get(self, job_id: int) -> Job | None: ...
-
-    async def counts(self) -> dict[JobStatus, int]:
-        """How many jobs are in each status."""
-        ...
-
 
 class Watch(Protocol):
     """Calls `wake` whenever jobs were committed by any process, until cancelled; reports
@@ -183,6 +195,33 @@ class ThreadedQueue(ABC):
     ) -> int | None:
         return await self._call(self.enqueue_sync, delivery_id, kind, max_attempts)
 
+    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
+        return await self._call(self.cancel_sync, list(delivery_ids), storable(reason))
+
+    async def get(self, job_id: int) -> Job | None:
+        return await self._call(self.get_sync, job_id)
+
+    async def counts(self) -> dict[JobStatus, int]:
+        return await self._call(self.counts_sync)
+
+    @abstractmethod
+    def enqueue_sync(
+        self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> int | None: ...
+
+    @abstractmethod
+    def cancel_sync(self, delivery_ids: list[str], reason: str) -> list[Job]: ...
+
+    @abstractmethod
+    def get_sync(self, job_id: int) -> Job | None: ...
+
+    @abstractmethod
+    def counts_sync(self) -> dict[JobStatus, int]: ...
+
+
+class ThreadedLeasedQueue(ThreadedQueue):
+    """The async half of the LeasedQueue contract, as ThreadedQueue's."""
+
     async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
         return await self._call(self.claim_sync, worker_id, lease_seconds)
 
@@ -211,20 +250,6 @@ class ThreadedQueue(ABC):
         error = storable(error)
         return await self._call(self.fail_sync, job_id, worker_id, error, retry, not_before)
 
-    async def cancel(self, delivery_ids: Sequence[str], reason: str) -> list[Job]:
-        return await self._call(self.cancel_sync, list(delivery_ids), storable(reason))
-
-    async def get(self, job_id: int) -> Job | None:
-        return await self._call(self.get_sync, job_id)
-
-    async def counts(self) -> dict[JobStatus, int]:
-        return await self._call(self.counts_sync)
-
-    @abstractmethod
-    def enqueue_sync(
-        self, delivery_id: str, kind: str = DELIVERY_JOB, max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    ) -> int | None: ...
-
     @abstractmethod
     def claim_sync(self, worker_id: str, lease_seconds: float) -> Job | None: ...
 
@@ -244,12 +269,3 @@ class ThreadedQueue(ABC):
     def fail_sync(
         self, job_id: int, worker_id: str, error: str, retry: bool, not_before: float | None
     ) -> Job: ...
-
-    @abstractmethod
-    def cancel_sync(self, delivery_ids: list[str], reason: str) -> list[Job]: ...
-
-    @abstractmethod
-    def get_sync(self, job_id: int) -> Job | None: ...
-
-    @abstractmethod
-    def counts_sync(self) -> dict[JobStatus, int]: ...

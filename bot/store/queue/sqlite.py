@@ -13,7 +13,7 @@ from bot.store.queue.base import (
     JobStatus,
     LeaseLost,
     QueueStats,
-    ThreadedQueue,
+    ThreadedLeasedQueue,
     backoff_seconds,
 )
 from bot.store.sqlite import Store, transaction
@@ -80,8 +80,8 @@ def _job(row: tuple[Any, ...]) -> Job:
     )
 
 
-class SqliteJobQueue(ThreadedQueue):
-    """JobQueue over the store's SQLite file; blocking work runs on anyio's thread pool."""
+class SqliteJobQueue(ThreadedLeasedQueue):
+    """LeasedQueue over the store's SQLite file; blocking work runs on anyio's thread pool."""
 
     def __init__(self, store: Store, *, clock: Callable[[], float] | None = None) -> None:
         self.store = store

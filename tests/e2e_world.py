@@ -167,6 +167,14 @@ class ReviewWorld(World):
         payload = anyio.run(self.fake.push_pull, "octo", "hello", number, sha)
         return self.post("pull_request", payload)
 
+    def review_opened(self, number: int = 1) -> str:
+        """Delivers pull request `number`'s `opened` and waits for its run, which must
+        succeed (else the server log's tail is the message); returns the delivery's GUID."""
+        guid = self.post("pull_request", self.pull_payload("opened", number))
+        _, status = self.finished(guid)
+        assert status == "succeeded", self.log.read_text()[-3000:]
+        return guid
+
 
 def file_at(bare: Path, ref: Callable[[], str]) -> Callable[[str], str | None]:
     """Reads a file of `bare` at the commit `ref()` names when called (None if absent)."""

@@ -37,9 +37,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 def test_first_review_posts_one_review_one_summary_one_check(world: World) -> None:
     fake = world.fake
     start = len(fake.calls)
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     (review,) = world.reviews()
     assert review["commit_id"] == world.calc.head1

@@ -40,9 +40,7 @@ def test_a_budget_stops_the_review_after_its_first_unit_and_says_so(world: Revie
     """4,500 tokens: the first unit (`calc/ops.py` and three small files) is reviewed and
     verified; the second (`tests/test_mean.py`) would pass the budget, so its reviewer is
     refused before any request, and nothing after it is asked for (no fix, no summary)."""
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     # The model got exactly the first unit's review and verification, and nothing after.
     assert dict(world.model.calls) == {"review": 1, "verify": 1}
@@ -117,8 +115,7 @@ def test_a_budget_stops_a_real_pull_requests_review_part_way(
         default_files={".github/bot.yml": "budget:\n  max_tokens: 8000\n"},
         serve_args=("--receivers", "1"),
     ) as w:
-        _, status = w.finished(w.post("pull_request", w.pull_payload("opened")))
-        assert status == "succeeded", w.log.read_text()[-3000:]
+        w.review_opened()
         comments = w.own_comments()
         assert len(comments) == 1, [c["body"][:300] for c in comments]
         body = comments[0]["body"]

@@ -88,9 +88,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewWorld]:
 def test_ci_reaches_the_prompt_cleaned_and_marks_the_finding_it_agrees_with(
     world: ReviewWorld,
 ) -> None:
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     reviewers = prompts(world, "Review part of")
     assert len(reviewers) >= 2 and all('source="ci"' in p for p in reviewers)
@@ -154,9 +152,7 @@ def test_a_real_pull_request_gets_its_ci_and_lint_evidence(
         default_files={".github/bot.yml": lint},
         prepare=lambda fake: ci_app_check(fake, head, path, line, name="tests (3.8)"),
     ) as world:
-        guid = world.post("pull_request", world.pull_payload("opened"))
-        _, status = world.finished(guid)
-        assert status == "succeeded", world.log.read_text()[-3000:]
+        world.review_opened()
         reviewer = [p for p in prompts(world, "Review part of") if path in p]
         assert reviewer and all(f"{path}:{line} [tests (3.8), failure]" in p for p in reviewer)
         comments = [c for c in world.review_comments() if c["path"] == path]

@@ -73,8 +73,7 @@ def decided(world: World, guid: str) -> tuple[str, str]:
 
 
 def test_a_review_records_every_finding_it_posts(world: World) -> None:
-    _, status = world.finished(world.post("pull_request", world.pull_payload("opened")))
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
     report = findings(world)
     assert len(report["findings"]) == 3
     assert {f["outcome"] for f in report["findings"]} == {"open"}
@@ -163,8 +162,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 def test_a_real_pull_request_reviewed_pushed_and_closed(real: World) -> None:
     world = real
-    _, status = world.finished(world.post("pull_request", world.pull_payload("opened")))
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
     first = world.review_comments()[0]
     world.fake.react_to_review_comment(first["id"], "octo")  # the admin 👎's one
     _, status = world.finished(world.push(world.calc.head2))

@@ -157,9 +157,7 @@ def _requests(world: ReviewWorld, start: str) -> list[dict[str, Any]]:
 def test_the_review_gets_the_bases_instructions_by_scope_and_the_linked_issues(
     world: ReviewWorld,
 ) -> None:
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     reviews = _requests(world, "Review part of")
     by_unit = {
@@ -248,9 +246,7 @@ def test_a_real_pull_request_is_reviewed_under_its_bases_agents_md(
     commit_files(pull.bare, "instr-base", base_files, "Agents", base=pull.pr["base"])
     model = ReviewModel(generic=True)
     with pull.serving(model, user="aviramha", base="instr-base") as world:
-        guid = world.post("pull_request", world.pull_payload("opened"))
-        _, status = world.finished(guid)
-        assert status == "succeeded", world.log.read_text()[-3000:]
+        world.review_opened()
         reviews = _requests(world, "Review part of")
         assert reviews
         for request in reviews:

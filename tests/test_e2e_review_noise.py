@@ -90,9 +90,7 @@ def push_readme(world: World, text: str) -> str:
 
 def test_min_severity_and_max_comments_with_three_findings(world: World) -> None:
     configure(world, "review:\n  min_severity: medium\n  max_comments: 1\n")
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     # One inline comment: the most severe, though the model reported it last.
     (comment,) = world.review_comments()
@@ -242,8 +240,7 @@ def test_min_severity_on_a_real_pull_request(tmp_path_factory: pytest.TempPathFa
         default_files={".github/bot.yml": "review:\n  min_severity: medium\n"},
         serve_args=ONE_RECEIVER,
     ) as world:
-        _, status = world.finished(world.post("pull_request", world.pull_payload("opened")))
-        assert status == "succeeded", world.log.read_text()[-3000:]
+        world.review_opened()
         assert world.review_comments() == []  # every low one is below the threshold
         (review,) = world.reviews()
         assert (

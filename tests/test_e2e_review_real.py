@@ -26,9 +26,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, dict
 def test_a_real_pull_request_and_its_push(real: tuple[World, dict[str, object]]) -> None:
     world, pr = real
     fake = world.fake
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
     (review,) = world.reviews()
     assert review["commit_id"] == world.calc.head1
     inline = world.review_comments()

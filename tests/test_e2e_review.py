@@ -17,10 +17,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.e2e_world import ReviewWorld, head_files
-from tests.fakes.github import FakeGitHub, commit_files
+from tests.e2e_world import ADMIN_AND_WRITER, ReviewWorld, review_world
+from tests.fakes.github import commit_files
 from tests.fakes.review_model import CALC_RULES, ReviewModel
-from tests.review._calc import build_calc, snapshot
+from tests.review._calc import snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -30,24 +30,14 @@ World = ReviewWorld
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("review-e2e")
-    calc = build_calc(root)
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", calc.git_dir)
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    fake.set_permission("octo", "hello", "maint", "write")
-    anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
-    model = ReviewModel(CALC_RULES, files=head_files(calc.git_dir, fake))
-    with World.serving(root, fake, model, model=model, calc=calc) as w:
+    with review_world(root, ReviewModel(CALC_RULES), permissions=ADMIN_AND_WRITER) as w:
         yield w
 
 
 def test_first_review_posts_one_review_one_summary_one_check(world: World) -> None:
     fake = world.fake
     start = len(fake.calls)
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     (review,) = world.reviews()
     assert review["commit_id"] == world.calc.head1

@@ -7,19 +7,13 @@ The `fixtures/repos/calc` pull request, with `budget.max_tokens` and `commands.p
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from collections.abc import Iterator
 
-import anyio
 import pytest
 
-from tests.conftest import SHARED
-from tests.e2e_world import ReviewWorld, head_files
-from tests.fakes.github import FakeGitHub, commit_files
+from tests.e2e_world import ADMIN_AND_WRITER, RealPull, ReviewWorld, needs_real, review_world
 from tests.fakes.review_model import CALC_RULES, ReviewModel
-from tests.review._calc import CalcRepo, build_calc
 
 pytestmark = pytest.mark.slow
 
@@ -31,18 +25,14 @@ LIMITED = "commands in this repository within an hour"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewWorld]:
     root = tmp_path_factory.mktemp("review-budget")
-    calc = build_calc(root)
     config = f"budget:\n  max_tokens: {BUDGET}\ncommands:\n  per_hour: {PER_HOUR}\n"
-    commit_files(calc.git_dir, "main", {".github/bot.yml": config}, "Budget and limits")
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", calc.git_dir)
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    fake.set_permission("octo", "hello", "maint", "write")
-    anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
-    model = ReviewModel(CALC_RULES, files=head_files(calc.git_dir, fake))
-    serve = ("--receivers", "1")
-    with ReviewWorld.serving(root, fake, model, serve, model=model, calc=calc) as w:
+    with review_world(
+        root,
+        ReviewModel(CALC_RULES),
+        permissions=ADMIN_AND_WRITER,
+        default_files={".github/bot.yml": config},
+        serve_args=("--receivers", "1"),
+    ) as w:
         yield w
 
 
@@ -50,9 +40,7 @@ def test_a_budget_stops_the_review_after_its_first_unit_and_says_so(world: Revie
     """4,500 tokens: the first unit (`calc/ops.py` and three small files) is reviewed and
     verified; the second (`tests/test_mean.py`) would pass the budget, so its reviewer is
     refused before any request, and nothing after it is asked for (no fix, no summary)."""
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     # The model got exactly the first unit's review and verification, and nothing after.
     assert dict(world.model.calls) == {"review": 1, "verify": 1}
@@ -112,36 +100,22 @@ def test_the_fifth_command_in_an_hour_gets_one_reply_and_the_sixth_none(
     assert status == "succeeded"
 
 
-REAL = SHARED / "real-repos"
-
-
-@pytest.mark.skipif(not (REAL / "starlette.bundle").exists(), reason="needs ../shared/real-repos")
+@needs_real
 def test_a_budget_stops_a_real_pull_requests_review_part_way(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """starlette's #16 (eight files), with 8,000 tokens: the units reviewed before the budget
     are posted, the rest named, and no model request after the refused one."""
-    root = tmp_path_factory.mktemp("review-budget-real")
-    pr = next(p for p in json.loads((REAL / "starlette-prs.json").read_text()) if p["pr"] == 16)
-    bare = root / "remote" / "octo" / "hello.git"
-    subprocess.run(
-        ["git", "clone", "-q", "--bare", str(REAL / "starlette.bundle"), str(bare)], check=True
-    )
-    commit_files(bare, "master", {".github/bot.yml": "budget:\n  max_tokens: 8000\n"}, "Budget")
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", bare, default_branch="master")
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    anyio.run(
-        lambda: fake.add_pull(
-            "octo", "hello", head=pr["commits"][-1], base=pr["base"], user="tomchristie"
-        )
-    )
-    model = ReviewModel(generic=True, outside=True, files=head_files(bare, fake))
-    calc = CalcRepo(bare, pr["base"], pr["commits"][-1], pr["commits"][-1])
-    with ReviewWorld.serving(root, fake, model, ("--receivers", "1"), model=model, calc=calc) as w:
-        _, status = w.finished(w.post("pull_request", w.pull_payload("opened")))
-        assert status == "succeeded", w.log.read_text()[-3000:]
+    pull = RealPull.clone(tmp_path_factory.mktemp("review-budget-real"), 16)
+    model = ReviewModel(generic=True, outside=True)
+    with pull.serving(
+        model,
+        user="tomchristie",
+        commits=(-1, -1),
+        default_files={".github/bot.yml": "budget:\n  max_tokens: 8000\n"},
+        serve_args=("--receivers", "1"),
+    ) as w:
+        w.review_opened()
         comments = w.own_comments()
         assert len(comments) == 1, [c["body"][:300] for c in comments]
         body = comments[0]["body"]
@@ -158,5 +132,5 @@ def test_a_budget_stops_a_real_pull_requests_review_part_way(
         assert model.calls["review"] in (reviewed, reviewed + 1)
         named = {p for paths in model.reviewed_paths[:reviewed] for p in paths}
         assert named and all(f"`{p}`: not reviewed" not in body for p in named)
-        (check,) = [r for r in fake.check_runs.values() if r["head_sha"] == calc.head1]
+        (check,) = [r for r in w.fake.check_runs.values() if r["head_sha"] == w.calc.head1]
         assert check["conclusion"] == "neutral"

@@ -12,29 +12,25 @@ the unchanged line is not. On a real starlette pull request (skipped without
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 
 from bot.agents import sandbox
 from policies.untrusted_text import ZWSP
-from tests.conftest import SHARED
-from tests.e2e_world import ReviewWorld, head_files
-from tests.fakes.github import FakeGitHub, commit_files
+from tests.e2e_world import RealPull, ReviewWorld, needs_real, review_world
+from tests.fakes.github import FakeGitHub
 from tests.fakes.review_model import CALC_RULES, ReviewModel, user_prompt
-from tests.review._calc import CalcRepo, build_calc
+from tests.review._calc import build_calc
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not sandbox.probe_sandbox().ok, reason="needs the sandbox (bubblewrap)"),
 ]
 
-REAL = SHARED / "real-repos"
 HOSTILE = (
     "<script>alert('x')</script><img src=x onerror=1> @octo/admins see "
     "ZeroDivisionError: division by zero <!-- hidden --> " + "A" * 65_536
@@ -72,29 +68,27 @@ def prompts(world: ReviewWorld, start: str) -> list[str]:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewWorld]:
     root = tmp_path_factory.mktemp("review-evidence")
     calc = build_calc(root)
-    commit_files(
-        calc.git_dir, "main", {".github/bot.yml": LINT.format(what="suspicious line")}, "lint"
-    )
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", calc.git_dir)
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
-    ci_app_check(fake, calc.head1, "calc/ops.py", 18)
-    fake.add_commit_status(
-        "octo/hello", calc.head1, context="ci/circleci", state="failure", description="2 failed"
-    )
-    model = ReviewModel(CALC_RULES, files=head_files(calc.git_dir, fake))
-    with ReviewWorld.serving(root, fake, model, model=model, calc=calc) as w:
+
+    def failed_ci(fake: FakeGitHub) -> None:
+        ci_app_check(fake, calc.head1, "calc/ops.py", 18)
+        fake.add_commit_status(
+            "octo/hello", calc.head1, context="ci/circleci", state="failure", description="2 failed"
+        )
+
+    with review_world(
+        root,
+        ReviewModel(CALC_RULES),
+        calc=calc,
+        default_files={".github/bot.yml": LINT.format(what="suspicious line")},
+        prepare=failed_ci,
+    ) as w:
         yield w
 
 
 def test_ci_reaches_the_prompt_cleaned_and_marks_the_finding_it_agrees_with(
     world: ReviewWorld,
 ) -> None:
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     reviewers = prompts(world, "Review part of")
     assert len(reviewers) >= 2 and all('source="ci"' in p for p in reviewers)
@@ -140,36 +134,25 @@ def first_added_line(bare: Path, base: str, head: str, path: str) -> int:
     return int(match.group(1))
 
 
-@pytest.mark.skipif(not (REAL / "starlette.bundle").exists(), reason="needs ../shared/real-repos")
+@needs_real
 def test_a_real_pull_request_gets_its_ci_and_lint_evidence(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    root = tmp_path_factory.mktemp("review-evidence-real")
-    pr = next(p for p in json.loads((REAL / "starlette-prs.json").read_text()) if p["pr"] == 867)
-    bare = root / "remote" / "octo" / "hello.git"
-    subprocess.run(
-        ["git", "clone", "-q", "--bare", str(REAL / "starlette.bundle"), str(bare)], check=True
-    )
-    head = pr["commits"][-2]
+    pull = RealPull.clone(tmp_path_factory.mktemp("review-evidence-real"), 867)
+    head = pull.commit(-2)
     path = "starlette/requests.py"
-    line = first_added_line(bare, pr["base"], head, path)
+    line = first_added_line(pull.bare, pull.pr["base"], head, path)
     lint = (
         "review:\n  lint_command: >-\n    awk 'FILENAME == \"" + path + "\" && (FNR == " + str(line)
         + ' || FNR == 1) {print FILENAME ":" FNR ": R1 real hit " FNR}\' {files}\n'
     )  # fmt: skip
-    commit_files(bare, "master", {".github/bot.yml": lint}, "lint")
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", bare, default_branch="master")
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    anyio.run(lambda: fake.add_pull("octo", "hello", head=head, base=pr["base"], user="aviramha"))
-    ci_app_check(fake, head, path, line, name="tests (3.8)")
-    model = ReviewModel(generic=True, files=head_files(bare, fake))
-    calc = CalcRepo(bare, pr["base"], head, pr["commits"][-1])
-    with ReviewWorld.serving(root, fake, model, model=model, calc=calc) as world:
-        guid = world.post("pull_request", world.pull_payload("opened"))
-        _, status = world.finished(guid)
-        assert status == "succeeded", world.log.read_text()[-3000:]
+    with pull.serving(
+        ReviewModel(generic=True),
+        user="aviramha",
+        default_files={".github/bot.yml": lint},
+        prepare=lambda fake: ci_app_check(fake, head, path, line, name="tests (3.8)"),
+    ) as world:
+        world.review_opened()
         reviewer = [p for p in prompts(world, "Review part of") if path in p]
         assert reviewer and all(f"{path}:{line} [tests (3.8), failure]" in p for p in reviewer)
         comments = [c for c in world.review_comments() if c["path"] == path]

@@ -20,35 +20,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
-from tests.conftest import SHARED
-from tests.e2e_world import ReviewWorld, head_files
-from tests.fakes.github import FakeGitHub
+from tests.e2e_world import REAL, RealPull, ReviewWorld, review_world
 from tests.fakes.review_model import CALC_RULES, ReviewModel
-from tests.review._calc import CalcRepo, build_calc
 from tests.scripted import metric_sample
 
 pytestmark = pytest.mark.slow
 
 World = ReviewWorld
 REPO = Path(__file__).resolve().parents[1]
-REAL = SHARED / "real-repos"
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("review-fates")
-    calc = build_calc(root)
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", calc.git_dir)
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "maint", "write")
-    anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
-    model = ReviewModel(CALC_RULES, files=head_files(calc.git_dir, fake))
-    with World.serving(root, fake, model, model=model, calc=calc) as w:
+    with review_world(root, ReviewModel(CALC_RULES), permissions={"maint": "write"}) as w:
         yield w
 
 
@@ -85,8 +73,7 @@ def decided(world: World, guid: str) -> tuple[str, str]:
 
 
 def test_a_review_records_every_finding_it_posts(world: World) -> None:
-    _, status = world.finished(world.post("pull_request", world.pull_payload("opened")))
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
     report = findings(world)
     assert len(report["findings"]) == 3
     assert {f["outcome"] for f in report["findings"]} == {"open"}
@@ -168,31 +155,14 @@ def test_after_the_merge_findings_and_metrics_show_one_fixed(world: World) -> No
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     if not (REAL / "starlette.bundle").exists():
         pytest.skip("needs ../shared/real-repos")
-    root = tmp_path_factory.mktemp("review-fates-real")
-    pr = next(p for p in json.loads((REAL / "starlette-prs.json").read_text()) if p["pr"] == 867)
-    bare = root / "remote" / "octo" / "hello.git"
-    subprocess.run(
-        ["git", "clone", "-q", "--bare", str(REAL / "starlette.bundle"), str(bare)], check=True
-    )
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", bare, default_branch="master")
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    anyio.run(
-        lambda: fake.add_pull(
-            "octo", "hello", head=pr["commits"][-2], base=pr["base"], user="aviramha"
-        )
-    )
-    model = ReviewModel(generic=True, outside=True, files=head_files(bare, fake))
-    calc = CalcRepo(bare, pr["base"], pr["commits"][-2], pr["commits"][-1])
-    with World.serving(root, fake, model, model=model, calc=calc) as w:
+    pull = RealPull.clone(tmp_path_factory.mktemp("review-fates-real"), 867)
+    with pull.serving(ReviewModel(generic=True, outside=True), user="aviramha") as w:
         yield w
 
 
 def test_a_real_pull_request_reviewed_pushed_and_closed(real: World) -> None:
     world = real
-    _, status = world.finished(world.post("pull_request", world.pull_payload("opened")))
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
     first = world.review_comments()[0]
     world.fake.react_to_review_comment(first["id"], "octo")  # the admin 👎's one
     _, status = world.finished(world.push(world.calc.head2))

@@ -13,24 +13,20 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
 
-from tests.conftest import SHARED
-from tests.e2e_world import ReviewWorld, head_files
+from tests.e2e_world import ADMIN_AND_WRITER, RealPull, ReviewWorld, needs_real, review_world
 from tests.fakes._github_state import Call
 from tests.fakes.github import FakeGitHub, commit_files
 from tests.fakes.review_model import ReviewModel, Rule
-from tests.review._calc import CalcRepo, build_calc, snapshot
+from tests.review._calc import snapshot
 
 pytestmark = pytest.mark.slow
 
 World = ReviewWorld
-REAL = SHARED / "real-repos"
 
 LOW = "the running total could be named for what it sums"
 HIGH = "mean divides by zero on an empty list"
@@ -47,15 +43,8 @@ NOTE = "Automatic reviews of this pull request are paused: 2 automatic reviews w
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("review-noise")
-    calc = build_calc(root)
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", calc.git_dir)
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    fake.set_permission("octo", "hello", "maint", "write")
-    anyio.run(lambda: fake.add_pull("octo", "hello", head="topic", user="alice", title="Add mean"))
-    model = ReviewModel(RULES, files=head_files(calc.git_dir, fake))
-    with World.serving(root, fake, model, ONE_RECEIVER, model=model, calc=calc) as w:
+    model = ReviewModel(RULES)
+    with review_world(root, model, permissions=ADMIN_AND_WRITER, serve_args=ONE_RECEIVER) as w:
         yield w
 
 
@@ -101,9 +90,7 @@ def push_readme(world: World, text: str) -> str:
 
 def test_min_severity_and_max_comments_with_three_findings(world: World) -> None:
     configure(world, "review:\n  min_severity: medium\n  max_comments: 1\n")
-    guid = world.post("pull_request", world.pull_payload("opened"))
-    _, status = world.finished(guid)
-    assert status == "succeeded", world.log.read_text()[-3000:]
+    world.review_opened()
 
     # One inline comment: the most severe, though the model reported it last.
     (comment,) = world.review_comments()
@@ -241,31 +228,19 @@ def test_auto_pause_after_the_nth_push_and_resume(world: World) -> None:
     assert again["id"] == note["id"]
 
 
-@pytest.mark.skipif(not (REAL / "starlette.bundle").exists(), reason="needs ../shared/real-repos")
+@needs_real
 def test_min_severity_on_a_real_pull_request(tmp_path_factory: pytest.TempPathFactory) -> None:
-    root = tmp_path_factory.mktemp("review-noise-real")
-    pr = next(p for p in json.loads((REAL / "starlette-prs.json").read_text()) if p["pr"] == 867)
-    bare = root / "remote" / "octo" / "hello.git"
-    subprocess.run(
-        ["git", "clone", "-q", "--bare", str(REAL / "starlette.bundle"), str(bare)], check=True
-    )
-    # The configuration on the default branch, committed past the pull request's base.
-    commit_files(bare, "master", {".github/bot.yml": "review:\n  min_severity: medium\n"}, "c")
-    fake = FakeGitHub()
-    fake.add_repo("octo", "hello", bare, default_branch="master")
-    fake.add_installation(42, "octo", ["octo/hello"])
-    fake.set_permission("octo", "hello", "octo", "admin")
-    anyio.run(
-        lambda: fake.add_pull(
-            "octo", "hello", head=pr["commits"][-2], base=pr["base"], user="aviramha"
-        )
-    )
+    pull = RealPull.clone(tmp_path_factory.mktemp("review-noise-real"), 867)
     # Low findings on each file's first added line; medium ones outside the diff.
-    model = ReviewModel(generic=True, outside=True, files=head_files(bare, fake))
-    calc = CalcRepo(bare, pr["base"], pr["commits"][-2], pr["commits"][-1])
-    with World.serving(root, fake, model, ONE_RECEIVER, model=model, calc=calc) as world:
-        _, status = world.finished(world.post("pull_request", world.pull_payload("opened")))
-        assert status == "succeeded", world.log.read_text()[-3000:]
+    model = ReviewModel(generic=True, outside=True)
+    with pull.serving(
+        model,
+        user="aviramha",
+        # The configuration on the default branch, committed past the pull request's base.
+        default_files={".github/bot.yml": "review:\n  min_severity: medium\n"},
+        serve_args=ONE_RECEIVER,
+    ) as world:
+        world.review_opened()
         assert world.review_comments() == []  # every low one is below the threshold
         (review,) = world.reviews()
         assert (

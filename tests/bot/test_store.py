@@ -7,7 +7,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import procrastinate
@@ -22,28 +22,9 @@ from bot.store.postgres.store import PostgresStore
 from bot.store.queue.sqlite import SqliteJobQueue
 from bot.store.sqlite import MIGRATIONS, SCHEMA_VERSION, RunRecord, Store, StoreError, connect
 from policies.lifecycle import InstallationState
-from tests.backends import BACKENDS, execute, insert_delivery, query, take_job
+from tests.backends import execute, insert_delivery, query, take_job
 
 Opener = Callable[..., Storage]
-
-
-@pytest.fixture(params=BACKENDS)
-def open_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Opener]:
-    """Opens the backend's store (again, on the same database, when called again)."""
-    opened: list[Storage] = []
-
-    def opener(clock: Callable[[], float] = time.time) -> Storage:
-        store: Storage
-        if request.param == "sqlite":
-            store = Store.open(data_dir / "bot.sqlite3", clock=clock)
-        else:
-            store = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
-        opened.append(store)
-        return store
-
-    yield opener
-    for store in opened:
-        store.close()
 
 
 def test_open_creates_the_schema_in_wal_mode(data_dir: Path) -> None:

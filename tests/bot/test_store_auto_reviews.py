@@ -4,35 +4,12 @@ backends: counted once per run, in their order, within a window, forgotten on `r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
+from collections.abc import Callable
 
 from bot.store.contract import AUTO_REVIEWS_KEPT_S, Storage
-from bot.store.postgres.store import PostgresStore
-from bot.store.sqlite import Store
-from tests.backends import BACKENDS, query
+from tests.backends import query
 
 Opener = Callable[[Callable[[], float]], Storage]
-
-
-@pytest.fixture(params=BACKENDS)
-def open_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Opener]:
-    opened: list[Storage] = []
-
-    def opener(clock: Callable[[], float]) -> Storage:
-        store: Storage
-        if request.param == "sqlite":
-            store = Store.open(data_dir / "bot.sqlite3", clock=clock)
-        else:
-            store = PostgresStore.open(request.getfixturevalue("postgres_dsn"), clock=clock)
-        opened.append(store)
-        return store
-
-    yield opener
-    for store in opened:
-        store.close()
 
 
 def test_each_automatic_review_gets_its_place_in_the_window_once(open_store: Opener) -> None:

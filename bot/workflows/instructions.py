@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from bot.github.errors import GitHubError, RateLimited, RetryableError
 from bot.github.models import ContentEntry
@@ -66,9 +69,10 @@ def _decoded(entry: ContentEntry) -> bytes | None:
         return None
 
 
-async def _read(
-    client: InstallationClient, path: str, ref: str | None
-) -> tuple[str | None, Refused | None]:
+_Read = tuple[str | None, Refused | None]
+
+
+async def _read(client: InstallationClient, path: str, ref: str | None) -> _Read:
     """The text of `path` at `ref`, or why it is not read; (None, None) when it is absent."""
     try:
         found = await client.get_contents(path, ref)
@@ -120,6 +124,36 @@ async def _scoped_files(
     return paths, refused
 
 
+async def _all(
+    reads: Sequence[Callable[[], Awaitable[_Read]]],
+    *,
+    also: Callable[[], Awaitable[None]] | None = None,
+) -> list[_Read]:
+    """`reads` (and `also`) side by side, their results in order. Each catches its own error
+    and the first is raised after all have ended, so a caller sees `RateLimited` itself, never
+    an exception group."""
+    results: list[_Read] = [(None, None)] * len(reads)
+    errors: list[Exception] = []
+
+    async def run(index: int | None, call: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            value = await call()
+        except Exception as exc:  # re-raised below, outside the task group
+            errors.append(exc)
+            return
+        if index is not None:
+            results[index] = value
+
+    async with anyio.create_task_group() as group:
+        for index, call in enumerate(reads):
+            group.start_soon(run, index, call)
+        if also is not None:
+            group.start_soon(run, None, also)
+    if errors:
+        raise errors[0]
+    return results
+
+
 async def read_instructions(
     client: InstallationClient,
     ref: str | None,
@@ -146,17 +180,26 @@ async def read_instructions(
                         tuple(item.paths),
                     )
                 )
-    for path in INSTRUCTION_FILES:
-        text, problem = await _read(client, path, ref)
+    listing: list[tuple[list[str], list[Refused]]] = []
+
+    async def list_scoped() -> None:
+        listing.append(await _scoped_files(client, ref))
+
+    # The fixed files and the directory listing are asked for at once, then the scoped files.
+    found = await _all(
+        [functools.partial(_read, client, path, ref) for path in INSTRUCTION_FILES],
+        also=list_scoped if scoped else None,
+    )
+    for path, (text, problem) in zip(INSTRUCTION_FILES, found, strict=True):
         if problem is not None:
             refused.append(problem)
         elif text is not None:
             pieces.append(Piece(path, text))
     if scoped:
-        paths, skipped = await _scoped_files(client, ref)
+        paths, skipped = listing[0]
         refused += skipped
-        for path in paths:
-            text, problem = await _read(client, path, ref)
+        texts = await _all([functools.partial(_read, client, path, ref) for path in paths])
+        for path, (text, problem) in zip(paths, texts, strict=True):
             if problem is not None:
                 refused.append(problem)
             elif text is not None:

@@ -27,6 +27,7 @@ from bot.store.contract import (
     storable_params,
 )
 from bot.store.findings import SQLITE_TABLE as FINDINGS_TABLE
+from bot.store.learnings import SQLITE_TABLE as LEARNINGS_TABLE
 from bot.store.segments import SegmentError, bodies_dir, read_body
 
 __all__ = [
@@ -249,6 +250,7 @@ MIGRATIONS: tuple[str, ...] = (
     FINDINGS_TABLE,
     BUDGET_LEDGER,
     AUTO_REVIEWS,
+    LEARNINGS_TABLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from policies.review_plan import glob_match
 from policies.review_state import normalize_title
+from policies.untrusted_text import code_span, untrusted
 
 __all__ = [
     "MAX_TEXT",
@@ -33,8 +34,10 @@ __all__ = [
     "covers",
     "for_prompt",
     "number_ranges",
-    "parse_forget",
     "reason_reply",
+    "render_forgot",
+    "render_learned",
+    "render_list",
 ]
 
 MAX_TEXT = 500
@@ -47,7 +50,6 @@ TITLE_OVERLAP = 0.5
 
 _WORDS = re.compile(r"\S+")
 _FIXED = re.compile(r"^\W*(?:fixed|done|addressed|resolved)\b", re.IGNORECASE)
-_FORGET = re.compile(r"^#?(\d{1,9})\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +162,43 @@ def number_ranges(numbers: Sequence[int]) -> str:
     return ", ".join(out)
 
 
-def parse_forget(args: str) -> int | None:
-    """The learning's number in `forget <n>` (`3` or `#3`), or None."""
-    match = _FORGET.match(args.strip())
-    return int(match.group(1)) if match else None
+LIST_LIMIT = 50
+"""The most learnings one `@app learnings` reply lists; the rest are counted."""
+
+
+def render_learned(learning: Learning, app_slug: str, *, new: bool) -> str:
+    """The reply to `@app learn <text>`."""
+    head = "Learned" if new else "Already learned"
+    return (
+        f"{head} for this repository as learning #{learning.number}: {untrusted(learning.text)}"
+        f"\n\n`@{app_slug} learnings` lists them; `@{app_slug} forget {learning.number}` "
+        "removes this one."
+    )
+
+
+def render_list(learnings: Sequence[Learning], app_slug: str) -> str:
+    """The reply to `@app learnings`: every learning with its number, newest first."""
+    if not learnings:
+        return (
+            "This repository has no learnings yet. A reason given when a finding is declined "
+            f"in its thread, or `@{app_slug} learn <text>`, adds one."
+        )
+    lines = [f"This repository's learnings, newest first ({len(learnings)}):", ""]
+    for x in learnings[:LIST_LIMIT]:
+        where = f" ({x.category}, {', '.join(code_span(p) for p in x.paths)})" if x.paths else ""
+        lines.append(
+            f"{x.number}. {untrusted(x.text)} — {untrusted('@' + x.author)}{where}, [source]({x.source})"
+            if x.source.startswith("https://")
+            else f"{x.number}. {untrusted(x.text)} — {untrusted('@' + x.author)}{where}"
+        )
+    if len(learnings) > LIST_LIMIT:
+        lines.append(f"- … and {len(learnings) - LIST_LIMIT} older ones")
+    lines += ["", f"`@{app_slug} forget <n>` removes learning n."]
+    return "\n".join(lines)
+
+
+def render_forgot(gone: Learning | None, number: int, app_slug: str) -> str:
+    """The reply to `@app forget <n>`."""
+    if gone is None:
+        return f"This repository has no learning #{number}. `@{app_slug} learnings` lists them."
+    return f"Forgot learning #{number}: {untrusted(gone.text)}"

@@ -104,7 +104,14 @@ class Learnings:
         (the learning, True) when added, (the one kept before, False) when `source` was
         learned already."""
         key = repo.lower()
-        params = [clean_text(text), author, source, category.lower(), title, json.dumps(list(paths))]
+        params = [
+            clean_text(text),
+            author,
+            source,
+            category.lower(),
+            title,
+            json.dumps(list(paths)),
+        ]
         for _ in range(_TRIES):
             with self._transaction() as db:
                 found = db.one(

@@ -162,6 +162,7 @@ class SummaryFacts:
     """The line saying the budget stopped the review (`bot.workflows.review.budget`)."""
     linked: Sequence[str] = ()  # one rendered line per linked issue
     instructions: Sequence[str] = ()  # one rendered line per instructions source
+    learned: Sequence[str] = ()  # findings learnings left out, and learnings not shown
 
 
 def summary_text(facts: SummaryFacts, model_summary: str) -> str:
@@ -197,6 +198,8 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
         parts += [f"- {reason}" for reason in facts.dismissed_now]
     if facts.linked:
         parts += ["", "**Linked issues**", "", *facts.linked]
+    if facts.learned:
+        parts += ["", "**Left out by this repository's learnings**", "", *facts.learned]
     if facts.instructions:
         parts += ["", collapsible(f"Instructions: {len(facts.instructions)}"), ""]
         parts += [*facts.instructions, "", END_COLLAPSIBLE]

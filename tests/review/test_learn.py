@@ -5,6 +5,8 @@ left out."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.store.sqlite import Store

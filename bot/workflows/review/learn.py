@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from bot.github.errors import GitHubError, RetryableError
+from bot.github.errors import GitHubError, RateLimited, RetryableError
 from bot.log import get_logger
 from bot.runs.context import Part, assemble, sanitize
 from policies.learnings import Learning, for_prompt, number_ranges, reason_reply
@@ -87,8 +87,9 @@ async def harvest(
     for finding in after.findings:
         if finding.status != "dismissed" or was.get(finding.fingerprint) == "dismissed":
             continue
-        thread = by_comment.get(finding.comment_id) if finding.comment_id else None
-        if thread is None:
+        comment_id = finding.comment_id
+        thread = by_comment.get(comment_id) if comment_id is not None else None
+        if thread is None or comment_id is None:
             continue
         replies = list(thread.comments[1:])
         chosen = reason_reply(
@@ -100,6 +101,8 @@ async def harvest(
         if chosen is None:
             continue
         reply = replies[chosen]
+        if reply.database_id is None:
+            continue  # nowhere to point at: GitHub always gives one
         source = f"{WEB}/{client.full_name}/pull/{number}#discussion_r{reply.database_id}"
         add = functools.partial(
             store.add_learning,
@@ -116,11 +119,10 @@ async def harvest(
         if new:
             added.append(learning)
         try:
-            assert finding.comment_id is not None
             await client.reply_to_review_comment(
-                number, finding.comment_id, confirmation(learning, app_slug)
+                number, comment_id, confirmation(learning, app_slug)
             )
-        except RetryableError:
+        except (RateLimited, RetryableError):
             raise
         except GitHubError as exc:
             log.warning("the learning could not be confirmed", extra={"status": exc.status})

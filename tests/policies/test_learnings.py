@@ -101,6 +101,7 @@ def test_clean_text_is_one_line_and_capped() -> None:
             id="other-category",
         ),
         pytest.param("calc.py", "bug", "clamp swaps its bounds", False, id="other-title"),
+        pytest.param("calc.py", "bug", "the of a", False, id="no-title-words"),
     ],
 )
 def test_covers_the_declined_finding_only(

@@ -881,6 +881,37 @@ class Storage(FindingFates, ABC):
             )
         return None if row is None else self._readable(row)
 
+    def deliveries_by_guid(self, guids: Sequence[str]) -> dict[str, tuple[DeliveryRecord, bool]]:
+        """The deliveries of `guids` that are stored, by GUID, each with whether its body could
+        be read (when not, its body is empty)."""
+        out: dict[str, tuple[DeliveryRecord, bool]] = {}
+        with self._session() as db:
+            for start in range(0, len(guids), _BATCH):
+                part = list(guids[start : start + _BATCH])
+                rows = db.all(
+                    f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries"
+                    f" WHERE guid IN ({_marks(len(part))})",
+                    part,
+                )
+                for row in rows:
+                    record, readable = self._readable(row)
+                    out[record.guid] = (record, readable)
+        return out
+
+    def artifact_of_runs(self, run_ids: Sequence[str], name: str) -> dict[str, str]:
+        """The artifact `name` of each of `run_ids` that has one, by run id."""
+        out: dict[str, str] = {}
+        with self._session() as db:
+            for start in range(0, len(run_ids), _BATCH):
+                part = list(run_ids[start : start + _BATCH])
+                rows = db.all(
+                    "SELECT run_id, body FROM run_artifacts"
+                    f" WHERE name = ? AND run_id IN ({_marks(len(part))})",
+                    [name, *part],
+                )
+                out.update((str(r[0]), str(r[1])) for r in rows)
+        return out
+
     def delivery_jobs(self, guids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """The job of each delivery that has one, by GUID: (guid, status, attempts,
         max_attempts, last error)."""

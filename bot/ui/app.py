@@ -42,6 +42,7 @@ from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
 from policies.outcome import OUTCOME_STATUSES
 from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
 from policies.ui_pages import BadParameter, count, decode_cursor, page_size, plain_text
+from policies.ui_search import MAX_QUERY, Guid, RunId, Target, parse_search
 
 log = get_logger(__name__)
 HERE = Path(__file__).parent
@@ -131,7 +132,7 @@ class OperatorPage:
         async def guarded(request: Request) -> Response:
             session = await self.gate.session(request)
             if session is None:
-                if request.url.path.endswith("/live"):
+                if _is_live(request.url.path):
                     return JSONResponse({"error": "sign in first"}, status_code=401)
                 return RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
             texts = [*request.path_params.values(), *request.query_params.values()]
@@ -212,7 +213,33 @@ class OperatorPage:
             decisions=queries.DECISIONS,
             size=size,
             first=not q.get("before"),
+            app_slug=self.settings.app_slug,
+            refresh=_refresh_url("deliveries", request),
         )
+
+    async def deliveries_live(self, request: Request, session: Session) -> Response:
+        """The first page of the deliveries list, its rows only, for the page's poll."""
+        q = request.query_params
+        wanted = queries.DeliveryFilter(
+            event=q.get("event", "").strip()[:100],
+            repo=q.get("repo", "").strip()[:200],
+            decision=q.get("decision", "") if q.get("decision", "") in queries.DECISIONS else "",
+        )
+        size = page_size(q.get("size"))
+        page = await anyio.to_thread.run_sync(
+            queries.deliveries_page, self.store, wanted, None, size
+        )
+        return await self._rows(
+            "_delivery_rows.html", request, session, page=page, app_slug=self.settings.app_slug
+        )
+
+    async def _rows(
+        self, name: str, request: Request, session: Session, **context: Any
+    ) -> Response:
+        html = await anyio.to_thread.run_sync(
+            functools.partial(self.render, name, request, session, **context)
+        )
+        return JSONResponse({"html": html}, headers={"cache-control": "no-store"})
 
     async def delivery(self, request: Request, session: Session) -> Response:
         guid = request.path_params["guid"]
@@ -233,11 +260,12 @@ class OperatorPage:
         )
         size, before = page_size(q.get("size")), decode_cursor(q.get("before"))
 
-        def read() -> tuple[queries.Page[Any], tuple[list[str], list[str]]]:
+        def read() -> tuple[queries.Page[Any], tuple[list[str], list[str]], dict[str, Any]]:
             page = queries.runs_page(self.store, wanted, before, size)
-            return page, queries.run_choices(self.store)
+            contexts = queries.runs_context(self.store, page.rows)
+            return page, queries.run_choices(self.store), contexts
 
-        page, (repos, workflows) = await anyio.to_thread.run_sync(read)
+        page, (repos, workflows), contexts = await anyio.to_thread.run_sync(read)
         return await self.page(
             "runs.html",
             request,
@@ -250,6 +278,83 @@ class OperatorPage:
             ended=OUTCOME_STATUSES,
             now=time.time(),
             first=not q.get("before"),
+            contexts=contexts,
+            refresh=_refresh_url("runs", request),
+        )
+
+    async def runs_live(self, request: Request, session: Session) -> Response:
+        """The first page of the runs list, its rows only, for the page's poll."""
+        q = request.query_params
+        wanted = queries.RunFilter(
+            repo=q.get("repo", "")[:200],
+            workflow=q.get("workflow", "")[:100],
+            status=q.get("status", "")[:30],
+        )
+        size = page_size(q.get("size"))
+
+        def read() -> tuple[queries.Page[Any], dict[str, Any]]:
+            page = queries.runs_page(self.store, wanted, None, size)
+            return page, queries.runs_context(self.store, page.rows)
+
+        page, contexts = await anyio.to_thread.run_sync(read)
+        return await self._rows(
+            "_run_rows.html",
+            request,
+            session,
+            page=page,
+            contexts=contexts,
+            ended=OUTCOME_STATUSES,
+            now=time.time(),
+        )
+
+    # -- search --------------------------------------------------------------------------
+
+    async def search(self, request: Request, session: Session) -> Response:
+        """One box for a GUID, a run id, `owner/repo#n` or an issue's URL: a delivery or a run
+        found opens its page; a target lists its runs (`policies.ui_search`)."""
+        text = request.query_params.get("q", "")[:MAX_QUERY]
+        wanted = parse_search(text)
+
+        def read() -> tuple[str | None, list[Any], dict[str, Any]]:
+            if isinstance(wanted, RunId):
+                found = self.store.get_run(wanted.run_id)
+                return (f"{PREFIX}/runs/{wanted.run_id}" if found else None), [], {}
+            if isinstance(wanted, Guid):
+                found_delivery = self.store.find_delivery(wanted.guid)
+                return (
+                    (
+                        f"{PREFIX}/deliveries/{urllib.parse.quote(wanted.guid)}"
+                        if found_delivery
+                        else None
+                    ),
+                    [],
+                    {},
+                )
+            if isinstance(wanted, Target):
+                runs = sorted(
+                    [
+                        *self.store.runs_on_target(wanted.repo, "issue", wanted.number),
+                        *self.store.runs_on_target(wanted.repo, "pull_request", wanted.number),
+                    ],
+                    key=lambda r: (r.created_at, r.id),
+                    reverse=True,
+                )
+                return None, runs, queries.runs_context(self.store, runs)
+            return None, [], {}
+
+        go, runs, contexts = await anyio.to_thread.run_sync(read)
+        if go is not None:
+            return RedirectResponse(go, status_code=303)
+        return await self.page(
+            "search.html",
+            request,
+            session,
+            q=text,
+            wanted=wanted,
+            runs=runs,
+            contexts=contexts,
+            ended=OUTCOME_STATUSES,
+            now=time.time(),
         )
 
     async def run(self, request: Request, session: Session) -> Response:
@@ -365,6 +470,9 @@ class OperatorPage:
             Route("/sign-out", s(self.sign_out), methods=["POST"]),
             Route("/", s(self.deliveries), methods=["GET"]),
             Route("/deliveries", s(self.deliveries), methods=["GET"]),
+            Route("/live/deliveries", s(self.deliveries_live), methods=["GET"]),
+            Route("/live/runs", s(self.runs_live), methods=["GET"]),
+            Route("/search", s(self.search), methods=["GET"]),
             Route("/deliveries/{guid}", s(self.delivery), methods=["GET"]),
             Route("/runs", s(self.runs), methods=["GET"]),
             Route("/runs/{run_id}", s(self.run), methods=["GET"]),
@@ -378,6 +486,21 @@ class OperatorPage:
 
 
 MAX_FORM = 4096
+
+
+def _is_live(path: str) -> bool:
+    """Whether `path` is one the page's script polls (answered 401, not redirected)."""
+    return path.endswith("/live") or f"{PREFIX}/live/" in path
+
+
+def _refresh_url(kind: str, request: Request) -> str | None:
+    """The URL a list's first page polls for its rows (None past the first page: a page of
+    older rows stays as it was read)."""
+    if request.query_params.get("before"):
+        return None
+    keep = {k: v for k, v in request.query_params.items() if k != "before"}
+    query = urllib.parse.urlencode(keep)
+    return f"{PREFIX}/live/{kind}" + (f"?{query}" if query else "")
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -18,7 +18,9 @@ import orjson
 
 from bot.store.contract import DeliveryRecord, Storage
 from bot.store.records import DECISIONS as DECISIONS  # the filter's choices, named by the store
-from bot.store.records import RunRecord, optional_str
+from bot.store.records import PUBLISHED_ARTIFACT, RunRecord, optional_str
+from policies.outcome import OUTCOME_STATUSES
+from policies.ui_context import Context, context_of
 from policies.ui_costs import DAY, RunCost, Usage
 from policies.ui_pages import Cursor, encode_cursor
 
@@ -55,6 +57,10 @@ class DeliveryRow:
     max_attempts: int | None
     last_error: str | None
     runs: tuple[RunRecord, ...]
+
+    def context(self, app_slug: str | None = None) -> Context:
+        """Who sent it, the command a comment gave, its issue's or pull request's title."""
+        return context_of(self.delivery.event, self.payload, app_slug)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,3 +236,43 @@ def artifact_json(store: Storage, run_id: str, name: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What the runs list shows of a run beside its record."""
+
+    title: str | None
+    actor: str | None
+    outcome: str | None
+    """The outcome kind (one of OUTCOME_STATUSES) once the run ended."""
+    posted: str | None
+    """The URL of what the run posted on GitHub, once it did."""
+
+
+def runs_context(store: Storage, runs: Sequence[RunRecord]) -> dict[str, RunContext]:
+    """The context of each run by id, from its delivery's payload and its artifacts: two
+    queries for the whole page."""
+    deliveries = store.deliveries_by_guid(sorted({r.delivery_id for r in runs}))
+    posted = store.artifact_of_runs([r.id for r in runs], PUBLISHED_ARTIFACT)
+    out: dict[str, RunContext] = {}
+    for run in runs:
+        found = deliveries.get(run.delivery_id)
+        seen = context_of(found[0].event, _payload(*found)) if found is not None else Context()
+        url = None
+        if run.id in posted:
+            try:
+                data = json.loads(posted[run.id])
+            except ValueError:
+                data = None
+            link = data.get("comment_url") if isinstance(data, dict) else None
+            url = (
+                link if isinstance(link, str) and link.startswith(("https://", "http://")) else None
+            )
+        out[run.id] = RunContext(
+            title=seen.title,
+            actor=seen.sender,
+            outcome=run.status if run.status in OUTCOME_STATUSES else None,
+            posted=url,
+        )
+    return out

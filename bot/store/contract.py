@@ -33,8 +33,10 @@ from bot.store.records import (
     repository_of,
     run_record,
 )
+from bot.store.workers import WorkerBeats
 from policies.lifecycle import InstallationState
 from policies.outcome import OUTCOME_STATUSES
+from policies.ui_queue import StateCount
 
 __all__ = [
     "DELIVERY_COLUMNS",
@@ -145,7 +147,7 @@ def storable_params(params: Sequence[object]) -> Sequence[object]:
     return [storable(p) if isinstance(p, str) else p for p in params]
 
 
-class Storage(FindingFates, ABC):
+class Storage(FindingFates, WorkerBeats, ABC):
     """The bot's database, whichever backend holds it. Safe to share between threads."""
 
     _rowid: ClassVar[str]
@@ -158,6 +160,10 @@ class Storage(FindingFates, ABC):
     """A query of (delivery_id, status, attempts, max_attempts, last_error) of the delivery
     jobs of the deliveries in `{marks}`, status and attempts in the JobQueue's words (the
     job table is the backend's queue's)."""
+    _queue_states: ClassVar[str]
+    """A query of (workflow, state, jobs, oldest enqueued at) over the unfinished and dead
+    jobs, its one parameter the time now; states as `policies.ui_queue` names them, the
+    workflow '' while a job's delivery is undecided."""
 
     def __init__(self, *, where: str, clock: Callable[[], float] = time.time) -> None:
         self.where = where
@@ -920,6 +926,20 @@ class Storage(FindingFates, ABC):
         with self._session() as db:
             rows = db.all(self._delivery_jobs.format(marks=_marks(len(guids))), guids)
         return {str(row[0]): row for row in rows}
+
+    def queue_states(self) -> list[StateCount]:
+        """The jobs not done, counted per (workflow, state) (`policies.ui_queue`)."""
+        with self._session() as db:
+            rows = db.all(self._queue_states, (self.clock(),))
+        return [
+            StateCount(
+                workflow=str(r[0] or ""),
+                state=str(r[1]),
+                jobs=int(r[2]),
+                oldest_enqueued=None if r[3] is None else float(r[3]),
+            )
+            for r in rows
+        ]
 
     def runs_newest_first(
         self,

@@ -42,6 +42,7 @@ from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
 from policies.outcome import OUTCOME_STATUSES
 from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
 from policies.ui_pages import BadParameter, count, decode_cursor, page_size, plain_text
+from policies.ui_queue import SILENT_AFTER_S, STATES
 from policies.ui_search import MAX_QUERY, Guid, RunId, Target, parse_search
 
 log = get_logger(__name__)
@@ -307,6 +308,27 @@ class OperatorPage:
             now=time.time(),
         )
 
+    # -- the queue and the workers -------------------------------------------------------
+
+    async def queue(self, request: Request, session: Session) -> Response:
+        """Jobs per workflow by state with the oldest wait, and the workers' heartbeats."""
+        view = await anyio.to_thread.run_sync(queries.queue_view, self.store)
+        return await self.page(
+            "queue.html",
+            request,
+            session,
+            view=view,
+            states=STATES,
+            silent_after=SILENT_AFTER_S,
+            refresh=f"{PREFIX}/live/queue",
+        )
+
+    async def queue_live(self, request: Request, session: Session) -> Response:
+        view = await anyio.to_thread.run_sync(queries.queue_view, self.store)
+        return await self._rows(
+            "_queue.html", request, session, view=view, states=STATES, silent_after=SILENT_AFTER_S
+        )
+
     # -- search --------------------------------------------------------------------------
 
     async def search(self, request: Request, session: Session) -> Response:
@@ -473,6 +495,8 @@ class OperatorPage:
             Route("/live/deliveries", s(self.deliveries_live), methods=["GET"]),
             Route("/live/runs", s(self.runs_live), methods=["GET"]),
             Route("/search", s(self.search), methods=["GET"]),
+            Route("/queue", s(self.queue), methods=["GET"]),
+            Route("/live/queue", s(self.queue_live), methods=["GET"]),
             Route("/deliveries/{guid}", s(self.delivery), methods=["GET"]),
             Route("/runs", s(self.runs), methods=["GET"]),
             Route("/runs/{run_id}", s(self.run), methods=["GET"]),

@@ -23,6 +23,14 @@ from policies.outcome import OUTCOME_STATUSES
 from policies.ui_context import Context, context_of
 from policies.ui_costs import DAY, RunCost, Usage
 from policies.ui_pages import Cursor, encode_cursor
+from policies.ui_queue import (
+    QueueLine,
+    WorkerBeat,
+    held_by_silent,
+    is_silent,
+    queue_lines,
+    totals,
+)
 
 T = TypeVar("T")
 MAX_SCAN = 5000
@@ -248,6 +256,8 @@ class RunContext:
     """The outcome kind (one of OUTCOME_STATUSES) once the run ended."""
     posted: str | None
     """The URL of what the run posted on GitHub, once it did."""
+    silent_worker: WorkerBeat | None = None
+    """The worker that holds the unfinished run and has stopped beating, if one does."""
 
 
 def runs_context(store: Storage, runs: Sequence[RunRecord]) -> dict[str, RunContext]:
@@ -255,6 +265,7 @@ def runs_context(store: Storage, runs: Sequence[RunRecord]) -> dict[str, RunCont
     queries for the whole page."""
     deliveries = store.deliveries_by_guid(sorted({r.delivery_id for r in runs}))
     posted = store.artifact_of_runs([r.id for r in runs], PUBLISHED_ARTIFACT)
+    stalled = held_by_silent(store.worker_beats(), store.clock())
     out: dict[str, RunContext] = {}
     for run in runs:
         found = deliveries.get(run.delivery_id)
@@ -274,5 +285,23 @@ def runs_context(store: Storage, runs: Sequence[RunRecord]) -> dict[str, RunCont
             actor=seen.sender,
             outcome=run.status if run.status in OUTCOME_STATUSES else None,
             posted=url,
+            silent_worker=None if run.status in OUTCOME_STATUSES else stalled.get(run.id),
         )
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    lines: list[QueueLine]
+    totals: dict[str, int]
+    workers: list[tuple[WorkerBeat, bool]]
+    """Each worker and whether it has stopped beating."""
+    now: float
+
+
+def queue_view(store: Storage) -> QueueView:
+    """The queue per workflow and the workers, as the queue page shows them."""
+    now = store.clock()
+    lines = queue_lines(store.queue_states(), now)
+    workers = [(w, is_silent(w, now)) for w in store.worker_beats()]
+    return QueueView(lines=lines, totals=totals(lines), workers=workers, now=now)

@@ -19,6 +19,7 @@ from bot.ui.svg import timeline_svg
 from bot.ui.text import Redact, markdown, redact_values
 from policies.outcome import OUTCOME_STATUSES
 from policies.outcome_json import outcome_from_json
+from policies.ui_queue import WorkerBeat, held_by_silent
 from policies.ui_timeline import CallSpan, lay_out
 
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -47,6 +48,8 @@ class RunView:
     timeline: Markup = field(default_factory=Markup)
     published: Markup | None = None
     report: str | None = None
+    silent_worker: WorkerBeat | None = None
+    """The worker that holds the unfinished run and has stopped beating, if one does."""
 
 
 def read_details(store: Storage, run_id: str) -> RunDetails | None:
@@ -127,6 +130,8 @@ def run_view(
         view.phases = _phases(details)
         timeline = lay_out(spans(details.agents), until)
         view.timeline = timeline_svg(timeline, lambda index: f"/ui/runs/{run.id}/agents/{index}")
+    if not view.ended:
+        view.silent_worker = held_by_silent(store.worker_beats(), store.clock()).get(run.id)
     if not live_only:
         view.published = published(run, redact)
         view.report = store.get_artifact(run.id, "report.md")

@@ -10,6 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bot.agents.toolspecs import STRUCTURED_OUTPUT
 from bot.engine.details import AgentDetails, RunDetails
 from bot.publish.render import render_outcome
 from bot.store.contract import Storage
@@ -147,13 +148,35 @@ class Turn:
     name: str | None = None
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     note: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """The tools offered (name, description, parameters), on the system entry."""
 
 
-def turns(entries: list[Any]) -> list[Turn]:
-    """Transcript entries (`bot.agents.transcript`) as the page lists them."""
+def turns(entries: list[Any], *, structured_shown: bool = False) -> list[Turn]:
+    """Transcript entries (`bot.agents.transcript`) as the page lists them. With
+    `structured_shown` (the page shows the structured output on its own), the call that
+    handed it in is listed without its arguments, so the output is shown once."""
     out: list[Turn] = []
     for entry in entries:
         if not isinstance(entry, dict):
+            continue
+        if entry.get("role") == "system":
+            offered = entry.get("tools")
+            out.append(
+                Turn(
+                    role="system",
+                    content=str(entry.get("content") or ""),
+                    tools=[
+                        {
+                            "name": str(t.get("name", "")),
+                            "description": str(t.get("description", "")),
+                            "parameters": t.get("parameters"),
+                        }
+                        for t in (offered if isinstance(offered, list) else [])
+                        if isinstance(t, dict)
+                    ],
+                )
+            )
             continue
         if "role" not in entry:
             note = ", ".join(
@@ -170,6 +193,10 @@ def turns(entries: list[Any]) -> list[Turn]:
             for c in entry.get("tool_calls") or []
             if isinstance(c, dict)
         ]
+        if structured_shown:
+            for c in calls:
+                if c["name"] == STRUCTURED_OUTPUT:
+                    c.update(arguments="", below="yes")
         name = entry.get("name") or entry.get("model")
         out.append(
             Turn(
@@ -210,6 +237,9 @@ def agent_view(store: Storage, run: RunRecord, index: int) -> AgentView | None:
         run=run,
         agent=agent,
         record=record,
-        turns=turns(entries if isinstance(entries, list) else []),
+        turns=turns(
+            entries if isinstance(entries, list) else [],
+            structured_shown=record is not None and record.get("structured") is not None,
+        ),
         handoff=handoff if isinstance(handoff, dict) else None,
     )

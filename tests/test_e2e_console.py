@@ -8,6 +8,7 @@ figures must agree with each other.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import threading
 from collections.abc import Iterator
@@ -65,7 +66,12 @@ def world(tmp_path_factory: pytest.TempPathFactory, gate: Gate) -> Iterator[Revi
     def held(body: dict[str, Any]) -> Reply:
         return dataclasses.replace(model(body), hold=gate.opened)
 
-    env = {"BOT_APP_SLUG": fake.slug, "BOT_GITHUB_WRITE_INTERVAL": "0", "BOT_UI_TOKEN": TOKEN}
+    env = {
+        "BOT_APP_SLUG": fake.slug,
+        "BOT_GITHUB_WRITE_INTERVAL": "0",
+        "BOT_UI_TOKEN": TOKEN,
+        "BOT_MODEL_PRICES": json.dumps({"fake-model": {"input": 3.0, "output": 15.0}}),
+    }
     # One receiver: the test reads pages, it does not measure the intake.
     with bot_on_fakes(root, fake, held, extra_env=env, serve_args=("--receivers", "1")) as (
         llm,
@@ -185,8 +191,8 @@ def test_search_by_guid_run_id_and_target(world: ReviewWorld, page: Page) -> Non
 
 
 def test_the_screenshots_come_from_the_real_run_and_agree(world: ReviewWorld, page: Page) -> None:
-    run_id, tokens_in, tokens_out = world.query(
-        "SELECT id, input_tokens, output_tokens FROM runs ORDER BY created_at LIMIT 1"
+    run_id, tokens_in, tokens_out, cost = world.query(
+        "SELECT id, input_tokens, output_tokens, cost FROM runs ORDER BY created_at LIMIT 1"
     )[0]
     page.goto(f"{world.url}/ui/runs/{run_id}")
     total = int(tokens_in) + int(tokens_out)
@@ -196,6 +202,8 @@ def test_the_screenshots_come_from_the_real_run_and_agree(world: ReviewWorld, pa
     assert found is not None, footer
     assert int(found.group(1).replace(",", "")) == total, footer
     assert not re.search(r"\b0 tokens\b|\b0\.0 s\b", footer), footer
+    assert cost > 0 and f"${cost:.4f}" in footer, footer
+    assert "<details>" not in footer and "<summary>" not in footer  # no HTML shown as text
     calls = [
         int(t.replace(",", ""))
         for t in page.locator("table.agents tr.agent td.num:nth-child(7)").all_inner_texts()
@@ -205,7 +213,8 @@ def test_the_screenshots_come_from_the_real_run_and_agree(world: ReviewWorld, pa
     page.locator("svg.timeline a.bar").first.wait_for()
     page.screenshot(path=str(DOCS / "ui-run.png"), full_page=True)
     page.goto(f"{world.url}/ui/costs?days=7")
-    assert f"{total:,} tokens" in page.locator("p.totals").inner_text()
+    totals = page.locator("p.totals").inner_text()
+    assert f"{total:,} tokens" in totals and f"${cost:,.4f}" in totals, totals
     page.screenshot(path=str(DOCS / "ui-costs.png"), full_page=True)
     for name in ("ui-run.png", "ui-costs.png"):
         assert (DOCS / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -25,6 +25,9 @@ from policies.ui_timeline import CallSpan, lay_out
 
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _SUB = re.compile(r"</?sub>")  # the footer's only HTML; the page renders Markdown without HTML
+_SUMMARY = re.compile(r"<details>\s*<summary>(.*?)</summary>", re.DOTALL)
+"""A collapsed section the app wrote (`bot.publish.markdown_out.collapsible`): on the page its
+title is a bold line and its content shown, as the page renders Markdown without HTML."""
 TOOL_RESULT_CAP = 4000
 """Characters of one tool result shown before the rest is folded away."""
 
@@ -107,6 +110,7 @@ def published(run: RunRecord, redact: Redact) -> Markup | None:
     except ValueError:
         return None
     body = _SUB.sub("", _HTML_COMMENT.sub("", render_outcome(outcome, sticky=False)))
+    body = _SUMMARY.sub(lambda m: f"**{m.group(1).strip()}**", body).replace("</details>", "")
     return markdown(body.strip(), redact)
 
 

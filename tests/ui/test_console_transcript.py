@@ -10,6 +10,7 @@ import re
 import httpx
 import pytest
 
+from bot.publish.markdown_out import END_COLLAPSIBLE, collapsible
 from bot.ui.svg import LABEL_CHARS, WIDTH, timeline_svg
 from policies.ui_timeline import CallSpan, lay_out
 from tests.ui.conftest import Seeded, sign_in
@@ -80,3 +81,33 @@ def test_every_tick_label_fits_the_timeline(seconds: float) -> None:
         width = len(text) * LABEL_CHARS
         left, right = (float(x) - width, float(x)) if end else (float(x), float(x) + width)
         assert left >= 0 and right <= WIDTH, (text, left, right)
+
+
+def test_the_published_outcome_shows_no_html_as_text(client: httpx.Client, seeded: Seeded) -> None:
+    """The app's own collapsed sections (a review's files, a log) are not shown as tags."""
+    seeded.store.update_run(
+        seeded.finished,
+        status="succeeded",
+        outcome={
+            "run_id": seeded.finished,
+            "workflow": "review",
+            "status": "succeeded",
+            "summary": "\n".join(
+                [
+                    "Looked.",
+                    "",
+                    collapsible("Files reviewed: 2"),
+                    "",
+                    "- `a.py`",
+                    "",
+                    END_COLLAPSIBLE,
+                ]
+            ),
+        },
+    )
+    sign_in(client)
+    html = client.get(f"/ui/runs/{seeded.finished}").text
+    article = html.split('<article class="published markdown">', 1)[1].split("</article>", 1)[0]
+    assert "&lt;details&gt;" not in article and "&lt;summary&gt;" not in article
+    assert "<strong>Files reviewed: 2</strong>" in article and "<code>a.py</code>" in article
+    assert "&lt;/sub&gt;" not in article

@@ -211,6 +211,16 @@ def test_the_screenshots_come_from_the_real_run_and_agree(world: ReviewWorld, pa
     ]
     assert sum(calls) == total
     page.locator("svg.timeline a.bar").first.wait_for()
+    # Each call's transcript leads with what it was offered, collapsed.
+    page.goto(f"{world.url}/ui/runs/{run_id}/agents/1")
+    offered = page.locator("li.turn.t-system")
+    assert offered.locator("details.system-prompt").get_attribute("open") is None
+    assert "System prompt (" in offered.inner_text()
+    tools = offered.locator("details.tools summary").inner_text()
+    assert "read_file" in tools and "structured_output" in tools, tools
+    assert page.locator("li.turn.t-user").count() == 1
+    page.goto(f"{world.url}/ui/runs/{run_id}")
+    page.locator("svg.timeline a.bar").first.wait_for()
     page.screenshot(path=str(DOCS / "ui-run.png"), full_page=True)
     page.goto(f"{world.url}/ui/costs?days=7")
     totals = page.locator("p.totals").inner_text()

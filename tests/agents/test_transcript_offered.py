@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.agents.transcript import DESCRIPTION_CAP, SYSTEM_CAP, Transcript
+from bot.engine.dispatch import TRANSCRIPT_ENTRIES, _bounded_transcript
 from tests.agents.conftest import RuntimeFactory, invocation
 from tests.fakes.llm import FakeLLM, text, tool_call
 
@@ -48,3 +49,20 @@ def test_the_offered_entry_has_its_own_caps_and_is_never_dropped() -> None:
     assert len(entries[0]["tools"][0]["description"]) < DESCRIPTION_CAP + 40
     assert entries[1] == {"role": "assistant", "content": "turn 0"}  # the first entry stays
     assert entries[-1] == {"role": "assistant", "content": "turn 19"}
+
+
+def test_the_engine_keeps_the_offered_entry_and_the_prompt_whole() -> None:
+    """The run's transcripts.json keeps a call's first entries and its newest; the entry of
+    what was offered is larger than a turn's cap and stays whole, and the prompt stays too."""
+    offered = {
+        "role": "system",
+        "content": "p" * 20_000,
+        "tools": [{"name": "t", "description": "d", "parameters": {"x": "y" * 20_000}}],
+    }
+    turns = [{"role": "assistant", "content": f"turn {n}"} for n in range(100)]
+    kept, _ = _bounded_transcript([offered, {"role": "user", "content": "the prompt"}, *turns])
+    assert kept[0] == offered
+    assert kept[1] == {"role": "user", "content": "the prompt"}
+    assert kept[-1] == turns[-1] and len(kept) == TRANSCRIPT_ENTRIES + 1
+    plain, _ = _bounded_transcript([{"role": "user", "content": "p"}, *turns])
+    assert plain[0] == {"role": "user", "content": "p"} and len(plain) == TRANSCRIPT_ENTRIES

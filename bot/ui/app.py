@@ -24,6 +24,7 @@ from typing import Any
 import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
@@ -43,7 +44,7 @@ from policies.outcome import OUTCOME_STATUSES
 from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
 from policies.ui_pages import BadParameter, count, decode_cursor, page_size, plain_text
 from policies.ui_queue import SILENT_AFTER_S, STATES
-from policies.ui_search import MAX_QUERY, Guid, RunId, Target, parse_search
+from policies.ui_search import MAX_QUERY, parse_search
 
 log = get_logger(__name__)
 HERE = Path(__file__).parent
@@ -196,11 +197,7 @@ class OperatorPage:
 
     async def deliveries(self, request: Request, session: Session) -> Response:
         q = request.query_params
-        wanted = queries.DeliveryFilter(
-            event=q.get("event", "").strip()[:100],
-            repo=q.get("repo", "").strip()[:200],
-            decision=q.get("decision", "") if q.get("decision", "") in queries.DECISIONS else "",
-        )
+        wanted = _delivery_filter(q)
         size = page_size(q.get("size"))
         page = await anyio.to_thread.run_sync(
             queries.deliveries_page, self.store, wanted, decode_cursor(q.get("before")), size
@@ -221,11 +218,7 @@ class OperatorPage:
     async def deliveries_live(self, request: Request, session: Session) -> Response:
         """The first page of the deliveries list, its rows only, for the page's poll."""
         q = request.query_params
-        wanted = queries.DeliveryFilter(
-            event=q.get("event", "").strip()[:100],
-            repo=q.get("repo", "").strip()[:200],
-            decision=q.get("decision", "") if q.get("decision", "") in queries.DECISIONS else "",
-        )
+        wanted = _delivery_filter(q)
         size = page_size(q.get("size"))
         page = await anyio.to_thread.run_sync(
             queries.deliveries_page, self.store, wanted, None, size
@@ -254,11 +247,7 @@ class OperatorPage:
 
     async def runs(self, request: Request, session: Session) -> Response:
         q = request.query_params
-        wanted = queries.RunFilter(
-            repo=q.get("repo", "")[:200],
-            workflow=q.get("workflow", "")[:100],
-            status=q.get("status", "")[:30],
-        )
+        wanted = _run_filter(q)
         size, before = page_size(q.get("size")), decode_cursor(q.get("before"))
 
         def read() -> tuple[queries.Page[Any], tuple[list[str], list[str]], dict[str, Any]]:
@@ -286,11 +275,7 @@ class OperatorPage:
     async def runs_live(self, request: Request, session: Session) -> Response:
         """The first page of the runs list, its rows only, for the page's poll."""
         q = request.query_params
-        wanted = queries.RunFilter(
-            repo=q.get("repo", "")[:200],
-            workflow=q.get("workflow", "")[:100],
-            status=q.get("status", "")[:30],
-        )
+        wanted = _run_filter(q)
         size = page_size(q.get("size"))
 
         def read() -> tuple[queries.Page[Any], dict[str, Any]]:
@@ -337,44 +322,17 @@ class OperatorPage:
         text = request.query_params.get("q", "")[:MAX_QUERY]
         wanted = parse_search(text)
 
-        def read() -> tuple[str | None, list[Any], dict[str, Any]]:
-            if isinstance(wanted, RunId):
-                found = self.store.get_run(wanted.run_id)
-                return (f"{PREFIX}/runs/{wanted.run_id}" if found else None), [], {}
-            if isinstance(wanted, Guid):
-                found_delivery = self.store.find_delivery(wanted.guid)
-                return (
-                    (
-                        f"{PREFIX}/deliveries/{urllib.parse.quote(wanted.guid)}"
-                        if found_delivery
-                        else None
-                    ),
-                    [],
-                    {},
-                )
-            if isinstance(wanted, Target):
-                runs = sorted(
-                    [
-                        *self.store.runs_on_target(wanted.repo, "issue", wanted.number),
-                        *self.store.runs_on_target(wanted.repo, "pull_request", wanted.number),
-                    ],
-                    key=lambda r: (r.created_at, r.id),
-                    reverse=True,
-                )
-                return None, runs, queries.runs_context(self.store, runs)
-            return None, [], {}
-
-        go, runs, contexts = await anyio.to_thread.run_sync(read)
-        if go is not None:
-            return RedirectResponse(go, status_code=303)
+        found = await anyio.to_thread.run_sync(queries.search, self.store, wanted)
+        if found.page is not None:
+            return RedirectResponse(f"{PREFIX}{found.page}", status_code=303)
         return await self.page(
             "search.html",
             request,
             session,
             q=text,
             wanted=wanted,
-            runs=runs,
-            contexts=contexts,
+            runs=found.runs,
+            contexts=found.contexts,
             ended=OUTCOME_STATUSES,
             now=time.time(),
         )
@@ -510,6 +468,23 @@ class OperatorPage:
 
 
 MAX_FORM = 4096
+
+
+def _delivery_filter(q: QueryParams) -> queries.DeliveryFilter:
+    decision = q.get("decision", "")
+    return queries.DeliveryFilter(
+        event=q.get("event", "").strip()[:100],
+        repo=q.get("repo", "").strip()[:200],
+        decision=decision if decision in queries.DECISIONS else "",
+    )
+
+
+def _run_filter(q: QueryParams) -> queries.RunFilter:
+    return queries.RunFilter(
+        repo=q.get("repo", "")[:200],
+        workflow=q.get("workflow", "")[:100],
+        status=q.get("status", "")[:30],
+    )
 
 
 def _is_live(path: str) -> bool:

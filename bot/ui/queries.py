@@ -10,8 +10,9 @@ that ran on another machine shows the same.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -31,6 +32,7 @@ from policies.ui_queue import (
     queue_lines,
     totals,
 )
+from policies.ui_search import Guid, RunId, Search, Target
 
 T = TypeVar("T")
 MAX_SCAN = 5000
@@ -305,3 +307,33 @@ def queue_view(store: Storage) -> QueueView:
     lines = queue_lines(store.queue_states(), now)
     workers = [(w, is_silent(w, now)) for w in store.worker_beats()]
     return QueueView(lines=lines, totals=totals(lines), workers=workers, now=now)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a search found: the page to open (a path under the prefix), or the runs of an
+    issue or pull request, newest first, with their context."""
+
+    page: str | None = None
+    runs: list[RunRecord] = field(default_factory=list)
+    contexts: dict[str, RunContext] = field(default_factory=dict)
+
+
+def search(store: Storage, wanted: Search) -> Found:
+    """Look up what `policies.ui_search.parse_search` read; only ever as query parameters."""
+    if isinstance(wanted, RunId):
+        return Found(page=f"/runs/{wanted.run_id}" if store.get_run(wanted.run_id) else None)
+    if isinstance(wanted, Guid):
+        found = store.find_delivery(wanted.guid)
+        return Found(page=f"/deliveries/{urllib.parse.quote(wanted.guid)}" if found else None)
+    if isinstance(wanted, Target):
+        runs = sorted(
+            [
+                *store.runs_on_target(wanted.repo, "issue", wanted.number),
+                *store.runs_on_target(wanted.repo, "pull_request", wanted.number),
+            ],
+            key=lambda r: (r.created_at, r.id),
+            reverse=True,
+        )
+        return Found(runs=runs, contexts=runs_context(store, runs))
+    return Found()

@@ -60,6 +60,7 @@ from bot.runs.progress import Tracker, clean_model_text, usage_of
 from bot.runs.replies import answer_command, answer_unknown
 from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
+from bot.store.records import PUBLISHED_ARTIFACT
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from bot.workflows.instructions import with_instructions
@@ -649,6 +650,11 @@ class RunExecutor:
         marker); `conclusion` overrides the check run's conclusion."""
         await self.record(run_id, PUBLISHING, outcome)
         await publisher.finish(outcome, hidden=hidden, conclusion=conclusion)
+        if publisher.comment_url:
+            posted = json.dumps({"comment_url": publisher.comment_url})
+            await anyio.to_thread.run_sync(
+                self.store.put_artifact, run_id, PUBLISHED_ARTIFACT, posted
+            )
         await self.record(run_id, outcome.status, outcome)
 
     async def repo_config(self, client: InstallationClient) -> RepoConfig:

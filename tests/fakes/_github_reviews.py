@@ -12,7 +12,10 @@ As strict as GitHub where the app can get it wrong:
   and their 👎 reactions) and `resolveReviewThread`; anything else gets GraphQL's error shape.
 
 Test helpers on the fake: `resolve_thread(...)` as a person, `react_to_review_comment(...)`,
-`push_pull(...)` (moves the head like a push and returns a `synchronize` payload).
+`push_pull(...)` (moves the head like a push and returns a `synchronize` payload),
+`submit_review(...)` (a person's review with inline comments, each its own thread, and the
+`pull_request_review.submitted` payload GitHub sends for it). `GET .../reviews/{id}/comments`
+lists one review's inline comments, as GitHub does (404 for a review of another pull request).
 """
 
 from __future__ import annotations
@@ -339,8 +342,22 @@ def review_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler
             }
         )
 
+    async def review_comments(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        n, rid = ctx.number(), ctx.number("review_id")
+        if all(review["id"] != rid for review in ctx.fr.reviews.get(n, [])):
+            raise FakeError(404, "Not Found")
+        own = [c for c in ctx.fr.review_comments.get(n, []) if c["pull_request_review_id"] == rid]
+        return fake.page(ctx.request, own)
+
     return [
         ("POST", r + "/pulls/{number:int}/reviews", "token", create_review),
+        (
+            "GET",
+            r + "/pulls/{number:int}/reviews/{review_id:int}/comments",
+            "token",
+            review_comments,
+        ),
         (
             "POST",
             r + "/pulls/{number:int}/comments/{comment_id:int}/replies",
@@ -393,4 +410,60 @@ async def push_pull(
             "id": next(i for i, inst in fake.installations.items() if fr.full_name in inst.repos)
         },
         "sender": user_json(pull["user"]["login"]),
+    }
+
+
+_WEBHOOK_STATES = {"CHANGES_REQUESTED": "changes_requested", "COMMENT": "commented"}
+
+
+def submit_review(
+    fake: FakeGitHub,
+    owner: str,
+    repo: str,
+    number: int,
+    *,
+    user: str,
+    event: str = "REQUEST_CHANGES",
+    body: str = "",
+    comments: list[dict[str, Any]] | None = None,
+    commit: str | None = None,
+) -> dict[str, Any]:
+    """Person `user` submits a review (`REQUEST_CHANGES`, `COMMENT` or `APPROVE`) on pull
+    request `number` with inline `comments` ({path, line, body}), each starting its own
+    thread, on `commit` (default: the head). Returns the `pull_request_review.submitted`
+    payload, its `review.state` lower-case as webhooks write it (the REST API's is upper)."""
+    fr = fake.repos[f"{owner}/{repo}"]
+    pull = fr.pulls[number]
+    commit = commit or pull["head"]["sha"]
+    rid = fake._id()
+    state = {"COMMENT": "COMMENTED", "APPROVE": "APPROVED"}.get(event, event)
+    review = {
+        "id": rid,
+        "node_id": f"PRR_{rid}",
+        "user": user_json(user),
+        "body": body,
+        "state": state,
+        "commit_id": commit,
+        "html_url": f"{pull['html_url']}#pullrequestreview-{rid}",
+        "pull_request_url": pull["url"],
+        "author_association": fake._association(fr, user),
+        "submitted_at": iso(),
+        "_links": {
+            "html": {"href": f"{pull['html_url']}#pullrequestreview-{rid}"},
+            "pull_request": {"href": pull["url"]},
+        },
+    }
+    fr.reviews.setdefault(number, []).append(review)
+    for c in comments or []:
+        comment = fake.new_review_comment(fr, number, c, login=user, commit=commit, review_id=rid)
+        fake.new_thread(fr, number, comment)
+    return {
+        "action": "submitted",
+        "review": {**review, "state": _WEBHOOK_STATES.get(event, state.lower())},
+        "pull_request": pull,
+        "repository": fake._repo_stub(fr.full_name, fr),
+        "installation": {
+            "id": next(i for i, inst in fake.installations.items() if fr.full_name in inst.repos)
+        },
+        "sender": user_json(user),
     }

@@ -34,6 +34,14 @@ if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
 
 
+_REST_STATES = {
+    "COMMENT": "COMMENTED",
+    "APPROVE": "APPROVED",
+    "REQUEST_CHANGES": "CHANGES_REQUESTED",
+}
+"""A review's `state` as the REST API reports it, by the `event` that submitted it."""
+
+
 def _hunk_index(patch: str, side: str) -> dict[int, int]:
     """line -> index of the hunk showing it, on one side of a file's patch."""
     out: dict[int, int] = {}
@@ -218,7 +226,7 @@ def review_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler
             "node_id": f"PRR_{rid}",
             "user": user_json(fake.bot_login),
             "body": body,
-            "state": {"COMMENT": "COMMENTED", "APPROVE": "APPROVED"}.get(event, event),
+            "state": _REST_STATES.get(event, event),
             "commit_id": commit,
             "html_url": f"{pull['html_url']}#pullrequestreview-{rid}",
             "submitted_at": iso(),
@@ -413,7 +421,6 @@ async def push_pull(
     }
 
 
-_WEBHOOK_STATES = {"CHANGES_REQUESTED": "changes_requested", "COMMENT": "commented"}
 
 
 def submit_review(
@@ -436,7 +443,7 @@ def submit_review(
     pull = fr.pulls[number]
     commit = commit or pull["head"]["sha"]
     rid = fake._id()
-    state = {"COMMENT": "COMMENTED", "APPROVE": "APPROVED"}.get(event, event)
+    state = _REST_STATES.get(event, event)
     review = {
         "id": rid,
         "node_id": f"PRR_{rid}",
@@ -454,12 +461,16 @@ def submit_review(
         },
     }
     fr.reviews.setdefault(number, []).append(review)
+    # Submitting a review answers the request for it: GitHub lists the reviewer no more.
+    pull["requested_reviewers"] = [
+        r for r in pull["requested_reviewers"] if r["login"].lower() != user.lower()
+    ]
     for c in comments or []:
         comment = fake.new_review_comment(fr, number, c, login=user, commit=commit, review_id=rid)
         fake.new_thread(fr, number, comment)
     return {
         "action": "submitted",
-        "review": {**review, "state": _WEBHOOK_STATES.get(event, state.lower())},
+        "review": {**review, "state": state.lower()},
         "pull_request": pull,
         "repository": fake._repo_stub(fr.full_name, fr),
         "installation": {

@@ -144,6 +144,7 @@ def test_commands_on_the_apps_pull_request_do_what_they_did() -> None:
 
 PULL = PullHead("octo/hello", f"{SLUG}[bot]", "bot/fix-1-greet", HEAD, "octo/hello")
 REVIEW = ReviewFacts(7, "maint", "CHANGES_REQUESTED", HEAD, "")
+REVIEWED = Iteration("review", "")
 
 
 def note(
@@ -159,7 +160,7 @@ def planned(
     comments: tuple[ReviewNote, ...] = (),
     done: int = 0,
     max_iterations: int = 5,
-    iteration: Iteration = Iteration("review", ""),
+    iteration: Iteration = REVIEWED,
 ) -> Go | Stop:
     return plan(
         app_slug=SLUG,

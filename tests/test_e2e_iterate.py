@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,6 +26,7 @@ from tests import e2e_world
 from tests.fakes.fix_model import Edit, FixModel
 from tests.fakes.github import FakeGitHub
 from tests.fakes.gitrepo import commit_files
+from tests.fakes.llm import Reply
 from tests.review._calc import build_calc, snapshot
 
 pytestmark = pytest.mark.slow
@@ -48,14 +49,28 @@ EDITS = (
         Edit(f"line 18: note number {n}", {f"docs/note{n}.md": f"note {n}\n"}, f"Add note {n}")
         for n in range(2, 7)
     ),
+    Edit("line 16: point 000", {"docs/points.md": "points\n"}, "Answer the points"),
     Edit("please document the cli", {"docs/cli.md": "# cli\n"}, "Document the cli"),
     Edit("line 22: clamp swaps its bounds", {"calc/ops.py": OPS_FIXED}, "Fix clamp and mean"),
 )
 
 
+@dataclass
+class Model(FixModel):
+    """The fix model, and `during`: what a person does while the next implementer works."""
+
+    during: Callable[[], None] | None = None
+
+    def implement(self, body: dict[str, Any], prompt: str) -> Reply:
+        during, self.during = self.during, None
+        if during is not None:
+            during()
+        return super().implement(body, prompt)
+
+
 @dataclass(kw_only=True)
 class World(e2e_world.World):
-    model: FixModel
+    model: Model
     git_dir: Path
 
     guid_prefix: ClassVar[str] = "iterate"
@@ -125,7 +140,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             "octo", "hello", head=BRANCH, user=fake.bot_login, title="Add mean and clamp"
         )
     )
-    model = FixModel(EDITS)
+    model = Model(EDITS)
     # One process: the story needs no second receiver, and starts faster on a busy machine.
     serving = World.serving(
         root, fake, model, ("--receivers", "1"), model=model, git_dir=calc.git_dir
@@ -209,13 +224,63 @@ def test_a_comment_to_the_app_on_its_pull_request_is_addressed_the_same_way(worl
     assert "Iteration 2 of 5: @maint's request" in world.fix_comment()
 
 
+def test_a_review_with_a_hundred_comments_addresses_the_first_thirty_and_names_the_rest(
+    world: World,
+) -> None:
+    points = [
+        {"path": "calc/ops.py", "line": 16 + i % 9, "body": f"point {i:03d}"} for i in range(100)
+    ]
+    guid = world.review(comments=points)
+    _, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-4000:]
+    sha = world.head()
+    mine = world.review_comments_by("maint")[-100:]
+    replied = [c for c in mine if world.replies_to(c["id"])]
+    # By position: line 16's twelve, line 17's eleven, then the first seven of line 18.
+    assert sorted(c["body"] for c in replied) == sorted(
+        f"point {i:03d}" for i in range(100) if i % 9 in (0, 1) or (i % 9 == 2 and i < 63)
+    )
+    for comment in replied:
+        (reply,) = world.replies_to(comment["id"])
+        assert reply["body"].startswith(f"Addressed in `{sha[:7]}`: one commit for the 30 comments")
+    body = world.fix_comment()
+    assert "Iteration 3 of 5: 30 comments of @maint's review" in body
+    assert "70 more comments were not addressed (one iteration takes the first 30" in body
+    assert "`calc/ops.py` line 18" in body and "and 50 more." in body
+
+
+def test_a_push_by_a_person_while_the_fix_runs_is_kept_and_nothing_is_forced(
+    world: World,
+) -> None:
+    started_on = world.head()
+    theirs: list[str] = []
+
+    def push() -> None:
+        theirs.append(commit_files(world.git_dir, BRANCH, {"README.md": "theirs\n"}, "Theirs"))
+
+    world.model.during = push
+    comment = {"path": "calc/ops.py", "line": 18, "body": "note number 4 please"}
+    guid = world.review(comments=[comment])
+    run_id, status = world.finished(guid)
+    assert status == "failed", world.log.read_text()[-4000:]
+    (their_commit,) = theirs
+    assert world.head() == their_commit  # their commit is the branch's, as they pushed it
+    assert world.git("rev-parse", f"{their_commit}~1").strip() == started_on
+    summary = world.outcome(run_id)["summary"]
+    assert f"moved while this ran (from `{started_on[:12]}` to `{their_commit[:12]}`)" in summary
+    assert "never forces a push" in world.fix_comment()
+    (reply,) = world.replies_to(world.review_comments_by("maint")[-1]["id"])
+    assert reply["body"].startswith("Not addressed: the fix did not finish: `bot/fix-3-add-mean`")
+    anyio.run(world.fake.push_pull, "octo", "hello", 1, their_commit)  # GitHub's view of it
+
+
 def test_the_sixth_iteration_gives_the_note(world: World) -> None:
-    for n in range(3, 6):
-        line = {"path": "calc/ops.py", "line": 18, "body": f"note number {n} please"}
-        guid = world.review(event="COMMENT", comments=[line])
-        _, status = world.finished(guid)
-        assert status == "succeeded", world.log.read_text()[-4000:]
-        assert f"Iteration {n} of 5" in world.fix_comment()
+    fifth = {"path": "calc/ops.py", "line": 18, "body": "note number 5 please"}
+    guid = world.review(event="COMMENT", comments=[fifth])
+    _, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-4000:]
+    assert "Iteration 5 of 5" in world.fix_comment()
+    assert world.git("show", f"{world.head()}:README.md") == "theirs\n"  # built on theirs
     before, pushes = world.head(), len(world.fake.pushes)
     sixth = {"path": "calc/ops.py", "line": 18, "body": "note number 6 please"}
     guid = world.review(comments=[sixth])

@@ -234,13 +234,13 @@ async def _explain_refusal(
         return outcome
     if now is None or now == head.head_sha:
         return outcome
+    moved = f"{code_span(head.head_ref)} moved while this ran (from `{head.head_sha[:12]}` to `{now[:12]}`)"
     summary = (
-        f"Nothing was pushed: {code_span(head.head_ref)} moved while this "
-        f"ran (from `{head.head_sha[:12]}` to `{now[:12]}`), and the app never forces a push, "
-        "so the commit pushed since is kept as it is. Review the new head and the next review "
-        "will be addressed on top of it."
+        f"Nothing was pushed: {moved}, and the app never forces a push, so the commit pushed "
+        "since is kept as it is. Review the new head and the next review will be addressed on "
+        "top of it."
     )
-    return dataclasses.replace(outcome, summary=summary)
+    return dataclasses.replace(outcome, summary=summary, error=moved)
 
 
 async def _reply_in_threads(

@@ -231,10 +231,12 @@ def plan(
     )
     reviewer = review.reviewer if review is not None else actor
     body = review.body if review is not None else iteration.text
-    if not open_ones and (iteration.source == "review" and not body.strip()):
-        state = review.state.lower() if review is not None else ""
-        quiet = state == "commented"
-        return Stop("Nothing was changed: every comment of this review is resolved.", quiet=quiet)
+    if review is not None and not open_ones:
+        if review.state.lower() == "commented":
+            # A comment review asks for changes only through its inline comments.
+            return Stop("Nothing to do: the review has no unresolved inline comment.", quiet=True)
+        if not body.strip():
+            return Stop("Nothing was changed: every comment of this review is resolved.")
     chosen, rest = tuple(open_ones[:MAX_COMMENTS]), tuple(open_ones[MAX_COMMENTS:])
     request = _request(reviewer, body, chosen, iteration.source)
     return Go(request=request, comments=chosen, left_out=rest, reviewer=reviewer)

@@ -268,6 +268,9 @@ def test_all_resolved_is_quiet_for_a_comment_review_and_said_for_changes_request
     resolved = (note(1, resolved=True),)
     quiet = planned(review=dataclasses.replace(REVIEW, state="commented"), comments=resolved)
     assert isinstance(quiet, Stop) and quiet.quiet
+    words = dataclasses.replace(REVIEW, state="COMMENTED", body="Looks good overall.")
+    only_words = planned(review=words)
+    assert isinstance(only_words, Stop) and only_words.quiet  # no inline comment: not a request
     said = planned(comments=resolved)
     assert isinstance(said, Stop) and not said.quiet and "every comment" in said.reason
     with_body = planned(review=dataclasses.replace(REVIEW, body="Rename it."), comments=resolved)

@@ -421,8 +421,6 @@ async def push_pull(
     }
 
 
-
-
 def submit_review(
     fake: FakeGitHub,
     owner: str,

@@ -435,10 +435,16 @@ def submit_review(
 ) -> dict[str, Any]:
     """Person `user` submits a review (`REQUEST_CHANGES`, `COMMENT` or `APPROVE`) on pull
     request `number` with inline `comments` ({path, line, body}), each starting its own
-    thread, on `commit` (default: the head). Returns the `pull_request_review.submitted`
+    thread, on `commit` (default: the head; there each comment must be on a line of the
+    diff, or GitHub's 422 is raised as `FakeError`). Returns the `pull_request_review.submitted`
     payload, its `review.state` lower-case as webhooks write it (the REST API's is upper)."""
     fr = fake.repos[f"{owner}/{repo}"]
     pull = fr.pulls[number]
+    if commit is None or commit == pull["head"]["sha"]:
+        # GitHub refuses a comment off the diff; the head's diff is the one the fake holds.
+        patches = {f["filename"]: f.get("patch") or "" for f in fr.pull_files[number]}
+        for c in comments or []:
+            _validate_comment(c, patches)
     commit = commit or pull["head"]["sha"]
     rid = fake._id()
     state = _REST_STATES.get(event, event)

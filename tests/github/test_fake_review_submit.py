@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fakes._github_state import FakeError
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github
 from tests.github.test_fake_github import token_for
 
@@ -72,3 +73,15 @@ async def test_a_persons_review_and_its_comments(fake: FakeGitHub, http: httpx.A
     other = await http.get(f"{base}/2/reviews/{review['id']}/comments", headers=headers)
     missing = await http.get(f"{base}/1/reviews/999999/comments", headers=headers)
     assert (other.status_code, missing.status_code) == (404, 404)
+
+
+async def test_a_comment_off_the_diff_is_refused_as_github_does(fake: FakeGitHub) -> None:
+    reviews = len(fake.repos["octo/hello"].reviews.get(1, []))
+    for comment in (
+        {"path": "README.md", "line": 40, "body": "x"},
+        {"path": "nope", "line": 1, "body": "x"},
+    ):
+        with pytest.raises(FakeError) as refused:
+            fake.submit_review("octo", "hello", 1, user="maint", comments=[comment])
+        assert refused.value.status == 422
+    assert len(fake.repos["octo/hello"].reviews.get(1, [])) == reviews  # nothing stored

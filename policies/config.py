@@ -287,6 +287,13 @@ class FixConfig(_Section):
         le=1_000_000,
         description="Deleted lines a fix may make in total before it needs a decision.",
     )
+    max_iterations: int = Field(
+        default=5,
+        ge=0,
+        le=100,
+        description="Commits a writer's reviews may ask for on one of the app's own pull "
+        "requests; past it, a note and nothing more.",
+    )
 
 
 class AgentConfig(_Section):

@@ -333,6 +333,13 @@ class InstallationClient:
         pages = self._pages(rest.async_list_review_comments, items_of(ReviewComment), number)
         return await pages.collect()
 
+    async def list_review_comments_of(self, number: int, review_id: int) -> list[ReviewComment]:
+        """The inline comments of one review (`GET .../reviews/{review_id}/comments`), all
+        pages; replies in its threads written later are not among them."""
+        rest = self._rest.pulls
+        request = rest.async_list_comments_for_review
+        return await self._pages(request, items_of(ReviewComment), number, review_id).collect()
+
     async def create_review(
         self,
         number: int,

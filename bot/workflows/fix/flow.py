@@ -237,11 +237,14 @@ async def fix_outcome(
     read_config: ConfigReader,
     *,
     resume: Resume | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> tuple[Outcome, RunDetails | None]:
     """Run the fix and push its result; the outcome, not yet published, and the run's details.
 
-    Every failure becomes a `failed` outcome that says what failed, except GitHub's rate
-    limit beyond the client's cap, which propagates so the job is retried."""
+    `extra` is added to a first run's recorded arguments (an iteration's facts: see
+    `bot.workflows.fix.iterate`). Every failure becomes a `failed` outcome that says what
+    failed, except GitHub's rate limit beyond the client's cap, which propagates so the job
+    is retried."""
     facts = RunFacts(run_id=run.id, workflow="fix", status="failed")
     tracker = Tracker("fix", started, clock=ex.clock)
     details: RunDetails | None = None
@@ -263,6 +266,7 @@ async def fix_outcome(
             args = await _arguments(
                 client, trigger, run, payload, publisher, default, config, start
             )
+            args.update(extra or {})
         bound_git = git_dir
 
         async def diff_of(commit: str) -> str:

@@ -37,6 +37,7 @@ __all__ = [
     "approved_by",
     "choose",
     "decision_args",
+    "head_moved",
     "no_answer",
     "no_arguments",
     "not_resumable",
@@ -183,6 +184,19 @@ def not_resumable(workflow: str, app_slug: str) -> Refused:
     return Refused(
         f"Runs of `{_flat(workflow)[:40]}` cannot be resumed by `decide` yet: give the command "
         f"again with your answer in it, or see `@{app_slug} help`."
+    )
+
+
+def head_moved(run_id: str, *, asked_at: str, head: str, app_slug: str) -> Refused:
+    """The reply when the pull request's head moved since review run `run_id` stopped to ask:
+    its question was about the code at `asked_at`, so nothing is resumed (a decision about one
+    version of the code is not applied to another); a review of the new head answers again."""
+    return Refused(
+        f"The question of run `{run_id}` was asked about `{_flat(asked_at)[:12]}`, and the pull "
+        f"request's head has moved to `{_flat(head)[:12]}` since, so nothing was resumed: a "
+        f"decision about one version of the code is not applied to another. Comment "
+        f"`@{app_slug} review` to review the new head; if it stops to ask again, answer its "
+        "question."
     )
 
 

@@ -1,6 +1,7 @@
 """End to end: `decide` resumes a BLOCKED review, through `bot serve`, the fake GitHub and model.
 
-Pull request #1 is `fixtures/repos/calc`'s first version. The fake model's summary advisor
+Pull request #1 is `fixtures/repos/calc`'s first version, in a repository whose review check
+fails on open high findings. The fake model's summary advisor
 stops every review with a BLOCKED question (is the public `clamp` signature change
 intended?) unless its prompt carries a maintainer's decision. The story, in order: the review
 posts its findings and stops to ask; a reader's `decide` does nothing; a writer's `decide`
@@ -42,7 +43,8 @@ PEOPLE = {"octo": "admin", "maint": "write", "reader": "read"}
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("resume-review")
     model = ReviewModel(CALC_RULES, blocked=dict(QUESTION))
-    with review_world(root, model, permissions=PEOPLE) as w:
+    config = {".github/bot.yml": "review:\n  fail_on: high\n"}
+    with review_world(root, model, permissions=PEOPLE, default_files=config) as w:
         yield w
 
 
@@ -118,7 +120,8 @@ def test_decide_resumes_the_review_with_replays(world: World) -> None:
     assert "bot:review-state" in first["body"]
     # Nothing is posted twice: the findings stay in the one review of the blocked run.
     assert len(world.reviews()) == 1
-    # The follow-up's check on the same head ends with the review's own conclusion.
+    # The follow-up's check on the same head ends with the review's own conclusion: open
+    # high findings and `fail_on: high`.
     done = [c for c in _checks(world, world.calc.head1) if c["external_id"] == follow_id]
     assert len(done) == 1 and done[0]["conclusion"] == "failure"
     assert done[0]["name"] == f"{world.fake.slug}: review"

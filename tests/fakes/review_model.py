@@ -129,7 +129,9 @@ class ReviewModel:
             self.calls["summary"] += 1
             self.summaries.append(prompt)
             if self.blocked is not None and 'source="decision"' not in prompt:
-                return structured({"summary": "The change needs a decision.", "blocked": self.blocked})
+                return structured(
+                    {"summary": "The change needs a decision.", "blocked": self.blocked}
+                )
             return structured({"summary": "The change adds functions; see the findings."})
         self.calls["other"] += 1
         return text("I do not know this task.")

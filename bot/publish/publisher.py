@@ -295,19 +295,19 @@ class Publisher:
         """A model-free reply, rendered by `render_help`, `render_status` or `render_stop`."""
         await self._write(body)
 
-    async def amend(self, outcome: Outcome, *, answered: str) -> bool:
+    async def amend(self, outcome: Outcome, *, answered: str, hidden: str = "") -> bool:
         """Edit this run's finished comment to show it was answered (`render_outcome`'s
         `answered`); False when the comment is gone. Only the comment with this run's marker
-        is edited, never a sticky one of a later run, and none is ever created."""
+        is edited, never a sticky one of a later run, and none is ever created. `hidden` is
+        appended as `finish` appends it (a review's memory line must stay the last line)."""
         comments = self._known
         if comments is None:
             comments = await self.client.list_issue_comments(self.number)
         found = find_run_comment(comments, bot_login=self.bot_login, run_id=self.run_id)
         if found is None:
             return False
-        body = self._redact(
-            render_outcome(outcome, sticky=self.sticky, kind=self.kind, answered=answered)
-        )
+        body = render_outcome(outcome, sticky=self.sticky, kind=self.kind, answered=answered)
+        body = self._redact(f"{body}\n{hidden}" if hidden else body)
         if found.body != body:
             await self.client.update_issue_comment(found.id, body)
         self.comment_id, self.comment_url = found.id, found.html_url or None

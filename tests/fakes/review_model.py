@@ -12,10 +12,12 @@
   still in the code shown;
 - implementer ("Apply the smallest fix"): writes the rule's fix with `write_file` (the file
   read through `files(path)`, the content at the head), commits, and says done;
-- advisor ("Write the summary"): a short summary.
+- advisor ("Write the summary"): a short summary; with `blocked` set, that BLOCKED report
+  instead, unless the prompt carries a maintainer's decision (a `decide` follow-up).
 
-`calls` counts the requests per role and `reviewed_paths` lists the files each reviewer
-prompt covered, for assertions on what a follow-up review sent to the model.
+`calls` counts the requests per role, `reviewed_paths` lists the files each reviewer
+prompt covered, for assertions on what a follow-up review sent to the model, and `summaries`
+keeps every advisor prompt.
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ class ReviewModel:
     calls: Counter[str] = field(default_factory=Counter)
     reviewed_paths: list[list[str]] = field(default_factory=list)
     focused: list[bool] = field(default_factory=list)
+    blocked: dict[str, Any] | None = None
+    summaries: list[str] = field(default_factory=list)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = user_prompt(body)
@@ -123,6 +127,11 @@ class ReviewModel:
             return self.suggest(body, prompt)
         if prompt.startswith("Write the summary"):
             self.calls["summary"] += 1
+            self.summaries.append(prompt)
+            if self.blocked is not None and 'source="decision"' not in prompt:
+                return structured(
+                    {"summary": "The change needs a decision.", "blocked": self.blocked}
+                )
             return structured({"summary": "The change adds functions; see the findings."})
         self.calls["other"] += 1
         return text("I do not know this task.")

@@ -28,7 +28,7 @@ from bot.runs.context import fetch_context
 from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.instructions import instructions_context, read_instructions
-from bot.workflows.review import diffs, evidence, linked, noise, runner
+from bot.workflows.review import diffs, evidence, linked, noise, resume, runner
 from bot.workflows.review import instructions as review_instructions
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
@@ -202,6 +202,8 @@ async def run_review(
                     "done": finished_units,
                     "linked": linked.for_the_workflow(issues),
                 },
+                # Not for the workflow: what a `decide` needs to resume this review.
+                resume.SAVED: resume.saved_facts(prep, pull),
             }
             finished = details = await ex.run_workflow(
                 review_workflow.meta,

@@ -18,7 +18,9 @@ Phase "Suggest": for the verified findings that carry a small replacement (most 
 at most `suggest`), an implementer in its own worktree applies the fix and commits it; the
 runner then proves the commit (it applies, stays in the commented lines, passes the check).
 Phase "Summarize": an advisor writes the summary, or a BLOCKED report when the change needs a
-maintainer's high-risk or irreversible decision.
+maintainer's high-risk or irreversible decision. A `decide` follow-up (`args["decision"]`,
+`bot.workflows.review.resume`) runs with the blocked run's arguments, so every call before
+this one replays, and the advisor gets the maintainer's answer, fenced as theirs.
 
 Under a budget (`.github/bot.yml` `budget`, the operator's caps) the units go one after the
 other, reviewed and verified, so that what a budget leaves out is the last units whole. Once
@@ -34,6 +36,7 @@ from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt, plain
+from bot.workflows.decide.note import decision_context
 from bot.workflows.language import language_note
 from bot.workflows.schemas import (
     RecheckReport,
@@ -393,8 +396,15 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     )
     if linked:
         summary_task += LINKED_TASK.format(linked=json.dumps(linked, ensure_ascii=False)[:4_000])
+    # A `decide` follow-up: the advisor, who asked, gets the answer; every earlier prompt is
+    # the blocked run's, byte for byte, so those calls replay.
+    decided, decision_block = decision_context(args)
     summary = await wf.agent(
-        context_prompt(summary_task + language_note(args), fence, context),
+        context_prompt(
+            summary_task + language_note(args) + decided,
+            fence,
+            context + "\n\n" + decision_block if decision_block else context,
+        ),
         agent_type="advisor",
         label="summarize",
         phase="Summarize",

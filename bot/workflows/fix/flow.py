@@ -211,13 +211,13 @@ async def run_fix(
     outcome, _ = await fix_outcome(
         ex, client, trigger, run, payload, publisher, started, ex.repo_config
     )
-    await ex.publish(publisher, run.id, outcome)
     record = await anyio.to_thread.run_sync(ex.store.get_run, run.id)
     if record is not None and record.args:
         # Asked in the app's own thread: resolved now that the fix is on the head.
         await close_own_thread(
             client, trigger, record.args, outcome, store=ex.store, bot_login=ex.bot_login
         )
+    await ex.publish(publisher, run.id, outcome)
 
 
 async def resume_fix(ex: RunHost, fu: FollowUp) -> Resumed | Refused:

@@ -1,5 +1,5 @@
 """`fix` written in a pull request review thread: the thread is the request, and the app's own
-thread is closed once its fix is on the pull request's head.
+thread is closed once its fix is on the pull request's head, before the answer is posted.
 
 `thread_args` records, with the run's arguments (so a `decide` follow-up has it too), which
 thread asked and whether it is the app's own (its first comment is one of the app's
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from bot.github.errors import GitHubError, NotFound, RateLimited
+from bot.github.errors import GitHubError, NotFound
 from bot.log import get_logger
 from bot.workflows.review.memory import load_state, save_state
 from bot.workflows.review.render import finding_of
@@ -78,12 +78,12 @@ async def close_own_thread(
         if thread is None or thread.is_resolved:
             return False
         await client.resolve_review_thread(thread.id)
-    except RateLimited:
-        raise
     except NotFound:
         log.info("the thread to resolve is gone")
         return False
-    except GitHubError as exc:  # the fix is pushed and answered; resolving is a courtesy
+    except GitHubError as exc:
+        # The fix is pushed, and its answer is still to be posted: nothing here may make the
+        # job run again (a rate limit included), so a thread left open is only logged.
         log.warning("could not resolve the review thread", extra={"error": str(exc)[:200]})
         return False
     log.info("the review thread the fix was asked in is resolved")

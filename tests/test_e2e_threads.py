@@ -34,6 +34,9 @@ ANSWER = "Because `mean` divides by `len(values)`, which is 0 for an empty list.
 MEAN_FIXED = str(snapshot("head1")["calc/ops.py"]).replace(
     "    return div(total, len(values))", "    return div(total, len(values)) if values else 0.0"
 )
+CLAMP_FIXED = str(snapshot("head1")["calc/ops.py"]).replace(
+    "return max(hi, min(lo, x))", "return max(lo, min(hi, x))"
+)
 OWN_BRANCH = "bot/fix-7-mean"
 
 
@@ -53,7 +56,11 @@ class ThreadModel(ReviewModel):
     )
     fixes: FixModel = field(
         default_factory=lambda: FixModel(
-            (Edit("mean divides by zero", {"calc/ops.py": MEAN_FIXED}, "Guard mean"),)
+            (
+                # First: pull request #1's context also holds the mean finding's comment.
+                Edit("upper bound first", {"calc/ops.py": CLAMP_FIXED}, "Order clamp's bounds"),
+                Edit("mean divides by zero", {"calc/ops.py": MEAN_FIXED}, "Guard mean"),
+            )
         )
     )
     prompts: list[str] = field(default_factory=list)
@@ -277,6 +284,35 @@ def test_fix_from_the_apps_own_findings_thread_commits_on_its_head_and_resolves_
         "own": True,
         "finding": stored["fingerprint"],
     }
+
+
+def test_fix_in_a_new_thread_on_someone_elses_pull_request_opens_a_draft_into_it(
+    world: World,
+) -> None:
+    before = _rev(world.calc.git_dir, "topic")
+    pulls = set(world.fake.repos["octo/hello"].pulls)
+    conversation = len(world.own_comments())
+    asked = world.fake.add_review_comment(
+        "octo",
+        "hello",
+        1,
+        "@repo-agent fix the upper bound first, as the docs say",
+        user="maint",
+        path="calc/ops.py",
+        line=22,
+    )
+    guid = world.post("pull_request_review_comment", review_comment_payload(world, asked, 1))
+    _, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-4000:]
+    (number,) = set(world.fake.repos["octo/hello"].pulls) - pulls
+    draft = world.pull(number)
+    assert draft["draft"] and draft["base"]["ref"] == "topic"
+    assert "max(lo, min(hi, x))" in _show(world.calc.git_dir, f"{draft['head']['ref']}:calc/ops.py")
+    assert _rev(world.calc.git_dir, "topic") == before  # alice's branch is hers
+    (reply,) = replies_to(world, asked["id"])
+    assert f"Opened draft pull request #{number}." in reply["body"]
+    assert not world.fake.thread_of(asked["id"])["resolved"]  # a person's thread is theirs
+    assert len(world.own_comments()) == conversation
 
 
 def _rev(git_dir: Any, ref: str) -> str:

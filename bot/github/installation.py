@@ -387,6 +387,13 @@ class InstallationClient:
 
         return await self._create(ReviewComment, send, find)
 
+    async def update_review_comment(self, comment_id: int, body: str) -> ReviewComment:
+        """Edit one of the app's own review comments (a reply in a thread included)."""
+        call = self._rest.pulls.async_update_review_comment(
+            self.owner, self.repo, comment_id, body=body
+        )
+        return model_of(ReviewComment, await answer(call))
+
     async def graphql(
         self, query: str, variables: Mapping[str, Any], *, mutation: bool = False
     ) -> dict[str, Any]:

@@ -7,11 +7,13 @@ As strict as GitHub where the app can get it wrong:
   whole review with a 422 and nothing is stored (GitHub's behaviour, which makes per-comment
   probing a mistake);
 - a `COMMENT` review needs a body or at least one comment;
-- a reply goes to a thread's first comment only (`in_reply_to` a reply is refused);
+- a reply goes to a thread's first comment only (`in_reply_to` a reply is refused), and a
+  review comment is edited (`PATCH /pulls/comments/{id}`) only by its own author;
 - GraphQL answers `reviewThreads` (with `isResolved`, `isOutdated`, `resolvedBy`, comments
   and their 👎 reactions) and `resolveReviewThread`; anything else gets GraphQL's error shape.
 
 Test helpers on the fake: `resolve_thread(...)` as a person, `react_to_review_comment(...)`,
+`delete_review_comment(...)` as its author would (the thread's replies stay, pointing at it),
 `push_pull(...)` (moves the head like a push and returns a `synchronize` payload),
 `submit_review(...)` (a person's review with inline comments, each its own thread, and the
 `pull_request_review.submitted` payload GitHub sends for it). `GET .../reviews/{id}/comments`
@@ -261,6 +263,22 @@ def review_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler
         )
         return ok(comment, 201)
 
+    async def update_comment(ctx: Ctx) -> Response:
+        cid = ctx.number("comment_id")
+        comment = fake.review_comment_by_id.get(cid)
+        if comment is None or fake.review_comment_pull.get(cid, ("", 0))[0] != ctx.fr.full_name:
+            raise FakeError(404, "Not Found")
+        if comment["user"]["login"] != fake.bot_login:
+            raise FakeError(403, "Resource not accessible by integration")
+        text = body_field(ctx, "body")
+        if not isinstance(text, str) or not text.strip():
+            raise FakeError(422, "Invalid request: 'body' wasn't supplied.")
+        if len(text) > 65536:
+            raise FakeError(422, "Unprocessable Entity: body is too long (maximum is 65536)")
+        comment["body"] = text
+        comment["updated_at"] = iso()
+        return ok(comment)
+
     async def graphql(ctx: Ctx) -> Response:
         data = ctx.json if isinstance(ctx.json, dict) else {}
         query = data.get("query")
@@ -372,8 +390,22 @@ def review_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler
             "token",
             reply,
         ),
+        ("PATCH", r + "/pulls/comments/{comment_id:int}", "token", update_comment),
         ("POST", "/graphql", "token", graphql),
     ]
+
+
+def delete_review_comment(fake: FakeGitHub, comment_id: int) -> None:
+    """Delete review comment `comment_id` as its author would on GitHub: it leaves the
+    pull request's list and its thread; replies to it stay, still naming it in
+    `in_reply_to_id`, and take no reply themselves."""
+    full, number = fake.review_comment_pull.pop(comment_id)
+    fake.review_comment_by_id.pop(comment_id)
+    comments = fake.repos[full].review_comments[number]
+    comments[:] = [c for c in comments if c["id"] != comment_id]
+    for thread in fake.threads.values():
+        if comment_id in thread["comments"]:
+            thread["comments"].remove(comment_id)
 
 
 async def push_pull(

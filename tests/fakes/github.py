@@ -59,7 +59,7 @@ from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
 from tests.fakes._github_openapi import Violation
 from tests.fakes._github_pulls import build_pull, close_pull
-from tests.fakes._github_reviews import push_pull, submit_review
+from tests.fakes._github_reviews import delete_review_comment, push_pull, submit_review
 from tests.fakes._github_routes import build_routes
 from tests.fakes._github_state import (
     DOCS,
@@ -358,6 +358,10 @@ class FakeGitHub:
                 "json": {"id": rid, "user": user_json(user), "content": content},
             }
         )
+
+    def delete_review_comment(self, comment_id: int) -> None:
+        """Delete a review comment as its author would (its replies stay)."""
+        delete_review_comment(self, comment_id)
 
     async def push_pull(self, owner: str, repo: str, number: int, sha: str) -> dict[str, Any]:
         """Move a pull's head to `sha`; returns the `synchronize` payload GitHub would send."""

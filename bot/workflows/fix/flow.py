@@ -14,6 +14,11 @@
    the installation token as an HTTP header (never forced, never to the default branch or a
    fork) and opens a draft pull request, asking the requester to review it.
 
+Asked in a pull request review thread (`bot.workflows.thread_context`), the thread is the
+request: its comments, its code and, for the app's own thread, the finding are in the
+context, the answer is a reply in the thread, and the app's own thread is resolved once the
+commit is on the pull request's head (`bot.workflows.fix.thread`).
+
 A follow-up (a maintainer's `decide` on a BLOCKED fix, `resume_fix`) runs with the blocked
 run's arguments, unchanged so its read-only calls replay, plus the decision, from the commit
 the blocked run started on.
@@ -27,6 +32,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from bot.github.errors import GitHubError, RateLimited
 from bot.log import get_logger
 from bot.publish.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
@@ -36,9 +43,11 @@ from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.decide.handler import Resumed
 from bot.workflows.fix import gitops
 from bot.workflows.fix import workflow as fix_workflow
+from bot.workflows.fix.thread import THREAD_ARG, close_own_thread, thread_args
 from bot.workflows.instructions import with_instructions
 from bot.workflows.review.runner import reclaim_run
 from bot.workflows.review.suggest import check_commit
+from bot.workflows.thread_context import IN_THREAD, thread_request, with_thread
 from policies.budget import stopped_summary
 from policies.config import FixConfig, RepoConfig
 from policies.decide import Refused, approved_by, no_arguments
@@ -202,6 +211,12 @@ async def run_fix(
     outcome, _ = await fix_outcome(
         ex, client, trigger, run, payload, publisher, started, ex.repo_config
     )
+    record = await anyio.to_thread.run_sync(ex.store.get_run, run.id)
+    if record is not None and record.args:
+        # Asked in the app's own thread: resolved now that the fix is on the head.
+        await close_own_thread(
+            client, trigger, record.args, outcome, store=ex.store, bot_login=ex.bot_login
+        )
     await ex.publish(publisher, run.id, outcome)
 
 
@@ -264,7 +279,7 @@ async def fix_outcome(
             args = {**stored, "decision": dict(resume.decision)}
         else:
             args = await _arguments(
-                client, trigger, run, payload, publisher, default, config, start
+                ex, client, trigger, run, payload, publisher, default, config, start
             )
             args.update(extra or {})
         bound_git = git_dir
@@ -307,6 +322,7 @@ async def fix_outcome(
 
 
 async def _arguments(
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     run: RunRecord,
@@ -327,13 +343,23 @@ async def _arguments(
     )
     if context.comments_fetched:
         publisher.know_comments(context.comments)
+    # Asked in a review thread: the thread is the request (`bot.workflows.fix.thread`).
+    context, thread = await with_thread(
+        client, trigger, payload, context, store=ex.store, bot_login=ex.bot_login
+    )
     kind = "pull request" if trigger.target_kind == "pull_request" else "issue"
+    question = sanitize(trigger.args)
+    extra: dict[str, Any] = {}
+    if thread is not None:
+        question = thread_request(thread, question)
+        extra[THREAD_ARG] = thread_args(thread, bot_login=ex.bot_login)
     return {
-        "target": f"{kind} #{trigger.number}",
+        **extra,
+        "target": f"{kind} #{trigger.number}" + (IN_THREAD if thread is not None else ""),
         "kind": trigger.target_kind,
         "fence": context.fence,
         "context": await with_instructions(client, context.text, context.fence),
-        "question": sanitize(trigger.args),
+        "question": question,
         "fix_config": config.model_dump(),
         "fix_start": start,
         "requester": _requester(payload, trigger.actor),

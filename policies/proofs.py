@@ -36,15 +36,15 @@ __all__ = [
     "ProofCandidate",
     "ProofOutcome",
     "ProofPlan",
-    "ProofStatus",
     "ProofRun",
+    "ProofStatus",
+    "command_for_tests",
     "counts_line",
     "outcome",
     "plan_proofs",
     "posted_inline",
     "proof_key",
     "provable",
-    "command_for_tests",
 ]
 
 PROVEN_CATEGORIES = frozenset({"bug", "security", "error-handling", "concurrency"})
@@ -201,7 +201,9 @@ def counts_line(statuses: Sequence[ProofStatus]) -> str:
     """The summary's line of proof counts ("" when nothing could be proven)."""
     if not statuses:
         return ""
-    n = {s: sum(1 for x in statuses if x == s) for s in ("reproduced", "not_reproduced", "not_tried")}
+    n = {
+        s: sum(1 for x in statuses if x == s) for s in ("reproduced", "not_reproduced", "not_tried")
+    }
     return (
         f"**Proofs:** {n['reproduced']} reproduced · {n['not_reproduced']} not reproduced · "
         f"{n['not_tried']} not tried"

@@ -7,13 +7,13 @@ import pytest
 from policies.proofs import (
     ProofCandidate,
     ProofRun,
+    command_for_tests,
     counts_line,
     outcome,
     plan_proofs,
     posted_inline,
     proof_key,
     provable,
-    command_for_tests,
 )
 
 
@@ -55,9 +55,7 @@ def test_plan_without_a_command_tries_nothing() -> None:
 def test_plan_leaves_out_findings_already_raised() -> None:
     found = [_c(0, "high", title="Mean divides by zero"), _c(1, "high")]
     known = [("a.py", "mean divide by zero0"), ("b.py", "t1")]
-    plan = plan_proofs(
-        found, test_command="x", prove_severity="high", max_proofs=5, known=known
-    )
+    plan = plan_proofs(found, test_command="x", prove_severity="high", max_proofs=5, known=known)
     assert plan.prove == (1,) and plan.not_tried == {}
 
 

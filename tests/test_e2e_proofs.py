@@ -29,7 +29,7 @@ pytestmark = [
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
-MEAN_TEST = f'''import unittest
+MEAN_TEST = f"""import unittest
 
 from calc import ops
 
@@ -38,7 +38,7 @@ class MeanOfEmptyList(unittest.TestCase):
     def test_mean_of_empty_list(self) -> None:
         print("debug {TOKEN}")
         self.assertEqual(ops.mean([]), 0.0)
-'''
+"""
 
 SINGLE_TEST = """import unittest
 

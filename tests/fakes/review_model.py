@@ -255,7 +255,6 @@ class ReviewModel:
             return tool_call("commit", {"message": f"Fix: {finding['title']}"})
         return text("Committed the fix.")
 
-
     def _rule_of(self, prompt: str) -> Rule | None:
         finding = json.loads(prompt.split("Finding (JSON):", 1)[1].split("\n", 2)[1])
         return next((r for r in self.rules if r.title == finding.get("title")), None)

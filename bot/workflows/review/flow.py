@@ -215,7 +215,7 @@ async def run_review(
 
             async def run_test(
                 commit: str, test_path: str, fix: proofs.Fix | None
-            ) -> proofs.TestReport:
+            ) -> proofs.ProofReport:
                 return await proofs.run_proof_test(
                     proof_dir,
                     head=proof_head,

@@ -5,7 +5,7 @@ Phase "Prove" of the review workflow (`prove_findings`), for the findings
 
 1. an implementer in its own worktree at the head writes the smallest test that should fail
    because of the finding, commits it, and names the test file and the test;
-2. the runner's `TestRunner` (bound to the mirror, `run_proof_test`) checks that the commit
+2. the runner's `ProofTestRunner` (bound to the mirror, `run_proof_test`) checks that the commit
    sits on the head and changes that one file only (a test that edits the code it tests
    proves nothing), then runs `review.test_command` in the sandbox on a scratch checkout of
    it, within `review.check_timeout`; when the finding carries a fix, the fix is applied to
@@ -111,7 +111,7 @@ class Fix:
 
 
 @dataclass(frozen=True, slots=True)
-class TestReport:
+class ProofReport:
     """What running a proof's test did: `problem` when it was not run at all."""
 
     on_head: ProofRun | None = None
@@ -121,7 +121,7 @@ class TestReport:
     problem: str = ""
 
 
-TestRunner = Callable[[str, str, "Fix | None"], Awaitable[TestReport]]
+ProofTestRunner = Callable[[str, str, "Fix | None"], Awaitable[ProofReport]]
 """`(commit, test path, fix)`: the proof's test run (bound by the review's flow)."""
 
 
@@ -154,16 +154,16 @@ async def run_proof_test(
     commit: str,
     test_path: str,
     fix: Fix | None,
-) -> TestReport:
+) -> ProofReport:
     """Step 2 of the module docstring."""
     if commit == head or not await is_ancestor(git_dir, head, commit):
-        return TestReport(problem="the test is not a commit on top of the reviewed head")
+        return ProofReport(problem="the test is not a commit on top of the reviewed head")
     changed = await _changed_paths(git_dir, head, commit)
     if changed != [test_path]:
-        return TestReport(problem="the test's commit changes other files than its test file")
+        return ProofReport(problem="the test's commit changes other files than its test file")
     source = (await read_file(git_dir, commit, test_path) or "")[:SOURCE_CAP]
     if not await anyio.to_thread.run_sync(lambda: sandbox.probe_sandbox().ok):
-        return TestReport(ProofRun(None, SANDBOX_MISSING), source=source)
+        return ProofReport(ProofRun(None, SANDBOX_MISSING), source=source)
     line = command_for_tests(command, [test_path])
     try:
         async with scratch_checkout(git_dir, commit) as tree:
@@ -185,9 +185,9 @@ async def run_proof_test(
                 else:
                     fixed = ProofRun(None, "the finding's fix could not be applied")
     except CheckoutFailed as exc:
-        return TestReport(ProofRun(None, str(exc)), source=source)
+        return ProofReport(ProofRun(None, str(exc)), source=source)
     tail = "\n".join(first.output.rstrip("\n").split("\n")[-OUTPUT_LINES:])[-OUTPUT_TAIL:]
-    return TestReport(_run_of(first), redact(tail), fixed, redact(source))
+    return ProofReport(_run_of(first), redact(tail), fixed, redact(source))
 
 
 def _finding_json(f: ReviewFinding) -> dict[str, Any]:
@@ -204,7 +204,7 @@ async def prove_findings(
     verified: list[ReviewFinding],
     settings: Mapping[str, Any],
     *,
-    run_test: TestRunner | None,
+    run_test: ProofTestRunner | None,
     pr: str,
     fence: str,
     context: str,
@@ -245,7 +245,7 @@ async def prove_findings(
                 out[i] = {**reused, "key": key}
                 return
             if wf.budget_reached() is not None or run_test is None:
-                why = "the run's budget was reached" if run_test else "no sandbox to run it in"
+                why = "the run's budget was reached" if run_test else "no test can run here"
                 out[i] = {"status": "not_tried", "reason": why}
                 return
             out[i] = {
@@ -264,7 +264,7 @@ async def _prove_one(
     wf: Workflow,
     f: ReviewFinding,
     finding: dict[str, Any],
-    run_test: TestRunner,
+    run_test: ProofTestRunner,
     command: str,
     pr: str,
     fence: str,

@@ -38,7 +38,7 @@ from typing import Any
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt, plain
 from bot.workflows.language import language_note
-from bot.workflows.review.proofs import TestRunner, prove_findings
+from bot.workflows.review.proofs import ProofTestRunner, prove_findings
 from bot.workflows.schemas import (
     RecheckReport,
     ReviewFinding,
@@ -187,7 +187,7 @@ def _finding_json(f: ReviewFinding) -> dict[str, Any]:
 
 
 async def workflow(
-    wf: Workflow, args: dict[str, Any], *, run_test: TestRunner | None = None
+    wf: Workflow, args: dict[str, Any], *, run_test: ProofTestRunner | None = None
 ) -> dict[str, Any]:
     review = args["review"]
     fence = str(args["fence"])

@@ -2,7 +2,7 @@
 
 Pure functions. A reproduced finding's comment says "Reproduced: `<test>` fails on `<sha>`",
 then a collapsed block with the test and the failure's last lines, each a plain code block
-(no info string, defused: no hidden comment, mention or closing keyword can come out of what
+(no info string, fences inside made plain and defused: no hidden comment, mention or closing keyword can come out of what
 the test printed); the publisher redacts the whole comment on the way out. A finding whose
 test did not reproduce it says so with the reason. The summary lists the findings
 `review.require_proof` kept from the inline comments.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.publish.markdown_out import END_COLLAPSIBLE, collapsible
-from policies.untrusted_text import code_span, defuse, untrusted
+from policies.untrusted_text import code_span, untrusted
 
 MAX_LISTED = 50
 CACHED_SOURCE = 1500
@@ -23,7 +23,7 @@ CACHED_OUTPUT = 1000
 
 
 @dataclass(frozen=True, slots=True)
-class Tested:
+class ProofShown:
     """A finding's proof as the app shows it."""
 
     status: str
@@ -34,7 +34,7 @@ class Tested:
     head: str = ""
 
 
-def tested_of(raw: object) -> Tested | None:
+def proof_shown(raw: object) -> ProofShown | None:
     """The proof the workflow returned for one finding (None: it had none)."""
     if not isinstance(raw, Mapping) or raw.get("status") not in (
         "reproduced",
@@ -42,7 +42,7 @@ def tested_of(raw: object) -> Tested | None:
         "not_tried",
     ):
         return None
-    return Tested(
+    return ProofShown(
         status=str(raw["status"]),
         reason=" ".join(str(raw.get("reason") or "").split())[:300],
         test=" ".join(str(raw.get("test") or "").split())[:300],
@@ -63,7 +63,7 @@ def cached(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _plain_block(text: str) -> str:
-    body = defuse(text.rstrip("\n")) or "(nothing)"
+    body = untrusted(text.rstrip("\n")) or "(nothing)"
     longest = max((len(run) for run in _runs(body)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}\n{body}\n{ticks}"
@@ -80,7 +80,7 @@ def _runs(text: str) -> list[str]:
     return [*runs, current] if current else runs
 
 
-def comment_lines(t: Tested) -> list[str]:
+def comment_lines(t: ProofShown) -> list[str]:
     """The lines a finding's comment gains from its proof (Markdown, cleaned by the caller)."""
     if t.status == "reproduced":
         lines = [f"**Reproduced:** {code_span(t.test)} fails on {code_span(t.head[:12])}."]
@@ -95,7 +95,9 @@ def comment_lines(t: Tested) -> list[str]:
     return []
 
 
-def not_reproduced_list(findings: Sequence[tuple[str, int, int, str, str, Tested | None]]) -> str:
+def not_reproduced_list(
+    findings: Sequence[tuple[str, int, int, str, str, ProofShown | None]],
+) -> str:
     """The summary's list of the findings `review.require_proof` kept from the inline
     comments: (path, start, end, severity, title, proof) each; "" for none."""
     if not findings:

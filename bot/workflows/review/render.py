@@ -23,7 +23,7 @@ from bot.publish.markdown_out import (
     collapsible,
 )
 from bot.publish.render import run_marker
-from bot.workflows.review.proof_text import Tested, comment_lines
+from bot.workflows.review.proof_text import ProofShown, comment_lines
 from policies.untrusted_text import code_span, untrusted
 
 FINDING_MARKER = "<!-- bot:finding={} -->"
@@ -46,7 +46,7 @@ class Shown:
     suggestion: str | None = None
     proof: str = ""
     ci_agrees: tuple[str, ...] = ()  # other Apps' checks that flagged these lines
-    tested: Tested | None = None  # its proof by a failing test (`bot.workflows.review.proofs`)
+    tested: ProofShown | None = None  # its proof by a failing test (`bot.workflows.review.proofs`)
 
 
 def finding_of(body: str | None) -> str | None:

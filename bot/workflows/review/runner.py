@@ -36,7 +36,7 @@ from bot.workflows.review import diffs, fates
 from bot.workflows.review.budget import budget_line, budget_of
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.workflows.review.noise import not_inline_list
-from bot.workflows.review.proof_text import cached, not_reproduced_list, tested_of
+from bot.workflows.review.proof_text import cached, not_reproduced_list, proof_shown
 from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.workflows.review.suggest import prove_suggestion, reclaim
@@ -342,7 +342,7 @@ async def conclude(
             )
             text, proof = proven.text, proven.reason
         raw_proof = raw.get("proof")
-        tested = tested_of(raw_proof)
+        tested = proof_shown(raw_proof)
         if (
             isinstance(raw_proof, dict)
             and tested is not None

@@ -32,6 +32,7 @@ from typing import Literal
 from policies.review_state import normalize_title
 
 __all__ = [
+    "NOT_STARTED",
     "PROVEN_CATEGORIES",
     "ProofCandidate",
     "ProofOutcome",

@@ -45,6 +45,7 @@ from bot.workflows.review.suggest import (
 )
 from bot.workflows.schemas import ReviewFinding
 from policies.proofs import (
+    NOT_STARTED,
     ProofCandidate,
     ProofRun,
     command_for_tests,
@@ -295,7 +296,7 @@ async def _prove_one(
     if (
         report.on_head is not None
         and report.on_head.failed
-        and report.on_head.exit_code not in (126, 127)
+        and report.on_head.exit_code not in NOT_STARTED
     ):
         ruled = await wf.agent(
             context_prompt(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.publish.markdown_out import END_COLLAPSIBLE, collapsible
+from policies.proofs import ProofStatus
 from policies.untrusted_text import code_span, untrusted
 
 MAX_LISTED = 50
@@ -26,7 +27,7 @@ CACHED_OUTPUT = 1000
 class ProofShown:
     """A finding's proof as the app shows it."""
 
-    status: str
+    status: ProofStatus
     reason: str
     test: str = ""
     source: str = ""
@@ -36,14 +37,13 @@ class ProofShown:
 
 def proof_shown(raw: object) -> ProofShown | None:
     """The proof the workflow returned for one finding (None: it had none)."""
-    if not isinstance(raw, Mapping) or raw.get("status") not in (
-        "reproduced",
-        "not_reproduced",
-        "not_tried",
-    ):
+    if not isinstance(raw, Mapping):
+        return None
+    status = raw.get("status")
+    if status != "reproduced" and status != "not_reproduced" and status != "not_tried":
         return None
     return ProofShown(
-        status=str(raw["status"]),
+        status=status,
         reason=" ".join(str(raw.get("reason") or "").split())[:300],
         test=" ".join(str(raw.get("test") or "").split())[:300],
         source=str(raw.get("source") or "")[:4000],

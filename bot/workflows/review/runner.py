@@ -351,7 +351,7 @@ async def conclude(
         ):
             proofs[str(raw_proof["key"])] = cached(raw_proof)
         if proving and provable(category, severity, prove_severity=config.prove_severity):
-            statuses.append(tested.status if tested is not None else "not_tried")  # type: ignore[arg-type]
+            statuses.append(tested.status if tested is not None else "not_tried")
         shown.append(
             Shown(
                 fingerprint=cand.fingerprint,
@@ -395,7 +395,7 @@ async def conclude(
         if not posted_inline(
             s.category,
             s.severity,
-            status,  # type: ignore[arg-type]
+            status,
             require_proof=config.require_proof,
             prove_severity=config.prove_severity,
         ):

@@ -7,20 +7,26 @@ runs it in the sandbox on the head, it fails with ZeroDivisionError, the verifie
 this is the finding, and with the finding's fix applied it passes: "Reproduced". A second,
 wrong finding (that `mean` of one value is wrong) gets a test that passes on the head: not
 reproduced, and with `review.require_proof` not posted inline but listed in the summary. A
-`review full` of the same head proves nothing again. One server serves the module; the tests
-run in order.
+`review full` of the same head proves nothing again, and `@app fix` on the pull request
+pushes the fix with the reproducing test in its commit, after running it. One server serves
+the module; the tests run in order.
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from bot.agents.sandbox import probe_sandbox
 from tests.e2e_world import ADMIN_AND_WRITER, ReviewWorld, review_world
-from tests.fakes.review_model import ProofScript, ReviewModel, Rule
+from tests.fakes.fix_model import Edit, FixModel
+from tests.fakes.llm import Reply
+from tests.fakes.review_model import ProofScript, ReviewModel, Rule, user_prompt
+from tests.review._calc import snapshot
 
 pytestmark = [
     pytest.mark.slow,
@@ -77,12 +83,32 @@ review:
 """
 
 
+OPS = str(snapshot("head1")["calc/ops.py"])
+OPS_FIXED = OPS.replace(
+    "    return div(total, len(values))", "    return div(total, len(values)) if values else 0.0"
+)
+
+
+@dataclass
+class ReviewAndFix(ReviewModel):
+    """The review's fake model, and the fix's for the fix's prompts."""
+
+    fixer: FixModel = field(
+        default_factory=lambda: FixModel([Edit("empty list", {"calc/ops.py": OPS_FIXED})])
+    )
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if user_prompt(body).startswith(("Plan the change", "Make the change", "Check this")):
+            return self.fixer(body)
+        return super().__call__(body)
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewWorld]:
     root = tmp_path_factory.mktemp("proofs-e2e")
     with review_world(
         root,
-        ReviewModel(RULES),
+        ReviewAndFix(RULES),
         permissions=ADMIN_AND_WRITER,
         default_files={".github/bot.yml": CONFIG},
     ) as w:
@@ -140,3 +166,30 @@ def test_a_re_review_of_the_same_head_proves_nothing_again(world: ReviewWorld) -
     assert status == "succeeded", world.log.read_text()[-3000:]
     assert world.model.calls["review"] > reviews  # the unit was reviewed again
     assert world.model.calls["prove"] == proofs and world.model.calls["ruling"] == rulings
+
+
+def test_a_fix_of_the_pull_request_carries_the_reproducing_test(world: ReviewWorld) -> None:
+    guid = world.command("@repo-agent fix mean on an empty list")
+    run_id, status = world.finished(guid)
+    assert status == "succeeded", world.log.read_text()[-4000:]
+    new = [p for p in world.fake.repos["octo/hello"].pulls.values() if p["base"]["ref"] == "topic"]
+    (fix_pull,) = new
+    branch = fix_pull["head"]["ref"]
+
+    def show(*what: str) -> str:
+        return subprocess.run(
+            ["git", f"--git-dir={world.calc.git_dir}", "show", *what],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    # One commit on the pull request's head: the fix and the test that reproduced the bug.
+    assert show(f"{branch}~1").startswith(f"commit {world.calc.head1}")
+    assert show(f"{branch}:calc/ops.py") == OPS_FIXED
+    test = show(f"{branch}:tests/test_proof_mean.py")
+    assert "def test_mean_of_empty_list" in test and TOKEN not in test
+    assert "tests/test_proof_one.py" not in show("--stat", "--format=", branch)
+    (outcome,) = world.query("SELECT outcome FROM runs WHERE id = ?", run_id)[0]
+    assert "**Reproducing tests:** `tests/test_proof_mean.py` added;" in outcome
+    assert "passed" in outcome

@@ -20,8 +20,9 @@ the planted non-bug was reproduced (it must not be) or posted inline (it must no
 `require_proof`), the review's wall time and input tokens with and without proofs, and per
 proven finding the wall time and tokens added. The last line is the verdict.
 
-A pull request whose planted head the sandbox's `python3` cannot import (starlette of 2018
-on Python 3.11) is skipped and says so: no test can run its code.
+A pull request whose planted head the sandbox's `python3` cannot import is skipped and says
+so: no test can run its code (the oldest starlette imports `aiofiles` or `requests` when the
+package is imported, and the sandbox has only the system's Python without them).
 
     .venv/bin/python bench/proofs.py [--bundle PATH --prs PATH] [--limit N]
 """
@@ -246,7 +247,7 @@ async def bench(bundle: Path, prs: list[dict[str, Any]], workdir: Path) -> int:
                     continue
                 imports = await check_commit(bare, planted, IMPORTS, time_limit=60, keep=300)
                 if not imports.passed:
-                    # Code of 2018 that Python 3.11 cannot import: no test can run it.
+                    # A package the sandbox's python3 cannot import: no test can run it.
                     print(
                         f"PR {pr['pr']}: skipped, `{IMPORTS}` fails: {imports.output.strip()[-120:]}"
                     )

@@ -10,7 +10,9 @@
    approved (`policies.decide.approved_by`, from the blocked run's stored report: nothing
    for free text or a model's option); anything beyond them stops with a new BLOCKED report
    and nothing is pushed. It makes one commit of the change with the requester's
-   `Co-authored-by` trailer, runs `fix.check_command` on it in the sandbox, pushes it with
+   `Co-authored-by` trailer (on a pull request, with the tests that reproduced its review's
+   findings: `bot.workflows.fix.proof_tests`, which must pass), runs `fix.check_command` on
+   it in the sandbox, pushes it with
    the installation token as an HTTP header (never forced, never to the default branch or a
    fork) and opens a draft pull request, asking the requester to review it.
 
@@ -41,7 +43,7 @@ from bot.publish.render import Progress
 from bot.runs.context import default_branch_of, fetch_context, sanitize
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.decide.handler import Resumed
-from bot.workflows.fix import gitops
+from bot.workflows.fix import gitops, proof_tests
 from bot.workflows.fix import workflow as fix_workflow
 from bot.workflows.fix.thread import THREAD_ARG, close_own_thread, thread_args
 from bot.workflows.instructions import with_instructions
@@ -49,7 +51,7 @@ from bot.workflows.review.runner import reclaim_run
 from bot.workflows.review.suggest import check_commit
 from bot.workflows.thread_context import IN_THREAD, thread_request, with_thread
 from policies.budget import stopped_summary
-from policies.config import FixConfig, RepoConfig
+from policies.config import FixConfig, RepoConfig, ReviewConfig
 from policies.decide import Refused, approved_by, no_arguments
 from policies.fix import (
     CheckResult,
@@ -265,7 +267,8 @@ async def fix_outcome(
     details: RunDetails | None = None
     git_dir: Path | None = None
     try:
-        config = (await read_config(client)).fix
+        repo_config = await read_config(client)
+        config = repo_config.fix
         default = default_branch_of(payload) or (await client.get_repo()).default_branch
         branches: dict[str, str] = {}
         target = await _target(ex, client, trigger, default, branches)
@@ -308,7 +311,16 @@ async def fix_outcome(
         place = Place(git_dir, start, target, default, listed)
         approved = resume.approved if resume is not None else frozenset()
         outcome = await _conclude(
-            ex, client, trigger, finished, facts, args, place, config, approved=approved
+            ex,
+            client,
+            trigger,
+            finished,
+            facts,
+            args,
+            place,
+            config,
+            approved=approved,
+            review_config=repo_config.review,
         )
     except RateLimited:
         raise
@@ -382,6 +394,7 @@ async def _conclude(
     config: FixConfig,
     *,
     approved: frozenset[AskedRisk] = frozenset(),
+    review_config: ReviewConfig | None = None,
 ) -> Outcome:
     """Turn the workflow's result into an outcome, pushing and opening the PR when it is done.
 
@@ -462,6 +475,30 @@ async def _conclude(
         name=bot_name,
         email=f"{bot_name}@users.noreply.github.com",
     )
+    proof_line = ""
+    proving = review_config.test_command if review_config is not None else None
+    if trigger.target_kind == "pull_request" and review_config is not None and proving:
+        tests = await proof_tests.reproduced_tests(
+            ex.store, trigger.repo_full_name, trigger.number, start, bot_login=ex.bot_login
+        )
+        if tests:
+            sha = await proof_tests.with_tests(
+                git_dir, sha, tests, name=bot_name, email=f"{bot_name}@users.noreply.github.com"
+            )
+            ran = await proof_tests.tests_pass(
+                git_dir, sha, list(tests), proving, time_limit=review_config.check_timeout
+            )
+            names = ", ".join(code_span(p) for p in sorted(tests))
+            if not ran.passed:
+                lines = [
+                    f"The fix does not pass the test{'s' if len(tests) > 1 else ''} that "
+                    f"reproduced the review's findings ({names}): {ran.what}. Nothing was pushed.",
+                    "",
+                    summary,
+                    *patch_section(diff),
+                ]
+                return mapped({**base, "status": "no_changes", "summary": "-"}, "\n".join(lines))
+            proof_line = f"**Reproducing tests:** {names} added; {ran.what}."
     check: CheckResult | None = None
     check_line = "No check command is configured (`fix.check_command` in `.github/bot.yml`)."
     if config.check_command:
@@ -471,6 +508,8 @@ async def _conclude(
         check = CheckResult(config.check_command, done.exit_code, config.check_timeout)
         check_line = f"**Check:** {done.what}."
     lines = [summary or "The change is in the commit below.", "", check_line]
+    if proof_line:
+        lines += ["", proof_line]
     if reviewed:
         lines += ["", "**Review**", "", *reviewed]
 

@@ -27,6 +27,7 @@ maintainer's `decide` resumes it (`resume_review`, in `bot.workflows.decide.flow
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ from bot.publish.render import Progress
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.decide.handler import Resumed
 from bot.workflows.instructions import read_instructions
-from bot.workflows.review import diffs, linked, runner
+from bot.workflows.review import diffs, linked, proofs, runner
 from bot.workflows.review import instructions as review_instructions
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import load_state, mirror_line
@@ -161,9 +162,18 @@ async def resume_review(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
 
     recorded = dict(fu.args)
     review_args = {**recorded["review"], "suggest": 0, "done": {}}
+    if isinstance(review_args.get("prove"), dict):
+        # The blocked run's proofs are in the memory now: none is proven twice.
+        review_args["prove"] = {**review_args["prove"], "proved": state.proofs}
+    run_test = proofs.bound_runner(
+        git_dir,
+        head=saved.head,
+        command=config.test_command or "",
+        time_limit=float(config.check_timeout),
+    )
     details = await ex.run_workflow(
         review_workflow.meta,
-        review_workflow.workflow,
+        functools.partial(review_workflow.workflow, run_test=run_test),
         {**recorded, "review": review_args, "decision": fu.decision},
         git_dir=git_dir,
         base=saved.head,

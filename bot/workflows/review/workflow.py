@@ -14,6 +14,9 @@ reviewer reports at most `max_findings` candidates (its schema says so, and the 
 any excess), and the run keeps at most as many in all, the most severe first.
 Phase "Re-check": one verifier rules whether each earlier open finding whose lines changed is
 still present.
+Phase "Prove": the verified findings a test can show, at least `review.prove_severity`
+severe, get a failing test written, run and ruled on (`bot.workflows.review.proofs`; the
+runner binds `run_test`, which runs the test in the sandbox).
 Phase "Suggest": for the verified findings that carry a small replacement (most severe first,
 at most `suggest`), an implementer in its own worktree applies the fix and commits it; the
 runner then proves the commit (it applies, stays in the commented lines, passes the check).
@@ -38,6 +41,7 @@ from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt, plain
 from bot.workflows.decide.note import decision_context
 from bot.workflows.language import language_note
+from bot.workflows.review.proofs import ProofTestRunner, prove_findings
 from bot.workflows.schemas import (
     RecheckReport,
     ReviewFinding,
@@ -51,7 +55,7 @@ from policies.budget import BUDGET_REACHED
 meta = WorkflowMeta(
     name="review",
     description="Review a pull request's changes, verify every finding, prove suggested fixes.",
-    phases=("Review", "Re-check", "Suggest", "Summarize"),
+    phases=("Review", "Re-check", "Prove", "Suggest", "Summarize"),
 )
 
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
@@ -185,7 +189,9 @@ def _finding_json(f: ReviewFinding) -> dict[str, Any]:
     return f.model_dump(exclude_none=True)
 
 
-async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
+async def workflow(
+    wf: Workflow, args: dict[str, Any], *, run_test: ProofTestRunner | None = None
+) -> dict[str, Any]:
     review = args["review"]
     fence = str(args["fence"])
     context = str(args["context"])
@@ -304,6 +310,20 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         else:
             wf.log(f"re-check failed: {checked.error}")
 
+    proofs: dict[int, dict[str, Any]] = {}
+    proving = review.get("prove")
+    if isinstance(proving, dict) and verified:
+        proofs = await prove_findings(
+            wf,
+            verified,
+            proving,
+            run_test=run_test,
+            pr=pr,
+            fence=fence,
+            context=context,
+            known=[k for k in known if isinstance(k, dict)],
+        )
+
     suggestions: dict[int, dict[str, Any]] = {}
     tries = int(review.get("suggest") or 0)
     fixable = sorted(
@@ -347,7 +367,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         "assumptions": [],
         "review": {
             "findings": [
-                {**_finding_json(f), "suggestion": suggestions.get(i)}
+                {**_finding_json(f), "suggestion": suggestions.get(i), "proof": proofs.get(i)}
                 for i, f in enumerate(verified)
             ],
             "candidates": candidates_total,

@@ -97,6 +97,7 @@ class _Comment(_Model):
     diff_hunk: Lenient[str] = None
     updated_at: Lenient[str] = None
     submitted_at: Lenient[str] = None  # a review's (it has no updated_at)
+    state: Lenient[str] = None  # a review's
 
 
 class _App(_Model):
@@ -223,6 +224,7 @@ def _event(name: str, delivery_id: str, p: _Payload) -> Event:
         repositories_added=_full_names(p.repositories_added),
         repositories_removed=_full_names(p.repositories_removed),
         merged=bool(pr.merged) if pr else False,
+        review_state=p.review.state if name == "pull_request_review" and p.review else None,
     )
 
 

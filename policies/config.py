@@ -200,6 +200,25 @@ class ReviewConfig(_Section):
         max_length=50,
         description="Instructions for the review of the files that `paths` match only.",
     )
+    prove_severity: Literal["critical", "high", "medium", "low", "info"] = Field(
+        default="high",
+        description="Prove verified findings of the categories a test can show (bug, "
+        "security, error-handling, concurrency) at least this severe with a failing test.",
+    )
+    test_command: str | None = Field(
+        default=None,
+        max_length=500,
+        description="The command that runs a proof's test, sandboxed and offline, e.g. "
+        "`pytest -q {tests}` (`{tests}`: the test files); none: nothing is proven.",
+    )
+    require_proof: bool = Field(
+        default=False,
+        description="Post findings that could be proven inline only when their test "
+        "reproduced them; the others are listed in the summary as not reproduced.",
+    )
+    max_proofs: int = Field(
+        default=5, ge=0, le=20, description="Findings to prove per review, the most severe first."
+    )
 
 
 class TriageConfig(_Section):
@@ -286,6 +305,13 @@ class FixConfig(_Section):
         ge=0,
         le=1_000_000,
         description="Deleted lines a fix may make in total before it needs a decision.",
+    )
+    max_iterations: int = Field(
+        default=5,
+        ge=0,
+        le=100,
+        description="Commits a writer's reviews may ask for on one of the app's own pull "
+        "requests; past it, a note and nothing more.",
     )
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "approved_by",
     "choose",
     "decision_args",
+    "head_moved",
     "no_answer",
     "no_arguments",
     "not_resumable",
@@ -47,6 +48,7 @@ MAX_ANSWER = 1_000
 """Characters of a free-text answer kept: it goes into a prompt and a comment."""
 
 _NUMBER = re.compile(r"#?([0-9]{1,6})[.)]?")
+_NOT_HEX = re.compile(r"[^0-9a-f]")
 _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb"}
 # Options that ask for the person's own words: choosing them by number says nothing.
 _OPEN_OPTIONS = frozenset({OTHER_OPTION.lower(), PROVIDE_OPTION.lower()})
@@ -183,6 +185,23 @@ def not_resumable(workflow: str, app_slug: str) -> Refused:
     return Refused(
         f"Runs of `{_flat(workflow)[:40]}` cannot be resumed by `decide` yet: give the command "
         f"again with your answer in it, or see `@{app_slug} help`."
+    )
+
+
+def _short(sha: str) -> str:
+    return _NOT_HEX.sub("", sha.lower())[:12]
+
+
+def head_moved(run_id: str, *, asked_at: str, head: str, app_slug: str) -> Refused:
+    """The reply when the pull request's head moved since review run `run_id` stopped to ask:
+    its question was about the code at `asked_at`, so nothing is resumed (a decision about one
+    version of the code is not applied to another); a review of the new head answers again."""
+    return Refused(
+        f"The question of run `{run_id}` was asked about `{_short(asked_at)}`, and the pull "
+        f"request's head has moved to `{_short(head)}` since, so nothing was resumed: a "
+        f"decision about one version of the code is not applied to another. Comment "
+        f"`@{app_slug} review` to review the new head; if it stops to ask again, answer its "
+        "question."
     )
 
 

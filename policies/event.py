@@ -60,6 +60,9 @@ class Event:
     GitHub resets the suite at every request to run a check again, so this moves with each."""
     merged: bool = False
     """`pull_request.closed`: whether the pull request was merged (closed without it: False)."""
+    review_state: str | None = None
+    """`pull_request_review`: the review's state as the webhook writes it (`changes_requested`,
+    `commented`, `approved`, `dismissed`)."""
 
 
 class SkipReason(StrEnum):

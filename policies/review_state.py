@@ -113,6 +113,9 @@ class ReviewState(BaseModel):
     summary: str = Field(default="", max_length=6000)
     """The advisor's last summary of the pull request, shown again by a follow-up review
     that found nothing new (it makes no advisor call)."""
+    proofs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """The outcomes of the last reviewed head's proofs (`policies.proofs`), by proof key (the
+    head, the finding, the test command): a review that meets the same key reuses one."""
 
     @property
     def last_head(self) -> str | None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from policies import iterate
 from policies.commands import UNKNOWN, Command, parse_command, parse_forget
 from policies.config import RepoConfig
 from policies.config_notice import CHECK, NOTICE, REPLY
 from policies.decide import parse_answer
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
+from policies.iterate import ITERATE, Iteration
 from policies.rerun import CHECK_EVENTS, check_workflow
 
 __all__ = [
@@ -167,13 +169,31 @@ def _command_skip(command: Command, event: Event, config: RepoConfig) -> Skip | 
     return None
 
 
+def _iteration(config: RepoConfig, iteration: Iteration) -> Request:
+    """A writer's review of (or words to) the app's own pull request: one more commit
+    (`policies.iterate`), as a `fix` run that only writers can start."""
+    off = not config.fix.enabled or (iteration.source == "comment" and not config.commands.enabled)
+    return Request(
+        workflow="fix",
+        args=iteration.text,
+        command=ITERATE,
+        needs_permission=True,
+        then=Skip(SkipReason.WORKFLOW_DISABLED, "fix", {"command": ITERATE}) if off else None,
+    )
+
+
 def on_comment(event: Event, config: RepoConfig, app_slug: str) -> Request | Skip:
     """A comment or review was posted: run the command it gives the app, if any."""
+    command = None
+    if event.comment_body:
+        command = parse_command(
+            event.comment_body, app_slug=app_slug, slash_commands=config.slash_commands
+        )
+    iteration = iterate.asked(event, command, app_slug=app_slug)
+    if iteration is not None:
+        return _iteration(config, iteration)
     if not event.comment_body:
         return Skip(SkipReason.NOT_ADDRESSED, "empty comment")
-    command = parse_command(
-        event.comment_body, app_slug=app_slug, slash_commands=config.slash_commands
-    )
     if command is None:
         return Skip(SkipReason.NOT_ADDRESSED)
     if not config.commands.enabled:

@@ -199,6 +199,13 @@ class AgentRuntime:
             ],
             transcript=Transcript(),
         )
+        state.transcript.offered(
+            system,
+            [
+                {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+                for spec in specs
+            ],
+        )
         state.transcript.add("user", call.prompt, model=model, tools=sorted(offered))
         effort = call.effort or call.agent_type.effort
         price = self.prices.get(model)

@@ -1,4 +1,5 @@
-"""A bounded record of one agent's conversation: the first entry plus the newest, capped."""
+"""A bounded record of one agent's conversation: what it was offered (the system prompt and the
+tools' specifications, each under its own cap), the first entry plus the newest, capped."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from typing import Any
 ENTRY_CAP = 4 * 1024
 TOTAL_CAP = 64 * 1024
 MAX_ENTRIES = 200
+SYSTEM_CAP = 32 * 1024
+"""Characters of the system prompt kept (it is the app's own text, written per agent type)."""
+DESCRIPTION_CAP = 2 * 1024
+"""Characters of one tool's description kept; its parameters' schema is kept whole."""
 
 
 def clip(text: str, cap: int = ENTRY_CAP) -> str:
@@ -33,6 +38,7 @@ class Transcript:
         self.total_cap = total_cap
         self.max_entries = max_entries
         self._first: dict[str, Any] | None = None
+        self._offered: dict[str, Any] | None = None
         self._rest: list[dict[str, Any]] = []
         self._size = 0
         self.dropped = 0
@@ -57,8 +63,22 @@ class Transcript:
             self._size -= _size(self._rest.pop(0))
             self.dropped += 1
 
+    def offered(self, system: str, tools: list[dict[str, Any]]) -> None:
+        """Record the system prompt and the tools offered (`name`, `description`,
+        `parameters` each): the entry `{"role": "system", ...}` that leads the transcript."""
+        self._offered = {
+            "role": "system",
+            "content": clip(system, SYSTEM_CAP),
+            "tools": [
+                {**tool, "description": clip(str(tool.get("description", "")), DESCRIPTION_CAP)}
+                for tool in tools
+            ],
+        }
+
     def entries(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [] if self._first is None else [self._first]
+        out: list[dict[str, Any]] = [] if self._offered is None else [self._offered]
+        if self._first is not None:
+            out.append(self._first)
         if self.dropped:
             out.append({"role": "note", "content": f"{self.dropped} older entries dropped"})
         return out + list(self._rest)

@@ -48,6 +48,9 @@ log = get_logger("bot.engine")
 TRANSCRIPT_ENTRIES = 40
 TRANSCRIPT_ENTRY_CHARS = 8 * 1024
 TRANSCRIPTS_TOTAL = 16 * 1024 * 1024
+OFFERED_CHARS = 128 * 1024
+"""The cap of a transcript's leading `system` entry: the system prompt (32 KiB at most) and
+the tools' specifications with their schemas."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,24 +68,28 @@ class RunConfig:
 
 
 def _bounded_transcript(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The first entry plus the newest, each capped; and the size that takes in JSON."""
+    """The first entry plus the newest, each capped; and the size that takes in JSON. A
+    leading `system` entry (what the agent was offered, `bot.agents.transcript`) is kept
+    besides, under its own cap (OFFERED_CHARS)."""
+    head = 2 if entries and entries[0].get("role") == "system" else 1
     kept = (
         entries
-        if len(entries) <= TRANSCRIPT_ENTRIES
-        else [entries[0], *entries[-(TRANSCRIPT_ENTRIES - 1) :]]
+        if len(entries) <= TRANSCRIPT_ENTRIES + head - 1
+        else [*entries[:head], *entries[-(TRANSCRIPT_ENTRIES - 1) :]]
     )
     out: list[dict[str, Any]] = []
     size = 0
-    for entry in kept:
+    for n, entry in enumerate(kept):
+        cap = OFFERED_CHARS if head == 2 and n == 0 else TRANSCRIPT_ENTRY_CHARS
         try:
             text = artifacts.dumps(entry)
         except (TypeError, ValueError):
             text = repr(entry)
-            entry = {"unserializable": text[:TRANSCRIPT_ENTRY_CHARS]}
-        if len(text) > TRANSCRIPT_ENTRY_CHARS:
-            entry = {"truncated": text[:TRANSCRIPT_ENTRY_CHARS]}
+            entry = {"unserializable": text[:cap]}
+        if len(text) > cap:
+            entry = {"truncated": text[:cap]}
         out.append(entry)
-        size += min(len(text), TRANSCRIPT_ENTRY_CHARS)
+        size += min(len(text), cap)
     return out, size
 
 

@@ -333,6 +333,13 @@ class InstallationClient:
         pages = self._pages(rest.async_list_review_comments, items_of(ReviewComment), number)
         return await pages.collect()
 
+    async def list_review_comments_of(self, number: int, review_id: int) -> list[ReviewComment]:
+        """The inline comments of one review (`GET .../reviews/{review_id}/comments`), all
+        pages; replies in its threads written later are not among them."""
+        rest = self._rest.pulls
+        request = rest.async_list_comments_for_review
+        return await self._pages(request, items_of(ReviewComment), number, review_id).collect()
+
     async def create_review(
         self,
         number: int,
@@ -379,6 +386,13 @@ class InstallationClient:
             return reply(self.owner, self.repo, number, comment_id, body=body)
 
         return await self._create(ReviewComment, send, find)
+
+    async def update_review_comment(self, comment_id: int, body: str) -> ReviewComment:
+        """Edit one of the app's own review comments (a reply in a thread included)."""
+        call = self._rest.pulls.async_update_review_comment(
+            self.owner, self.repo, comment_id, body=body
+        )
+        return model_of(ReviewComment, await answer(call))
 
     async def graphql(
         self, query: str, variables: Mapping[str, Any], *, mutation: bool = False

@@ -22,6 +22,13 @@ once, so the person who asked sees at once that the app heard. For pull requests
 goes `in_progress` -> `completed` with the outcome's conclusion (or is created `completed` when
 the run ended before its first progress write), found by `external_id` (the run id) first.
 
+Review threads. A command written in a pull request review comment is answered in that
+thread (`bot.publish.thread_reply`, `policies.thread_target`): the run's comment is one reply
+under the thread's first comment, edited as the run goes, never sticky; when the thread can
+take no reply (its first comment was deleted), the answer goes to the conversation, opening
+with a line that says why. `review` is answered with the pull request's review wherever it
+was asked.
+
 Lookups cost API calls, so a caller that already knows the issue's comments (from the context,
 or because the payload says there are none and this is the run's first attempt) passes them in
 `known_comments`, and `known_fresh_checks=True` skips the check-run lookup the same way.
@@ -42,8 +49,10 @@ from bot.publish.render import (
     render_outcome,
     render_progress,
 )
+from bot.publish.thread_reply import ThreadReply, with_note
 from bot.redact import redact
 from policies.outcome import Outcome, check_conclusion
+from policies.thread_target import answers_in_thread, top_level_note
 
 if TYPE_CHECKING:
     from bot.github.client import InstallationClient
@@ -143,6 +152,20 @@ class Publisher:
         self._acknowledged = False
         self._check_done = False
         self._conclusion: str | None = None
+        self.thread: ThreadReply | None = None
+        """The run's reply in the review thread the command was written in, if it was."""
+        if (
+            command_comment_kind == "review_comment"
+            and command_comment_id is not None
+            and answers_in_thread(kind)
+        ):
+            self.thread = ThreadReply(
+                client,
+                number=number,
+                comment_id=command_comment_id,
+                bot_login=bot_login,
+                run_id=run_id,
+            )
         self.hold_comment = False
         """Progress goes to the check run only: the comment is written by `finish` alone, so a
         run that ends up posting nothing (a quiet review) leaves it as it was."""
@@ -154,7 +177,8 @@ class Publisher:
 
     @property
     def sticky(self) -> bool:
-        return is_sticky(self.kind)
+        """One comment per issue and kind; never for an answer in a review thread."""
+        return is_sticky(self.kind) and self.thread is None
 
     async def acknowledge(self) -> None:
         """React 👀 on the command's comment; a failure here is logged, not fatal.
@@ -184,6 +208,18 @@ class Publisher:
 
     async def _write(self, body: str) -> None:
         body = self._redact(body)
+        thread = self.thread
+        if thread is not None and thread.reason is None:
+            if body == self._last_body:
+                return
+            reply = await thread.write(body)
+            if reply is not None:
+                self.comment_id, self.comment_url = reply.id, reply.html_url or None
+                self._last_body = body
+                self._last_edit = self._clock()
+                return
+        if thread is not None and thread.reason is not None:
+            body = with_note(body, top_level_note(thread.reason, thread.link))
         if body == self._last_body:
             return
         if self.comment_id is None:
@@ -295,19 +331,19 @@ class Publisher:
         """A model-free reply, rendered by `render_help`, `render_status` or `render_stop`."""
         await self._write(body)
 
-    async def amend(self, outcome: Outcome, *, answered: str) -> bool:
+    async def amend(self, outcome: Outcome, *, answered: str, hidden: str = "") -> bool:
         """Edit this run's finished comment to show it was answered (`render_outcome`'s
         `answered`); False when the comment is gone. Only the comment with this run's marker
-        is edited, never a sticky one of a later run, and none is ever created."""
+        is edited, never a sticky one of a later run, and none is ever created. `hidden` is
+        appended as `finish` appends it (a review's memory line must stay the last line)."""
         comments = self._known
         if comments is None:
             comments = await self.client.list_issue_comments(self.number)
         found = find_run_comment(comments, bot_login=self.bot_login, run_id=self.run_id)
         if found is None:
             return False
-        body = self._redact(
-            render_outcome(outcome, sticky=self.sticky, kind=self.kind, answered=answered)
-        )
+        body = render_outcome(outcome, sticky=self.sticky, kind=self.kind, answered=answered)
+        body = self._redact(f"{body}\n{hidden}" if hidden else body)
         if found.body != body:
             await self.client.update_issue_comment(found.id, body)
         self.comment_id, self.comment_url = found.id, found.html_url or None

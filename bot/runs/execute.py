@@ -62,9 +62,11 @@ from bot.runs.progress import Tracker, clean_model_text, usage_of
 from bot.runs.replies import answer_command, answer_unknown
 from bot.store.queue.base import Deferred, GiveUp
 from bot.store.queue.fence import fence_lost
+from bot.store.records import PUBLISHED_ARTIFACT
 from bot.store.sqlite import REPORTER_REPLY, BodyMissing
 from bot.workflows import MODEL_FREE, get_workflow
 from bot.workflows.instructions import with_instructions
+from bot.workflows.thread_context import IN_THREAD, with_thread
 from policies.budget import BudgetLimits, run_limits, stopped_summary
 from policies.command_rate import ANSWER, WINDOW_S, limit_reply
 from policies.config import RepoConfig, parse_repo_config
@@ -466,6 +468,10 @@ class RunExecutor:
             )
             if context.comments_fetched:
                 publisher.know_comments(context.comments)
+            # Asked in a review thread: that thread, its code and the app's finding first.
+            context, thread = await with_thread(
+                client, trigger, payload, context, store=self.store, bot_login=self.bot_login
+            )
             if publisher.check_name and publisher.head_sha is None:
                 publisher.head_sha = context.head_sha  # a command on a PR: the head from the API
             first = Progress(run_id=run.id, workflow=trigger.workflow, phases=_titles(meta))
@@ -474,7 +480,8 @@ class RunExecutor:
             if triage:
                 repo_labels = await label_names(client)
             args = {
-                "target": f"{'pull request' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}",
+                "target": f"{'pull request' if trigger.target_kind == 'pull_request' else 'issue'} #{trigger.number}"
+                + (IN_THREAD if thread is not None else ""),
                 "kind": trigger.target_kind,
                 "fence": context.fence,
                 "context": await with_instructions(client, context.text, context.fence),
@@ -662,6 +669,11 @@ class RunExecutor:
         marker); `conclusion` overrides the check run's conclusion."""
         await self.record(run_id, PUBLISHING, outcome)
         await publisher.finish(outcome, hidden=hidden, conclusion=conclusion)
+        if publisher.comment_url:
+            posted = json.dumps({"comment_url": publisher.comment_url})
+            await anyio.to_thread.run_sync(
+                self.store.put_artifact, run_id, PUBLISHED_ARTIFACT, posted
+            )
         await self.record(run_id, outcome.status, outcome)
 
     async def repo_config(self, client: InstallationClient) -> RepoConfig:

@@ -39,6 +39,7 @@ from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason, JobContext
 
 from bot.log import bound, get_logger
+from bot.runs.heartbeat import beat_forever
 from bot.runs.worker import (
     WATCHED_POLL_INTERVAL,
     Worker,
@@ -91,6 +92,7 @@ class ProcrastinatePool:
                 extra={"worker_id": worker.worker_id, "tasks": worker.concurrency},
             )
             async with anyio.create_task_group() as tasks:
+                tasks.start_soon(beat_forever, worker.store, worker.worker_id, worker.held_runs)
                 tasks.start_soon(self._engine, engine)
                 tasks.start_soon(self._recover_forever)
                 for job in worker.hooks.background:

@@ -19,6 +19,7 @@ from bot import metrics
 from bot.events import parse_event
 from bot.github.errors import AccessRevoked, RateLimited
 from bot.log import bound, get_logger
+from bot.runs.heartbeat import beat_forever
 from bot.runs.lifecycle import Access, InFlight, RunStopper, apply_change, finish_cancelled
 from bot.store.contract import REPORTER_REPLY, BodyMissing, DeliveryRecord, RunRecord, Storage
 from bot.store.queue.base import (
@@ -232,6 +233,10 @@ class Worker:
             raise TypeError(f"a {type(self.queue).__name__} claims no jobs; its runner does")
         return self.queue
 
+    def held_runs(self) -> list[str]:
+        """The runs this pool's jobs work on now (its heartbeat says so)."""
+        return [run for inflight in list(self._inflight.values()) for run in inflight.run_ids]
+
     def wake(self, new_jobs: int = 1) -> None:
         """Stop idling: new jobs were committed. Call from the worker's event loop."""
         if self._wakeup is not None:
@@ -250,6 +255,7 @@ class Worker:
             extra={"worker_id": self.worker_id, "tasks": self.concurrency},
         )
         async with anyio.create_task_group() as tasks:
+            tasks.start_soon(beat_forever, self.store, self.worker_id, self.held_runs)
             for n in range(self.concurrency):
                 tasks.start_soon(self._loop, f"{self.worker_id}/{n}")
             for job in self.hooks.background:

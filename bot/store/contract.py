@@ -34,8 +34,10 @@ from bot.store.records import (
     repository_of,
     run_record,
 )
+from bot.store.workers import WorkerBeats
 from policies.lifecycle import InstallationState
 from policies.outcome import OUTCOME_STATUSES
+from policies.ui_queue import StateCount
 
 __all__ = [
     "DELIVERY_COLUMNS",
@@ -146,7 +148,7 @@ def storable_params(params: Sequence[object]) -> Sequence[object]:
     return [storable(p) if isinstance(p, str) else p for p in params]
 
 
-class Storage(FindingFates, Learnings, ABC):
+class Storage(FindingFates, WorkerBeats, Learnings, ABC):
     """The bot's database, whichever backend holds it. Safe to share between threads."""
 
     _rowid: ClassVar[str]
@@ -159,6 +161,10 @@ class Storage(FindingFates, Learnings, ABC):
     """A query of (delivery_id, status, attempts, max_attempts, last_error) of the delivery
     jobs of the deliveries in `{marks}`, status and attempts in the JobQueue's words (the
     job table is the backend's queue's)."""
+    _queue_states: ClassVar[str]
+    """A query of (workflow, state, jobs, oldest enqueued at) over the unfinished and dead
+    jobs, its one parameter the time now; states as `policies.ui_queue` names them, the
+    workflow '' while a job's delivery is undecided."""
 
     def __init__(self, *, where: str, clock: Callable[[], float] = time.time) -> None:
         self.where = where
@@ -882,6 +888,37 @@ class Storage(FindingFates, Learnings, ABC):
             )
         return None if row is None else self._readable(row)
 
+    def deliveries_by_guid(self, guids: Sequence[str]) -> dict[str, tuple[DeliveryRecord, bool]]:
+        """The deliveries of `guids` that are stored, by GUID, each with whether its body could
+        be read (when not, its body is empty)."""
+        out: dict[str, tuple[DeliveryRecord, bool]] = {}
+        with self._session() as db:
+            for start in range(0, len(guids), _BATCH):
+                part = list(guids[start : start + _BATCH])
+                rows = db.all(
+                    f"SELECT {DELIVERY_COLUMNS}, {self._body_columns} FROM deliveries"
+                    f" WHERE guid IN ({_marks(len(part))})",
+                    part,
+                )
+                for row in rows:
+                    record, readable = self._readable(row)
+                    out[record.guid] = (record, readable)
+        return out
+
+    def artifact_of_runs(self, run_ids: Sequence[str], name: str) -> dict[str, str]:
+        """The artifact `name` of each of `run_ids` that has one, by run id."""
+        out: dict[str, str] = {}
+        with self._session() as db:
+            for start in range(0, len(run_ids), _BATCH):
+                part = list(run_ids[start : start + _BATCH])
+                rows = db.all(
+                    "SELECT run_id, body FROM run_artifacts"
+                    f" WHERE name = ? AND run_id IN ({_marks(len(part))})",
+                    [name, *part],
+                )
+                out.update((str(r[0]), str(r[1])) for r in rows)
+        return out
+
     def delivery_jobs(self, guids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """The job of each delivery that has one, by GUID: (guid, status, attempts,
         max_attempts, last error)."""
@@ -890,6 +927,20 @@ class Storage(FindingFates, Learnings, ABC):
         with self._session() as db:
             rows = db.all(self._delivery_jobs.format(marks=_marks(len(guids))), guids)
         return {str(row[0]): row for row in rows}
+
+    def queue_states(self) -> list[StateCount]:
+        """The jobs not done, counted per (workflow, state) (`policies.ui_queue`)."""
+        with self._session() as db:
+            rows = db.all(self._queue_states, (self.clock(),))
+        return [
+            StateCount(
+                workflow=str(r[0] or ""),
+                state=str(r[1]),
+                jobs=int(r[2]),
+                oldest_enqueued=None if r[3] is None else float(r[3]),
+            )
+            for r in rows
+        ]
 
     def runs_newest_first(
         self,

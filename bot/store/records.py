@@ -155,3 +155,8 @@ def json_object(value: object) -> dict[str, Any] | None:
 
 def optional_str(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+PUBLISHED_ARTIFACT = "published.json"
+"""The run artifact naming what the run posted on GitHub (`{"comment_url": ...}`), written once
+its outcome is there; the operator page links to it."""

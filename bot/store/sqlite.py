@@ -29,6 +29,7 @@ from bot.store.contract import (
 from bot.store.findings import SQLITE_TABLE as FINDINGS_TABLE
 from bot.store.learnings import SQLITE_TABLE as LEARNINGS_TABLE
 from bot.store.segments import SegmentError, bodies_dir, read_body
+from bot.store.workers import SQLITE_TABLE as WORKER_BEATS
 
 __all__ = [
     "MIGRATIONS",
@@ -250,6 +251,7 @@ MIGRATIONS: tuple[str, ...] = (
     FINDINGS_TABLE,
     BUDGET_LEDGER,
     AUTO_REVIEWS,
+    WORKER_BEATS,
     LEARNINGS_TABLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -323,6 +325,14 @@ class Store(Storage):
     _delivery_jobs = (
         "SELECT delivery_id, status, attempts, max_attempts, last_error FROM jobs"
         " WHERE kind = 'delivery' AND delivery_id IN ({marks})"
+    )
+
+    _queue_states = (
+        "SELECT coalesce(d.workflow, ''), CASE WHEN j.status = 'queued' AND j.attempts > 0"
+        " THEN 'failed' WHEN j.status = 'queued' AND j.run_after > ? THEN 'deferred'"
+        " ELSE j.status END, count(*), min(j.created_at)"
+        " FROM jobs AS j LEFT JOIN deliveries AS d ON d.guid = j.delivery_id"
+        " WHERE j.status IN ('queued', 'running', 'dead') GROUP BY 1, 2"
     )
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:

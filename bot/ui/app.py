@@ -24,6 +24,7 @@ from typing import Any
 import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
@@ -43,6 +44,8 @@ from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
 from policies.outcome import OUTCOME_STATUSES
 from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
 from policies.ui_pages import BadParameter, count, decode_cursor, page_size, plain_text
+from policies.ui_queue import SILENT_AFTER_S, STATES
+from policies.ui_search import MAX_QUERY, parse_search
 
 log = get_logger(__name__)
 HERE = Path(__file__).parent
@@ -132,7 +135,7 @@ class OperatorPage:
         async def guarded(request: Request) -> Response:
             session = await self.gate.session(request)
             if session is None:
-                if request.url.path.endswith("/live"):
+                if _is_live(request.url.path):
                     return JSONResponse({"error": "sign in first"}, status_code=401)
                 return RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
             texts = [*request.path_params.values(), *request.query_params.values()]
@@ -195,11 +198,7 @@ class OperatorPage:
 
     async def deliveries(self, request: Request, session: Session) -> Response:
         q = request.query_params
-        wanted = queries.DeliveryFilter(
-            event=q.get("event", "").strip()[:100],
-            repo=q.get("repo", "").strip()[:200],
-            decision=q.get("decision", "") if q.get("decision", "") in queries.DECISIONS else "",
-        )
+        wanted = _delivery_filter(q)
         size = page_size(q.get("size"))
         page = await anyio.to_thread.run_sync(
             queries.deliveries_page, self.store, wanted, decode_cursor(q.get("before")), size
@@ -213,7 +212,29 @@ class OperatorPage:
             decisions=queries.DECISIONS,
             size=size,
             first=not q.get("before"),
+            app_slug=self.settings.app_slug,
+            refresh=_refresh_url("deliveries", request),
         )
+
+    async def deliveries_live(self, request: Request, session: Session) -> Response:
+        """The first page of the deliveries list, its rows only, for the page's poll."""
+        q = request.query_params
+        wanted = _delivery_filter(q)
+        size = page_size(q.get("size"))
+        page = await anyio.to_thread.run_sync(
+            queries.deliveries_page, self.store, wanted, None, size
+        )
+        return await self._rows(
+            "_delivery_rows.html", request, session, page=page, app_slug=self.settings.app_slug
+        )
+
+    async def _rows(
+        self, name: str, request: Request, session: Session, **context: Any
+    ) -> Response:
+        html = await anyio.to_thread.run_sync(
+            functools.partial(self.render, name, request, session, **context)
+        )
+        return JSONResponse({"html": html}, headers={"cache-control": "no-store"})
 
     async def delivery(self, request: Request, session: Session) -> Response:
         guid = request.path_params["guid"]
@@ -227,18 +248,15 @@ class OperatorPage:
 
     async def runs(self, request: Request, session: Session) -> Response:
         q = request.query_params
-        wanted = queries.RunFilter(
-            repo=q.get("repo", "")[:200],
-            workflow=q.get("workflow", "")[:100],
-            status=q.get("status", "")[:30],
-        )
+        wanted = _run_filter(q)
         size, before = page_size(q.get("size")), decode_cursor(q.get("before"))
 
-        def read() -> tuple[queries.Page[Any], tuple[list[str], list[str]]]:
+        def read() -> tuple[queries.Page[Any], tuple[list[str], list[str]], dict[str, Any]]:
             page = queries.runs_page(self.store, wanted, before, size)
-            return page, queries.run_choices(self.store)
+            contexts = queries.runs_context(self.store, page.rows)
+            return page, queries.run_choices(self.store), contexts
 
-        page, (repos, workflows) = await anyio.to_thread.run_sync(read)
+        page, (repos, workflows), contexts = await anyio.to_thread.run_sync(read)
         return await self.page(
             "runs.html",
             request,
@@ -251,6 +269,73 @@ class OperatorPage:
             ended=OUTCOME_STATUSES,
             now=time.time(),
             first=not q.get("before"),
+            contexts=contexts,
+            refresh=_refresh_url("runs", request),
+        )
+
+    async def runs_live(self, request: Request, session: Session) -> Response:
+        """The first page of the runs list, its rows only, for the page's poll."""
+        q = request.query_params
+        wanted = _run_filter(q)
+        size = page_size(q.get("size"))
+
+        def read() -> tuple[queries.Page[Any], dict[str, Any]]:
+            page = queries.runs_page(self.store, wanted, None, size)
+            return page, queries.runs_context(self.store, page.rows)
+
+        page, contexts = await anyio.to_thread.run_sync(read)
+        return await self._rows(
+            "_run_rows.html",
+            request,
+            session,
+            page=page,
+            contexts=contexts,
+            ended=OUTCOME_STATUSES,
+            now=time.time(),
+        )
+
+    # -- the queue and the workers -------------------------------------------------------
+
+    async def queue(self, request: Request, session: Session) -> Response:
+        """Jobs per workflow by state with the oldest wait, and the workers' heartbeats."""
+        view = await anyio.to_thread.run_sync(queries.queue_view, self.store)
+        return await self.page(
+            "queue.html",
+            request,
+            session,
+            view=view,
+            states=STATES,
+            silent_after=SILENT_AFTER_S,
+            refresh=f"{PREFIX}/live/queue",
+        )
+
+    async def queue_live(self, request: Request, session: Session) -> Response:
+        view = await anyio.to_thread.run_sync(queries.queue_view, self.store)
+        return await self._rows(
+            "_queue.html", request, session, view=view, states=STATES, silent_after=SILENT_AFTER_S
+        )
+
+    # -- search --------------------------------------------------------------------------
+
+    async def search(self, request: Request, session: Session) -> Response:
+        """One box for a GUID, a run id, `owner/repo#n` or an issue's URL: a delivery or a run
+        found opens its page; a target lists its runs (`policies.ui_search`)."""
+        text = request.query_params.get("q", "")[:MAX_QUERY]
+        wanted = parse_search(text)
+
+        found = await anyio.to_thread.run_sync(queries.search, self.store, wanted)
+        if found.page is not None:
+            return RedirectResponse(f"{PREFIX}{found.page}", status_code=303)
+        return await self.page(
+            "search.html",
+            request,
+            session,
+            q=text,
+            wanted=wanted,
+            runs=found.runs,
+            contexts=found.contexts,
+            ended=OUTCOME_STATUSES,
+            now=time.time(),
         )
 
     async def run(self, request: Request, session: Session) -> Response:
@@ -375,6 +460,11 @@ class OperatorPage:
             Route("/sign-out", s(self.sign_out), methods=["POST"]),
             Route("/", s(self.deliveries), methods=["GET"]),
             Route("/deliveries", s(self.deliveries), methods=["GET"]),
+            Route("/live/deliveries", s(self.deliveries_live), methods=["GET"]),
+            Route("/live/runs", s(self.runs_live), methods=["GET"]),
+            Route("/search", s(self.search), methods=["GET"]),
+            Route("/queue", s(self.queue), methods=["GET"]),
+            Route("/live/queue", s(self.queue_live), methods=["GET"]),
             Route("/deliveries/{guid}", s(self.delivery), methods=["GET"]),
             Route("/runs", s(self.runs), methods=["GET"]),
             Route("/runs/{run_id}", s(self.run), methods=["GET"]),
@@ -389,6 +479,38 @@ class OperatorPage:
 
 
 MAX_FORM = 4096
+
+
+def _delivery_filter(q: QueryParams) -> queries.DeliveryFilter:
+    decision = q.get("decision", "")
+    return queries.DeliveryFilter(
+        event=q.get("event", "").strip()[:100],
+        repo=q.get("repo", "").strip()[:200],
+        decision=decision if decision in queries.DECISIONS else "",
+    )
+
+
+def _run_filter(q: QueryParams) -> queries.RunFilter:
+    return queries.RunFilter(
+        repo=q.get("repo", "")[:200],
+        workflow=q.get("workflow", "")[:100],
+        status=q.get("status", "")[:30],
+    )
+
+
+def _is_live(path: str) -> bool:
+    """Whether `path` is one the page's script polls (answered 401, not redirected)."""
+    return path.endswith("/live") or f"{PREFIX}/live/" in path
+
+
+def _refresh_url(kind: str, request: Request) -> str | None:
+    """The URL a list's first page polls for its rows (None past the first page: a page of
+    older rows stays as it was read)."""
+    if request.query_params.get("before"):
+        return None
+    keep = {k: v for k, v in request.query_params.items() if k != "before"}
+    query = urllib.parse.urlencode(keep)
+    return f"{PREFIX}/live/{kind}" + (f"?{query}" if query else "")
 
 
 async def _form(request: Request) -> dict[str, str]:

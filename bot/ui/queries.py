@@ -10,17 +10,29 @@ that ran on another machine shows the same.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import orjson
 
 from bot.store.contract import DeliveryRecord, Storage
 from bot.store.records import DECISIONS as DECISIONS  # the filter's choices, named by the store
-from bot.store.records import RunRecord, optional_str
+from bot.store.records import PUBLISHED_ARTIFACT, RunRecord, optional_str
+from policies.outcome import OUTCOME_STATUSES
+from policies.ui_context import Context, context_of
 from policies.ui_costs import DAY, RunCost, Usage
 from policies.ui_pages import Cursor, encode_cursor
+from policies.ui_queue import (
+    QueueLine,
+    WorkerBeat,
+    held_by_silent,
+    is_silent,
+    queue_lines,
+    totals,
+)
+from policies.ui_search import Guid, RunId, Search, Target
 
 T = TypeVar("T")
 MAX_SCAN = 5000
@@ -55,6 +67,10 @@ class DeliveryRow:
     max_attempts: int | None
     last_error: str | None
     runs: tuple[RunRecord, ...]
+
+    def context(self, app_slug: str | None = None) -> Context:
+        """Who sent it, the command a comment gave, its issue's or pull request's title."""
+        return context_of(self.delivery.event, self.payload, app_slug)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,3 +246,94 @@ def artifact_json(store: Storage, run_id: str, name: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What the runs list shows of a run beside its record."""
+
+    title: str | None
+    actor: str | None
+    outcome: str | None
+    """The outcome kind (one of OUTCOME_STATUSES) once the run ended."""
+    posted: str | None
+    """The URL of what the run posted on GitHub, once it did."""
+    silent_worker: WorkerBeat | None = None
+    """The worker that holds the unfinished run and has stopped beating, if one does."""
+
+
+def runs_context(store: Storage, runs: Sequence[RunRecord]) -> dict[str, RunContext]:
+    """The context of each run by id, from its delivery's payload and its artifacts: two
+    queries for the whole page."""
+    deliveries = store.deliveries_by_guid(sorted({r.delivery_id for r in runs}))
+    posted = store.artifact_of_runs([r.id for r in runs], PUBLISHED_ARTIFACT)
+    stalled = held_by_silent(store.worker_beats(), store.clock())
+    out: dict[str, RunContext] = {}
+    for run in runs:
+        found = deliveries.get(run.delivery_id)
+        seen = context_of(found[0].event, _payload(*found)) if found is not None else Context()
+        url = None
+        if run.id in posted:
+            try:
+                data = json.loads(posted[run.id])
+            except ValueError:
+                data = None
+            link = data.get("comment_url") if isinstance(data, dict) else None
+            url = (
+                link if isinstance(link, str) and link.startswith(("https://", "http://")) else None
+            )
+        out[run.id] = RunContext(
+            title=seen.title,
+            actor=seen.sender,
+            outcome=run.status if run.status in OUTCOME_STATUSES else None,
+            posted=url,
+            silent_worker=None if run.status in OUTCOME_STATUSES else stalled.get(run.id),
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    lines: list[QueueLine]
+    totals: dict[str, int]
+    workers: list[tuple[WorkerBeat, bool]]
+    """Each worker and whether it has stopped beating."""
+    now: float
+
+
+def queue_view(store: Storage) -> QueueView:
+    """The queue per workflow and the workers, as the queue page shows them."""
+    now = store.clock()
+    lines = queue_lines(store.queue_states(), now)
+    workers = [(w, is_silent(w, now)) for w in store.worker_beats()]
+    return QueueView(lines=lines, totals=totals(lines), workers=workers, now=now)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a search found: the page to open (a path under the prefix), or the runs of an
+    issue or pull request, newest first, with their context."""
+
+    page: str | None = None
+    runs: list[RunRecord] = field(default_factory=list)
+    contexts: dict[str, RunContext] = field(default_factory=dict)
+
+
+def search(store: Storage, wanted: Search) -> Found:
+    """Look up what `policies.ui_search.parse_search` read; only ever as query parameters."""
+    if isinstance(wanted, RunId):
+        return Found(page=f"/runs/{wanted.run_id}" if store.get_run(wanted.run_id) else None)
+    if isinstance(wanted, Guid):
+        found = store.find_delivery(wanted.guid)
+        return Found(page=f"/deliveries/{urllib.parse.quote(wanted.guid)}" if found else None)
+    if isinstance(wanted, Target):
+        runs = sorted(
+            [
+                *store.runs_on_target(wanted.repo, "issue", wanted.number),
+                *store.runs_on_target(wanted.repo, "pull_request", wanted.number),
+            ],
+            key=lambda r: (r.created_at, r.id),
+            reverse=True,
+        )
+        return Found(runs=runs, contexts=runs_context(store, runs))
+    return Found()

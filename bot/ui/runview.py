@@ -10,6 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bot.agents.toolspecs import STRUCTURED_OUTPUT
 from bot.engine.details import AgentDetails, RunDetails
 from bot.publish.render import render_outcome
 from bot.store.contract import Storage
@@ -19,10 +20,14 @@ from bot.ui.svg import timeline_svg
 from bot.ui.text import Redact, markdown, redact_values
 from policies.outcome import OUTCOME_STATUSES
 from policies.outcome_json import outcome_from_json
+from policies.ui_queue import WorkerBeat, held_by_silent
 from policies.ui_timeline import CallSpan, lay_out
 
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _SUB = re.compile(r"</?sub>")  # the footer's only HTML; the page renders Markdown without HTML
+_SUMMARY = re.compile(r"<details>\s*<summary>(.*?)</summary>", re.DOTALL)
+"""A collapsed section the app wrote (`bot.publish.markdown_out.collapsible`): on the page its
+title is a bold line and its content shown, as the page renders Markdown without HTML."""
 TOOL_RESULT_CAP = 4000
 """Characters of one tool result shown before the rest is folded away."""
 
@@ -47,6 +52,8 @@ class RunView:
     timeline: Markup = field(default_factory=Markup)
     published: Markup | None = None
     report: str | None = None
+    silent_worker: WorkerBeat | None = None
+    """The worker that holds the unfinished run and has stopped beating, if one does."""
 
 
 def read_details(store: Storage, run_id: str) -> RunDetails | None:
@@ -103,6 +110,7 @@ def published(run: RunRecord, redact: Redact) -> Markup | None:
     except ValueError:
         return None
     body = _SUB.sub("", _HTML_COMMENT.sub("", render_outcome(outcome, sticky=False)))
+    body = _SUMMARY.sub(lambda m: f"**{m.group(1).strip()}**", body).replace("</details>", "")
     return markdown(body.strip(), redact)
 
 
@@ -127,6 +135,8 @@ def run_view(
         view.phases = _phases(details)
         timeline = lay_out(spans(details.agents), until)
         view.timeline = timeline_svg(timeline, lambda index: f"/ui/runs/{run.id}/agents/{index}")
+    if not view.ended:
+        view.silent_worker = held_by_silent(store.worker_beats(), store.clock()).get(run.id)
     if not live_only:
         view.published = published(run, redact)
         view.report = store.get_artifact(run.id, "report.md")
@@ -142,13 +152,35 @@ class Turn:
     name: str | None = None
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     note: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """The tools offered (name, description, parameters), on the system entry."""
 
 
-def turns(entries: list[Any]) -> list[Turn]:
-    """Transcript entries (`bot.agents.transcript`) as the page lists them."""
+def turns(entries: list[Any], *, structured_shown: bool = False) -> list[Turn]:
+    """Transcript entries (`bot.agents.transcript`) as the page lists them. With
+    `structured_shown` (the page shows the structured output on its own), the call that
+    handed it in is listed without its arguments, so the output is shown once."""
     out: list[Turn] = []
     for entry in entries:
         if not isinstance(entry, dict):
+            continue
+        if entry.get("role") == "system":
+            offered = entry.get("tools")
+            out.append(
+                Turn(
+                    role="system",
+                    content=str(entry.get("content") or ""),
+                    tools=[
+                        {
+                            "name": str(t.get("name", "")),
+                            "description": str(t.get("description", "")),
+                            "parameters": t.get("parameters"),
+                        }
+                        for t in (offered if isinstance(offered, list) else [])
+                        if isinstance(t, dict)
+                    ],
+                )
+            )
             continue
         if "role" not in entry:
             note = ", ".join(
@@ -165,6 +197,10 @@ def turns(entries: list[Any]) -> list[Turn]:
             for c in entry.get("tool_calls") or []
             if isinstance(c, dict)
         ]
+        if structured_shown:
+            for c in calls:
+                if c["name"] == STRUCTURED_OUTPUT:
+                    c.update(arguments="", below="yes")
         name = entry.get("name") or entry.get("model")
         out.append(
             Turn(
@@ -205,6 +241,9 @@ def agent_view(store: Storage, run: RunRecord, index: int) -> AgentView | None:
         run=run,
         agent=agent,
         record=record,
-        turns=turns(entries if isinstance(entries, list) else []),
+        turns=turns(
+            entries if isinstance(entries, list) else [],
+            structured_shown=record is not None and record.get("structured") is not None,
+        ),
         handoff=handoff if isinstance(handoff, dict) else None,
     )

@@ -58,6 +58,17 @@ def _bar(bar: Bar, scale: float, href: str) -> str:
     )
 
 
+def _tick_label(x: float, text: str) -> str:
+    """A tick's label right of its line, or left of it where it would run past the drawing's
+    right edge (the last tick's, at the end of the span)."""
+    if x + 2 + len(text) * LABEL_CHARS <= WIDTH:
+        return f'<text x="{x + 2:.1f}" y="{AXIS - 8}" class="tick-label">{escape(text)}</text>'
+    return (
+        f'<text x="{x - 2:.1f}" y="{AXIS - 8}" class="tick-label"'
+        f' text-anchor="end">{escape(text)}</text>'
+    )
+
+
 def timeline_svg(timeline: Timeline, href: Callable[[int], str]) -> Markup:
     """One lane per concurrent call; `href(index)` links each bar to its transcript."""
     height = AXIS + max(1, timeline.lanes) * LANE + 4
@@ -72,8 +83,7 @@ def timeline_svg(timeline: Timeline, href: Callable[[int], str]) -> Markup:
         x = tick * scale
         parts.append(
             f'<line x1="{x:.1f}" y1="{AXIS - 4}" x2="{x:.1f}" y2="{height}" class="tick"'
-            ' stroke="#ddd"/>'
-            f'<text x="{x + 2:.1f}" y="{AXIS - 8}" class="tick-label">{_seconds(tick)}</text>'
+            ' stroke="#ddd"/>' + _tick_label(x, _seconds(tick))
         )
         tick += step
     if not timeline.bars:

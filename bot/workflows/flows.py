@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bot.runs.flows import Flows
 from bot.workflows.decide.flow import answer_blocked
-from bot.workflows.fix.flow import run_fix
+from bot.workflows.fix.iterate import fix_or_iterate
 from bot.workflows.review.flow import run_review
 
-FLOWS: Flows = {"review": run_review, "fix": run_fix, "decide": answer_blocked}
+FLOWS: Flows = {"review": run_review, "fix": fix_or_iterate, "decide": answer_blocked}

@@ -62,6 +62,7 @@ async def test_reads_files_and_answers(
     assert fake.bodies[0]["stream"] is stream if stream else "stream" not in fake.bodies[0]
     assert fake.messages(0)[1] == {"role": "user", "content": "Look at the code."}
     assert [e["role"] for e in result.transcript] == [
+        "system",
         "user",
         "assistant",
         "tool",
@@ -303,9 +304,9 @@ async def test_transcript_is_bounded(
     result = await runtime_for(limits=Limits(max_turns=40)).run(invocation(workspace=workspace))
     assert result.error is None
     assert len(json.dumps(result.transcript)) < 80_000  # 30 reads of ~24 KiB each went in
-    assert result.transcript[0]["role"] == "user"
-    assert result.transcript[1]["role"] == "note" and "older entries dropped" in str(
-        result.transcript[1]["content"]
+    assert [e["role"] for e in result.transcript[:2]] == ["system", "user"]
+    assert result.transcript[2]["role"] == "note" and "older entries dropped" in str(
+        result.transcript[2]["content"]
     )
     assert result.transcript[-1] == {"role": "assistant", "content": "end"}
 

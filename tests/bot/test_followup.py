@@ -257,28 +257,39 @@ async def test_a_failed_post_is_retried_without_the_model_and_still_marks_the_qu
     assert done is not None and done.status == "succeeded"
 
 
-async def test_a_blocked_review_cannot_be_resumed_yet(rig: Rig) -> None:
+@pytest.mark.parametrize(
+    ("workflow", "said"),
+    [
+        pytest.param(
+            "nightly", "Runs of `nightly` cannot be resumed by `decide` yet", id="unknown"
+        ),
+        pytest.param("review", "cannot be resumed: it ran before", id="review-without-args"),
+    ],
+)
+async def test_a_blocked_run_decide_cannot_resume_gets_a_reply_and_no_model(
+    rig: Rig, workflow: str, said: str
+) -> None:
     issue = rig.fake.add_issue("octo", "hello", title="Q", body="q")
     review = rig.store.create_run(
         delivery_id="old",
         repo="octo/hello",
         target_kind="issue",
         number=issue["number"],
-        workflow="review",
+        workflow=workflow,
         mode="webhook",
     )
     blocked = {
         "status": "blocked",
         "summary": "s",
         "run_id": review.id,
-        "workflow": "review",
+        "workflow": workflow,
         "blocked": {"decision": "Ship it?", "options": ["yes", "no"], "default": "no"},
     }
     rig.store.update_run(review.id, status="blocked", outcome=blocked)
     rig.command(issue["number"], "@repo-agent decide 1")
     await rig.worker.run_until_idle()
     (reply,) = (str(c["body"]) for c in own_comments(rig, issue["number"]))
-    assert "Runs of `review` cannot be resumed by `decide` yet" in reply
+    assert said in reply
     assert run_of(rig, "guid-1").status == "skipped"
     assert rig.llm.bodies == []
     assert rig.store.answered_by(rig.store.get_run(review.id)) is None  # type: ignore[arg-type]

@@ -7,12 +7,17 @@ As strict as GitHub where the app can get it wrong:
   whole review with a 422 and nothing is stored (GitHub's behaviour, which makes per-comment
   probing a mistake);
 - a `COMMENT` review needs a body or at least one comment;
-- a reply goes to a thread's first comment only (`in_reply_to` a reply is refused);
+- a reply goes to a thread's first comment only (`in_reply_to` a reply is refused), and a
+  review comment is edited (`PATCH /pulls/comments/{id}`) only by its own author;
 - GraphQL answers `reviewThreads` (with `isResolved`, `isOutdated`, `resolvedBy`, comments
   and their 👎 reactions) and `resolveReviewThread`; anything else gets GraphQL's error shape.
 
 Test helpers on the fake: `resolve_thread(...)` as a person, `react_to_review_comment(...)`,
-`push_pull(...)` (moves the head like a push and returns a `synchronize` payload).
+`delete_review_comment(...)` as its author would (the thread's replies stay, pointing at it),
+`push_pull(...)` (moves the head like a push and returns a `synchronize` payload),
+`submit_review(...)` (a person's review with inline comments, each its own thread, and the
+`pull_request_review.submitted` payload GitHub sends for it). `GET .../reviews/{id}/comments`
+lists one review's inline comments, as GitHub does (404 for a review of another pull request).
 """
 
 from __future__ import annotations
@@ -29,6 +34,14 @@ from tests.fakes._github_state import FakeError, FakeRepo, is_sha, iso, user_jso
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
+
+
+_REST_STATES = {
+    "COMMENT": "COMMENTED",
+    "APPROVE": "APPROVED",
+    "REQUEST_CHANGES": "CHANGES_REQUESTED",
+}
+"""A review's `state` as the REST API reports it, by the `event` that submitted it."""
 
 
 def _hunk_index(patch: str, side: str) -> dict[int, int]:
@@ -215,7 +228,7 @@ def review_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler
             "node_id": f"PRR_{rid}",
             "user": user_json(fake.bot_login),
             "body": body,
-            "state": {"COMMENT": "COMMENTED", "APPROVE": "APPROVED"}.get(event, event),
+            "state": _REST_STATES.get(event, event),
             "commit_id": commit,
             "html_url": f"{pull['html_url']}#pullrequestreview-{rid}",
             "submitted_at": iso(),
@@ -249,6 +262,22 @@ def review_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler
             in_reply_to=target["id"],
         )
         return ok(comment, 201)
+
+    async def update_comment(ctx: Ctx) -> Response:
+        cid = ctx.number("comment_id")
+        comment = fake.review_comment_by_id.get(cid)
+        if comment is None or fake.review_comment_pull.get(cid, ("", 0))[0] != ctx.fr.full_name:
+            raise FakeError(404, "Not Found")
+        if comment["user"]["login"] != fake.bot_login:
+            raise FakeError(403, "Resource not accessible by integration")
+        text = body_field(ctx, "body")
+        if not isinstance(text, str) or not text.strip():
+            raise FakeError(422, "Invalid request: 'body' wasn't supplied.")
+        if len(text) > 65536:
+            raise FakeError(422, "Unprocessable Entity: body is too long (maximum is 65536)")
+        comment["body"] = text
+        comment["updated_at"] = iso()
+        return ok(comment)
 
     async def graphql(ctx: Ctx) -> Response:
         data = ctx.json if isinstance(ctx.json, dict) else {}
@@ -339,16 +368,44 @@ def review_routes(fake: FakeGitHub, r: str) -> list[tuple[str, str, str, Handler
             }
         )
 
+    async def review_comments(ctx: Ctx) -> Response:
+        pull_of(ctx)
+        n, rid = ctx.number(), ctx.number("review_id")
+        if all(review["id"] != rid for review in ctx.fr.reviews.get(n, [])):
+            raise FakeError(404, "Not Found")
+        own = [c for c in ctx.fr.review_comments.get(n, []) if c["pull_request_review_id"] == rid]
+        return fake.page(ctx.request, own)
+
     return [
         ("POST", r + "/pulls/{number:int}/reviews", "token", create_review),
+        (
+            "GET",
+            r + "/pulls/{number:int}/reviews/{review_id:int}/comments",
+            "token",
+            review_comments,
+        ),
         (
             "POST",
             r + "/pulls/{number:int}/comments/{comment_id:int}/replies",
             "token",
             reply,
         ),
+        ("PATCH", r + "/pulls/comments/{comment_id:int}", "token", update_comment),
         ("POST", "/graphql", "token", graphql),
     ]
+
+
+def delete_review_comment(fake: FakeGitHub, comment_id: int) -> None:
+    """Delete review comment `comment_id` as its author would on GitHub: it leaves the
+    pull request's list and its thread; replies to it stay, still naming it in
+    `in_reply_to_id`, and take no reply themselves."""
+    full, number = fake.review_comment_pull.pop(comment_id)
+    fake.review_comment_by_id.pop(comment_id)
+    comments = fake.repos[full].review_comments[number]
+    comments[:] = [c for c in comments if c["id"] != comment_id]
+    for thread in fake.threads.values():
+        if comment_id in thread["comments"]:
+            thread["comments"].remove(comment_id)
 
 
 async def push_pull(
@@ -393,4 +450,67 @@ async def push_pull(
             "id": next(i for i, inst in fake.installations.items() if fr.full_name in inst.repos)
         },
         "sender": user_json(pull["user"]["login"]),
+    }
+
+
+def submit_review(
+    fake: FakeGitHub,
+    owner: str,
+    repo: str,
+    number: int,
+    *,
+    user: str,
+    event: str = "REQUEST_CHANGES",
+    body: str = "",
+    comments: list[dict[str, Any]] | None = None,
+    commit: str | None = None,
+) -> dict[str, Any]:
+    """Person `user` submits a review (`REQUEST_CHANGES`, `COMMENT` or `APPROVE`) on pull
+    request `number` with inline `comments` ({path, line, body}), each starting its own
+    thread, on `commit` (default: the head; there each comment must be on a line of the
+    diff, or GitHub's 422 is raised as `FakeError`). Returns the `pull_request_review.submitted`
+    payload, its `review.state` lower-case as webhooks write it (the REST API's is upper)."""
+    fr = fake.repos[f"{owner}/{repo}"]
+    pull = fr.pulls[number]
+    if commit is None or commit == pull["head"]["sha"]:
+        # GitHub refuses a comment off the diff; the head's diff is the one the fake holds.
+        patches = {f["filename"]: f.get("patch") or "" for f in fr.pull_files[number]}
+        for c in comments or []:
+            _validate_comment(c, patches)
+    commit = commit or pull["head"]["sha"]
+    rid = fake._id()
+    state = _REST_STATES.get(event, event)
+    review = {
+        "id": rid,
+        "node_id": f"PRR_{rid}",
+        "user": user_json(user),
+        "body": body,
+        "state": state,
+        "commit_id": commit,
+        "html_url": f"{pull['html_url']}#pullrequestreview-{rid}",
+        "pull_request_url": pull["url"],
+        "author_association": fake._association(fr, user),
+        "submitted_at": iso(),
+        "_links": {
+            "html": {"href": f"{pull['html_url']}#pullrequestreview-{rid}"},
+            "pull_request": {"href": pull["url"]},
+        },
+    }
+    fr.reviews.setdefault(number, []).append(review)
+    # Submitting a review answers the request for it: GitHub lists the reviewer no more.
+    pull["requested_reviewers"] = [
+        r for r in pull["requested_reviewers"] if r["login"].lower() != user.lower()
+    ]
+    for c in comments or []:
+        comment = fake.new_review_comment(fr, number, c, login=user, commit=commit, review_id=rid)
+        fake.new_thread(fr, number, comment)
+    return {
+        "action": "submitted",
+        "review": {**review, "state": state.lower()},
+        "pull_request": pull,
+        "repository": fake._repo_stub(fr.full_name, fr),
+        "installation": {
+            "id": next(i for i, inst in fake.installations.items() if fr.full_name in inst.repos)
+        },
+        "sender": user_json(user),
     }

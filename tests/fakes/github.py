@@ -59,7 +59,7 @@ from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
 from tests.fakes._github_openapi import Violation
 from tests.fakes._github_pulls import build_pull, close_pull
-from tests.fakes._github_reviews import push_pull
+from tests.fakes._github_reviews import delete_review_comment, push_pull, submit_review
 from tests.fakes._github_routes import build_routes
 from tests.fakes._github_state import (
     DOCS,
@@ -359,9 +359,18 @@ class FakeGitHub:
             }
         )
 
+    def delete_review_comment(self, comment_id: int) -> None:
+        """Delete a review comment as its author would (its replies stay)."""
+        delete_review_comment(self, comment_id)
+
     async def push_pull(self, owner: str, repo: str, number: int, sha: str) -> dict[str, Any]:
         """Move a pull's head to `sha`; returns the `synchronize` payload GitHub would send."""
         return await push_pull(self, owner, repo, number, sha)
+
+    def submit_review(self, owner: str, repo: str, number: int, **review: Any) -> dict[str, Any]:
+        """A person's review with inline comments; the `pull_request_review.submitted`
+        payload (`tests.fakes._github_reviews.submit_review`)."""
+        return submit_review(self, owner, repo, number, **review)
 
     def close_pull(
         self, owner: str, repo: str, number: int, *, merged: bool, user: str

@@ -12,10 +12,16 @@
   still in the code shown;
 - implementer ("Apply the smallest fix"): writes the rule's fix with `write_file` (the file
   read through `files(path)`, the content at the head), commits, and says done;
-- advisor ("Write the summary"): a short summary.
+- advisor ("Write the summary"): a short summary; with `blocked` set, that BLOCKED report
+  instead, unless the prompt carries a maintainer's decision (a `decide` follow-up);
+- prover ("Write the smallest test"): writes the rule's `proof` test with `write_file`,
+  commits, and names it (a rule without one commits nothing);
+- proof verifier ("A test was written"): the failure shows the finding when the test's
+  output holds the rule's `proof.shows`.
 
-`calls` counts the requests per role and `reviewed_paths` lists the files each reviewer
-prompt covered, for assertions on what a follow-up review sent to the model.
+`calls` counts the requests per role, `reviewed_paths` lists the files each reviewer
+prompt covered, for assertions on what a follow-up review sent to the model, and `summaries`
+keeps every advisor prompt.
 """
 
 from __future__ import annotations
@@ -51,6 +57,17 @@ class Extra:
 
 
 @dataclass(frozen=True)
+class ProofScript:
+    """The test a prover writes for a rule's finding, and what its failure output must say
+    for the proof's verifier to rule that it shows the finding."""
+
+    path: str
+    name: str
+    content: str
+    shows: str
+
+
+@dataclass(frozen=True)
 class Rule:
     pattern: str
     title: str
@@ -58,6 +75,7 @@ class Rule:
     category: str = "bug"
     replacement: str | None = None
     extras: tuple[Extra, ...] = ()
+    proof: ProofScript | None = None
 
 
 def user_prompt(body: dict[str, Any]) -> str:
@@ -106,6 +124,8 @@ class ReviewModel:
     calls: Counter[str] = field(default_factory=Counter)
     reviewed_paths: list[list[str]] = field(default_factory=list)
     focused: list[bool] = field(default_factory=list)
+    blocked: dict[str, Any] | None = None
+    summaries: list[str] = field(default_factory=list)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = user_prompt(body)
@@ -121,8 +141,19 @@ class ReviewModel:
         if prompt.startswith("Apply the smallest fix"):
             self.calls["suggest"] += 1
             return self.suggest(body, prompt)
+        if prompt.startswith("Write the smallest test"):
+            self.calls["prove"] += 1
+            return self.prove(body, prompt)
+        if prompt.startswith("A test was written"):
+            self.calls["ruling"] += 1
+            return self.rule_on_proof(prompt)
         if prompt.startswith("Write the summary"):
             self.calls["summary"] += 1
+            self.summaries.append(prompt)
+            if self.blocked is not None and 'source="decision"' not in prompt:
+                return structured(
+                    {"summary": "The change needs a decision.", "blocked": self.blocked}
+                )
             return structured({"summary": "The change adds functions; see the findings."})
         self.calls["other"] += 1
         return text("I do not know this task.")
@@ -232,6 +263,29 @@ class ReviewModel:
         if turns == 1:
             return tool_call("commit", {"message": f"Fix: {finding['title']}"})
         return text("Committed the fix.")
+
+    def _rule_of(self, prompt: str) -> Rule | None:
+        finding = json.loads(prompt.split("Finding (JSON):", 1)[1].split("\n", 2)[1])
+        return next((r for r in self.rules if r.title == finding.get("title")), None)
+
+    def prove(self, body: dict[str, Any], prompt: str) -> Reply:
+        turns = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        rule = self._rule_of(prompt)
+        if rule is None or rule.proof is None:
+            return text("No test can show this finding.")
+        script = rule.proof
+        if turns == 0:
+            return tool_call("write_file", {"path": script.path, "content": script.content})
+        if turns == 1:
+            return tool_call("commit", {"message": f"Test: {rule.title}"})
+        return structured({"path": script.path, "name": script.name})
+
+    def rule_on_proof(self, prompt: str) -> Reply:
+        rule = self._rule_of(prompt)
+        output = prompt.split('source="the test\'s output on the head">', 1)[-1]
+        shows = rule is not None and rule.proof is not None and rule.proof.shows in output
+        reason = f"the output shows {rule.proof.shows}" if shows and rule and rule.proof else ""
+        return structured({"shows_finding": shows, "reason": reason or "another failure"})
 
 
 CALC_RULES = (

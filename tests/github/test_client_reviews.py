@@ -84,3 +84,35 @@ async def test_reply_is_not_sent_twice_after_a_lost_answer(fake: FakeGitHub) -> 
             c for c in fake.repos["octo/hello"].review_comments[1] if c.get("in_reply_to_id")
         ]
         assert len(replies) == 1
+
+
+async def test_the_app_edits_its_own_reply_and_nobody_elses_comment(fake: FakeGitHub) -> None:
+    async with make_app(fake) as app:
+        client = app.installation(42, "octo", "hello")
+        theirs = fake.add_review_comment("octo", "hello", 1, "why?", user="bob", path="app.py")
+        reply = await client.reply_to_review_comment(1, theirs["id"], "working")
+        edited = await client.update_review_comment(reply.id, "Because.")
+        assert edited.body == "Because." and edited.in_reply_to_id == theirs["id"]
+        assert fake.review_comment_by_id[reply.id]["body"] == "Because."
+        with pytest.raises(GitHubError) as refused:
+            await client.update_review_comment(theirs["id"], "mine now")
+        assert refused.value.status == 403
+        assert fake.review_comment_by_id[theirs["id"]]["body"] == "why?"
+
+
+async def test_a_reply_to_a_deleted_comment_is_refused(fake: FakeGitHub) -> None:
+    async with make_app(fake) as app:
+        client = app.installation(42, "octo", "hello")
+        first = fake.add_review_comment("octo", "hello", 1, "first", user="bob", path="app.py")
+        second = fake.add_review_comment(
+            "octo", "hello", 1, "second", user="bob", path="app.py", in_reply_to=first["id"]
+        )
+        fake.delete_review_comment(first["id"])
+        listed = await client.list_review_comments(1)
+        assert [c.id for c in listed] == [second["id"]]
+        assert listed[0].in_reply_to_id == first["id"]
+        with pytest.raises(NotFound):
+            await client.reply_to_review_comment(1, first["id"], "x")
+        with pytest.raises(GitHubError) as refused:
+            await client.reply_to_review_comment(1, second["id"], "x")
+        assert refused.value.status == 422

@@ -422,3 +422,20 @@ async def test_amend_edits_only_the_runs_own_comment_and_never_creates_one(
     assert "**Answered** by x" in body and "To answer" not in body
     assert parse_markers(body).kind == "follow-up"
     assert [m for m, _ in writes(fake)[len(before) :]] == ["POST", "PATCH"]
+
+
+@pytest.mark.anyio
+async def test_amend_keeps_the_hidden_line_the_comment_ends_with(
+    client: InstallationClient, fake: FakeGitHub
+) -> None:
+    blocked = Blocked("Ship?", "", ("yes", "no"), "no", "", "@app decide 2", '@app decide "x"')
+    asked = Outcome(
+        status="blocked", summary="Ship?", run_id=RUN, workflow="review", blocked=blocked
+    )
+    line = "<!-- bot:review-state v2 abc -->"
+    first = publisher(client, fake, kind="review")
+    await first.finish(asked, hidden=line)
+    again = publisher(client, fake, kind="review")
+    assert await again.amend(asked, answered="**Answered** by x", hidden=line) is True
+    body = fake.comments[first.comment_id]["body"]  # type: ignore[index]
+    assert "**Answered** by x" in body and body.endswith("\n" + line)

@@ -177,7 +177,7 @@ ERRORS = [
     pytest.param(
         fixture("typo.yml"),
         [
-            "line 3: review.draft: unknown key; did you mean `drafts`? expected one of: enabled, auto, drafts, max_files, max_tokens, paths, ignore, ignore_paths, max_comments, max_suggestions, max_findings, check_command, check_timeout, fail_on, lint_command, lint_timeout, lint, min_severity, quiet, auto_pause, instructions, path_instructions",
+            "line 3: review.draft: unknown key; did you mean `drafts`? expected one of: enabled, auto, drafts, max_files, max_tokens, paths, ignore, ignore_paths, max_comments, max_suggestions, max_findings, check_command, check_timeout, fail_on, lint_command, lint_timeout, lint, min_severity, quiet, auto_pause, instructions, path_instructions, prove_severity, test_command, require_proof, max_proofs",
             "line 5: triage.enabeld: unknown key; did you mean `enabled`? expected one of: enabled, apply_labels, labels",
         ],
         id="typo",

@@ -15,6 +15,7 @@ from policies.decide import (
     approved_by,
     choose,
     decision_args,
+    head_moved,
     no_answer,
     no_arguments,
     not_resumable,
@@ -122,6 +123,13 @@ def test_the_other_replies_say_what_to_do() -> None:
     assert "cannot be resumed by `decide` yet" in not_resumable("review", "app").reply
     assert "`@app help`" in not_resumable("review", "app").reply
     assert "Run `wf_1` cannot be resumed" in no_arguments("wf_1").reply
+
+
+def test_a_moved_head_is_named_with_the_one_asked_about_and_what_to_do() -> None:
+    reply = head_moved("wf_1", asked_at="a" * 40, head="b`c\n" + "d" * 40, app_slug="app").reply
+    assert "`wf_1`" in reply and f"`{'a' * 12}`" in reply and f"`bc{'d' * 10}`" in reply
+    assert "nothing was resumed" in reply and "`@app review`" in reply
+    assert "\n" not in reply
 
 
 RISKS = (

@@ -105,10 +105,21 @@ def seed(store: Storage, now: float = NOW) -> Seeded:
             "workflow": "triage",
             "status": "succeeded",
             "summary": "Labelled it **bug**.",
+            # What its three calls used, as the executor adds them up (the calls' usage above).
+            "usage": {
+                "input": 6660,
+                "output": 740,
+                "total": 7400,
+                "cost": 0.42,
+                "wall_seconds": 31.0,
+                "agents_ok": 3,
+                "agents_failed": 0,
+                "agents_replayed": 1,
+            },
         },
     )
     record_usage(
-        store, finished, input_tokens=1200, output_tokens=300, cost=0.42, finished_at=now - 269
+        store, finished, input_tokens=6660, output_tokens=740, cost=0.42, finished_at=now - 269
     )
 
     add_delivery(

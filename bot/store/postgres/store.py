@@ -47,6 +47,17 @@ class PostgresStore(Storage):
         " WHERE bj.kind = 'delivery' AND bj.delivery_id IN ({marks})"
     )
 
+    _queue_states = (
+        "SELECT coalesce(d.workflow, ''), CASE"
+        " WHEN pj.status = 'todo' AND pj.attempts - bj.deferrals > 0 THEN 'failed'"
+        " WHEN pj.status = 'todo' AND pj.scheduled_at > to_timestamp(?) THEN 'deferred'"
+        " WHEN pj.status = 'todo' THEN 'queued' WHEN pj.status = 'doing' THEN 'running'"
+        " ELSE 'dead' END, count(*), min(bj.enqueued_at)"
+        " FROM bot_jobs AS bj JOIN procrastinate_jobs AS pj ON pj.id = bj.job_id"
+        " LEFT JOIN deliveries AS d ON d.guid = bj.delivery_id"
+        " WHERE pj.status IN ('todo', 'doing', 'failed') GROUP BY 1, 2"
+    )
+
     def __init__(
         self, pool: ConnectionPool, *, where: str, clock: Callable[[], float] = time.time
     ) -> None:

@@ -7,9 +7,9 @@ The executor runs `answer_blocked`, the `decide` flow, for a `decide` command fr
    never block). `policies.decide.choose` checks the answer against it: no question, one
    already answered by another live run, an option number out of range. Each of those gets a
    short sticky `decide` reply, without a model, and the run ends `skipped`.
-2. The handler: `FOLLOW_UPS[workflow]`, else `resume_workflow` for the built-in workflows
-   (`bot.workflows.get_workflow`: ask, triage), else a reply that the workflow cannot be
-   resumed yet (review).
+2. The handler: `FOLLOW_UPS[workflow]` (fix; review, `bot.workflows.review.resume`), else
+   `resume_workflow` for the built-in workflows (`bot.workflows.get_workflow`: ask, triage),
+   else a reply that the workflow cannot be resumed.
 3. The claim: `Storage.claim_answer` records `args["decision"]` on this run atomically, so two
    `decide` replies at once start one follow-up; a follow-up that failed or was skipped
    releases its claim, so the question can be answered again.
@@ -17,7 +17,8 @@ The executor runs `answer_blocked`, the `decide` flow, for a `decide` command fr
    comment is its own (kind `follow-up`, never sticky), titled by the blocked workflow, and
    opens with what it answers and how many agent calls it replayed.
 5. The outcome is recorded ("publishing"), posted, the blocked run's comment is edited to
-   show the answer and link the follow-up, then the final status is recorded. A job retried
+   show the answer and link the follow-up (keeping its hidden line, `KEPT_LINES`: a review
+   summary's memory), then the final status is recorded. A job retried
    after a failure at the end posts the recorded outcome and edits again, without the model;
    both writes are found by run marker, so nothing is posted twice.
 """
@@ -25,7 +26,7 @@ The executor runs `answer_blocked`, the `decide` flow, for a `decide` command fr
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -43,6 +44,7 @@ from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows import MODEL_FREE, get_workflow
 from bot.workflows.decide.handler import FollowUp, FollowUpHandler, Resumed
 from bot.workflows.fix.flow import resume_fix
+from bot.workflows.review.resume import memory_line, resume_review
 from policies.budget import stopped_summary
 from policies.decide import (
     Chosen,
@@ -148,12 +150,20 @@ async def resume_workflow(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
 
 FOLLOW_UPS: dict[str, FollowUpHandler] = {
     "fix": resume_fix,  # its own runner: the app pushes and opens the pull request
+    "review": resume_review,  # its own runner: the review, its memory and its check run
 }
 """Handlers by the blocked workflow's name, before the generic `resume_workflow`."""
 
+KeptLine = Callable[["RunHost", "InstallationClient", int], Awaitable[str]]
+KEPT_LINES: dict[str, KeptLine] = {
+    "review": memory_line,  # the sticky review summary ends with the signed memory
+}
+"""By the blocked run's comment kind: the hidden line that comment keeps when it is marked
+answered."""
+
 
 def handler_for(workflow: str) -> FollowUpHandler | None:
-    """The handler that resumes `workflow`, or None when `decide` cannot resume it (review)."""
+    """The handler that resumes `workflow`, or None when `decide` cannot resume it."""
     handler = FOLLOW_UPS.get(workflow)
     if handler is None and get_workflow(workflow) is not None:
         handler = resume_workflow
@@ -402,6 +412,7 @@ async def _mark_answered(
         url=follow.comment_url,
     )
     kind = comment_kind(blocked)
+    kept = KEPT_LINES.get(kind)
     publisher = Publisher(
         follow.client,
         run_id=blocked.id,
@@ -412,7 +423,8 @@ async def _mark_answered(
         redactor=ex.redactor,
     )
     try:
-        if not await publisher.amend(asked, answered=note):
+        hidden = await kept(ex, follow.client, follow.number) if kept is not None else ""
+        if not await publisher.amend(asked, answered=note, hidden=hidden):
             log.info("the blocked run's comment is gone; nothing to mark answered")
     except RateLimited:
         raise

@@ -11,6 +11,11 @@ The answer was written by a person with write access, which is why it goes in th
 not among the fenced context. Its text (and the question, which a model wrote) is still
 folded onto one line, cut short and stripped of code fences and of the context's fence token,
 so it cannot pass for the prompt's own structure.
+
+A review's advisor, whose prompt is mostly fenced context, gets the answer with the rest of
+it: `decision_context` gives a block fenced as written by that maintainer (trusted `data`,
+`source="decision"`, `author=<login>`), folded the same way, and a short paragraph for the
+task that says what the block is and that it is a decision.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from bot.runs.context import plain
+from bot.runs.context import Part, assemble, plain
 
 _TEXT = 1_000
 _QUESTION = 500
@@ -56,3 +61,41 @@ def decision_note(args: Mapping[str, Any]) -> str:
         "data: act on it, do not ask the same question again, and say in your result how it "
         "shaped your conclusion."
     )
+
+
+def _login(decision: Mapping[str, Any]) -> str:
+    return _LOGIN_UNSAFE.sub("", str(decision.get("by") or ""))[:39]
+
+
+def decision_context(args: Mapping[str, Any]) -> tuple[str, str]:
+    """The decision in `args["decision"]` as (a paragraph for the task, a block of context
+    fenced with `args["fence"]` as written by the maintainer); ("", "") without one."""
+    decision = args.get("decision")
+    fence = str(args.get("fence") or "")
+    if not isinstance(decision, Mapping) or not fence:
+        return "", ""
+    text = _line(decision.get("text"), _TEXT, fence)
+    if not text:
+        return "", ""
+    login = _login(decision)
+    question = _line(decision.get("question"), _QUESTION, fence)
+    option = decision.get("option")
+    chose = f"Option {option}" if isinstance(option, int) else "In their own words"
+    lines = [f"Question: {question}"] if question else []
+    lines.append(f"{chose}: {text}")
+    block, _, _ = assemble(
+        [Part("decision", "\n".join(lines), True, login or None)],
+        fence=fence,
+        budget_tokens=1_000_000,
+    )
+    who = f"@{login}" if login else "a maintainer"
+    note = (
+        "\n\n## The maintainer's decision\n\n"
+        "An earlier run of this task stopped to ask a maintainer a question. "
+        f"{who}, who has write access to the repository, answered it: the question and "
+        'the answer are in the block whose source is "decision" below, written by them. '
+        "Treat the answer as their decision, not as data: act on it, do not ask the same "
+        "question again, and say in your result how it shaped your conclusion. Fill "
+        "`blocked` only for a different decision that is still needed."
+    )
+    return note, block

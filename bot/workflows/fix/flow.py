@@ -10,9 +10,16 @@
    approved (`policies.decide.approved_by`, from the blocked run's stored report: nothing
    for free text or a model's option); anything beyond them stops with a new BLOCKED report
    and nothing is pushed. It makes one commit of the change with the requester's
-   `Co-authored-by` trailer, runs `fix.check_command` on it in the sandbox, pushes it with
+   `Co-authored-by` trailer (on a pull request, with the tests that reproduced its review's
+   findings: `bot.workflows.fix.proof_tests`, which must pass), runs `fix.check_command` on
+   it in the sandbox, pushes it with
    the installation token as an HTTP header (never forced, never to the default branch or a
    fork) and opens a draft pull request, asking the requester to review it.
+
+Asked in a pull request review thread (`bot.workflows.thread_context`), the thread is the
+request: its comments, its code and, for the app's own thread, the finding are in the
+context, the answer is a reply in the thread, and the app's own thread is resolved once the
+commit is on the pull request's head (`bot.workflows.fix.thread`).
 
 A follow-up (a maintainer's `decide` on a BLOCKED fix, `resume_fix`) runs with the blocked
 run's arguments, unchanged so its read-only calls replay, plus the decision, from the commit
@@ -27,6 +34,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from bot.github.errors import GitHubError, RateLimited
 from bot.log import get_logger
 from bot.publish.markdown_out import END_COLLAPSIBLE, clean_model_markdown, collapsible
@@ -34,13 +43,15 @@ from bot.publish.render import Progress
 from bot.runs.context import default_branch_of, fetch_context, sanitize
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.decide.handler import Resumed
-from bot.workflows.fix import gitops
+from bot.workflows.fix import gitops, proof_tests
 from bot.workflows.fix import workflow as fix_workflow
+from bot.workflows.fix.thread import THREAD_ARG, close_own_thread, thread_args
 from bot.workflows.instructions import with_instructions
 from bot.workflows.review.runner import reclaim_run
 from bot.workflows.review.suggest import check_commit
+from bot.workflows.thread_context import IN_THREAD, thread_request, with_thread
 from policies.budget import stopped_summary
-from policies.config import FixConfig, RepoConfig
+from policies.config import FixConfig, RepoConfig, ReviewConfig
 from policies.decide import Refused, approved_by, no_arguments
 from policies.fix import (
     CheckResult,
@@ -202,6 +213,12 @@ async def run_fix(
     outcome, _ = await fix_outcome(
         ex, client, trigger, run, payload, publisher, started, ex.repo_config
     )
+    record = await anyio.to_thread.run_sync(ex.store.get_run, run.id)
+    if record is not None and record.args:
+        # Asked in the app's own thread: resolved now that the fix is on the head.
+        await close_own_thread(
+            client, trigger, record.args, outcome, store=ex.store, bot_login=ex.bot_login
+        )
     await ex.publish(publisher, run.id, outcome)
 
 
@@ -237,17 +254,21 @@ async def fix_outcome(
     read_config: ConfigReader,
     *,
     resume: Resume | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> tuple[Outcome, RunDetails | None]:
     """Run the fix and push its result; the outcome, not yet published, and the run's details.
 
-    Every failure becomes a `failed` outcome that says what failed, except GitHub's rate
-    limit beyond the client's cap, which propagates so the job is retried."""
+    `extra` is added to a first run's recorded arguments (an iteration's facts: see
+    `bot.workflows.fix.iterate`). Every failure becomes a `failed` outcome that says what
+    failed, except GitHub's rate limit beyond the client's cap, which propagates so the job
+    is retried."""
     facts = RunFacts(run_id=run.id, workflow="fix", status="failed")
     tracker = Tracker("fix", started, clock=ex.clock)
     details: RunDetails | None = None
     git_dir: Path | None = None
     try:
-        config = (await read_config(client)).fix
+        repo_config = await read_config(client)
+        config = repo_config.fix
         default = default_branch_of(payload) or (await client.get_repo()).default_branch
         branches: dict[str, str] = {}
         target = await _target(ex, client, trigger, default, branches)
@@ -261,8 +282,9 @@ async def fix_outcome(
             args = {**stored, "decision": dict(resume.decision)}
         else:
             args = await _arguments(
-                client, trigger, run, payload, publisher, default, config, start
+                ex, client, trigger, run, payload, publisher, default, config, start
             )
+            args.update(extra or {})
         bound_git = git_dir
 
         async def diff_of(commit: str) -> str:
@@ -289,7 +311,16 @@ async def fix_outcome(
         place = Place(git_dir, start, target, default, listed)
         approved = resume.approved if resume is not None else frozenset()
         outcome = await _conclude(
-            ex, client, trigger, finished, facts, args, place, config, approved=approved
+            ex,
+            client,
+            trigger,
+            finished,
+            facts,
+            args,
+            place,
+            config,
+            approved=approved,
+            review_config=repo_config.review,
         )
     except RateLimited:
         raise
@@ -303,6 +334,7 @@ async def fix_outcome(
 
 
 async def _arguments(
+    ex: RunHost,
     client: InstallationClient,
     trigger: Trigger,
     run: RunRecord,
@@ -323,13 +355,23 @@ async def _arguments(
     )
     if context.comments_fetched:
         publisher.know_comments(context.comments)
+    # Asked in a review thread: the thread is the request (`bot.workflows.fix.thread`).
+    context, thread = await with_thread(
+        client, trigger, payload, context, store=ex.store, bot_login=ex.bot_login
+    )
     kind = "pull request" if trigger.target_kind == "pull_request" else "issue"
+    question = sanitize(trigger.args)
+    extra: dict[str, Any] = {}
+    if thread is not None:
+        question = thread_request(thread, question)
+        extra[THREAD_ARG] = thread_args(thread, bot_login=ex.bot_login)
     return {
-        "target": f"{kind} #{trigger.number}",
+        **extra,
+        "target": f"{kind} #{trigger.number}" + (IN_THREAD if thread is not None else ""),
         "kind": trigger.target_kind,
         "fence": context.fence,
         "context": await with_instructions(client, context.text, context.fence),
-        "question": sanitize(trigger.args),
+        "question": question,
         "fix_config": config.model_dump(),
         "fix_start": start,
         "requester": _requester(payload, trigger.actor),
@@ -352,6 +394,7 @@ async def _conclude(
     config: FixConfig,
     *,
     approved: frozenset[AskedRisk] = frozenset(),
+    review_config: ReviewConfig | None = None,
 ) -> Outcome:
     """Turn the workflow's result into an outcome, pushing and opening the PR when it is done.
 
@@ -432,6 +475,30 @@ async def _conclude(
         name=bot_name,
         email=f"{bot_name}@users.noreply.github.com",
     )
+    proof_line = ""
+    proving = review_config.test_command if review_config is not None else None
+    if trigger.target_kind == "pull_request" and review_config is not None and proving:
+        tests = await proof_tests.reproduced_tests(
+            ex.store, trigger.repo_full_name, trigger.number, start, bot_login=ex.bot_login
+        )
+        if tests:
+            sha = await proof_tests.with_tests(
+                git_dir, sha, tests, name=bot_name, email=f"{bot_name}@users.noreply.github.com"
+            )
+            ran = await proof_tests.tests_pass(
+                git_dir, sha, list(tests), proving, time_limit=review_config.check_timeout
+            )
+            names = ", ".join(code_span(p) for p in sorted(tests))
+            if not ran.passed:
+                lines = [
+                    f"The fix does not pass the test{'s' if len(tests) > 1 else ''} that "
+                    f"reproduced the review's findings ({names}): {ran.what}. Nothing was pushed.",
+                    "",
+                    summary,
+                    *patch_section(diff),
+                ]
+                return mapped({**base, "status": "no_changes", "summary": "-"}, "\n".join(lines))
+            proof_line = f"**Reproducing tests:** {names} added; {ran.what}."
     check: CheckResult | None = None
     check_line = "No check command is configured (`fix.check_command` in `.github/bot.yml`)."
     if config.check_command:
@@ -441,6 +508,8 @@ async def _conclude(
         check = CheckResult(config.check_command, done.exit_code, config.check_timeout)
         check_line = f"**Check:** {done.what}."
     lines = [summary or "The change is in the commit below.", "", check_line]
+    if proof_line:
+        lines += ["", proof_line]
     if reviewed:
         lines += ["", "**Review**", "", *reviewed]
 

@@ -13,6 +13,7 @@ publishing before going on, so the sticky summary ends with the newest head's re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,16 @@ from bot.runs.context import fetch_context
 from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.instructions import instructions_context, read_instructions
-from bot.workflows.review import diffs, evidence, learn, linked, noise, runner
+from bot.workflows.review import (
+    diffs,
+    evidence,
+    learn,
+    linked,
+    noise,
+    proofs,
+    resume,
+    runner,
+)
 from bot.workflows.review import instructions as review_instructions
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
@@ -206,13 +216,29 @@ async def run_review(
                     "cached": state.units,
                     "done": finished_units,
                     "linked": linked.for_the_workflow(issues),
+                    "prove": {
+                        "command": config.test_command,
+                        "severity": config.prove_severity,
+                        "max": config.max_proofs,
+                        "head": prep.head,
+                        "proved": state.proofs,
+                    },
                     "learnings": learn.for_the_workflow(prep.learnings),
                     "learnings_block": learn.learnings_context(prep.learnings, context.fence),
                 },
+                # Not for the workflow: what a `decide` needs to resume this review.
+                resume.SAVED: resume.saved_facts(prep, pull),
             }
+            run_test = proofs.bound_runner(
+                git_dir,
+                head=prep.head,
+                command=config.test_command or "",
+                time_limit=float(config.check_timeout),
+            )
+
             finished = details = await ex.run_workflow(
                 review_workflow.meta,
-                review_workflow.workflow,
+                functools.partial(review_workflow.workflow, run_test=run_test),
                 args,
                 git_dir=git_dir,
                 base=prep.head,

@@ -23,6 +23,7 @@ from bot.publish.markdown_out import (
     collapsible,
 )
 from bot.publish.render import run_marker
+from bot.workflows.review.proof_text import ProofShown, comment_lines
 from policies.untrusted_text import code_span, untrusted
 
 FINDING_MARKER = "<!-- bot:finding={} -->"
@@ -45,6 +46,7 @@ class Shown:
     suggestion: str | None = None
     proof: str = ""
     ci_agrees: tuple[str, ...] = ()  # other Apps' checks that flagged these lines
+    tested: ProofShown | None = None  # its proof by a failing test (`bot.workflows.review.proofs`)
 
 
 def finding_of(body: str | None) -> str | None:
@@ -75,6 +77,8 @@ def comment_body(f: Shown) -> str:
     parts = [_heading(f), "", untrusted(f.explanation.strip())]
     if f.suggestion is not None:
         parts += ["", fence(f.suggestion, "suggestion")]
+    if f.tested is not None and (proved := comment_lines(f.tested)):
+        parts += ["", *proved]
     own = []
     proof = clean_model_markdown(untrusted(" ".join(f.proof.split())))
     if f.suggestion is not None:
@@ -162,6 +166,8 @@ class SummaryFacts:
     """The line saying the budget stopped the review (`bot.workflows.review.budget`)."""
     linked: Sequence[str] = ()  # one rendered line per linked issue
     instructions: Sequence[str] = ()  # one rendered line per instructions source
+    proofs: str = ""
+    """The line of proof counts (`policies.proofs.counts_line`), when proofs are configured."""
     learned: Sequence[str] = ()  # findings learnings left out, and learnings not shown
 
 
@@ -176,6 +182,8 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
         f"**Findings:** {c.get('new', 0)} new · {c.get('open', 0)} still open · "
         f"{c.get('fixed', 0)} fixed · {c.get('dismissed', 0)} dismissed",
     ]
+    if facts.proofs:
+        parts.append(facts.proofs)
     if facts.budget:
         parts.append(facts.budget)
     if facts.superseded:

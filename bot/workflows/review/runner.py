@@ -36,6 +36,7 @@ from bot.workflows.review import diffs, fates, learn
 from bot.workflows.review.budget import budget_line, budget_of
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.workflows.review.noise import not_inline_list
+from bot.workflows.review.proof_text import cached, not_reproduced_list, proof_shown
 from bot.workflows.review.publish import Posted, close_fixed, fixed_replies, post_review
 from bot.workflows.review.render import Shown, SummaryFacts, review_body, summary_text
 from bot.workflows.review.suggest import prove_suggestion, reclaim
@@ -44,6 +45,7 @@ from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
 from policies.finding_fates import PullState
 from policies.learnings import Learning
+from policies.proofs import ProofStatus, counts_line, posted_inline, provable
 from policies.review_noise import earlier_below, place
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
 from policies.review_state import (
@@ -266,6 +268,11 @@ class Concluded:
     """Set when the budget stopped the review (`bot.workflows.review.budget`)."""
     below: list[Shown] = field(default_factory=list)
     """Findings under `review.min_severity`: listed in the summary, never commented inline."""
+    unproven: list[Shown] = field(default_factory=list)
+    """With `review.require_proof`, the provable findings not reproduced: listed in the
+    summary, never commented inline."""
+    proof_line: str = ""
+    """The summary's line of proof counts (`policies.proofs.counts_line`)."""
     learned: list[dict[str, Any]] = field(default_factory=list)
     """Findings the verifier left out because a learning covers them (path, title, learning)."""
 
@@ -298,6 +305,9 @@ async def conclude(
     stored: list[StoredFinding] = []
     repeats = 0
     branches: list[str] = []
+    proofs: dict[str, dict[str, Any]] = {}
+    statuses: list[ProofStatus] = []
+    proving = bool(config.test_command or config.require_proof)
     for raw in raw_findings:
         if not isinstance(raw, dict):
             continue
@@ -338,6 +348,17 @@ async def conclude(
                 time_limit=check_time_limit or float(config.check_timeout),
             )
             text, proof = proven.text, proven.reason
+        raw_proof = raw.get("proof")
+        tested = proof_shown(raw_proof)
+        if (
+            isinstance(raw_proof, dict)
+            and tested is not None
+            and raw_proof.get("key")
+            and raw_proof.get("head") == prep.head
+        ):
+            proofs[str(raw_proof["key"])] = cached(raw_proof)
+        if proving and provable(category, severity, prove_severity=config.prove_severity):
+            statuses.append(tested.status if tested is not None else "not_tried")
         shown.append(
             Shown(
                 fingerprint=cand.fingerprint,
@@ -351,6 +372,7 @@ async def conclude(
                 suggestion=text,
                 proof=proof,
                 ci_agrees=agreeing(prep.ci, path, start, end),
+                tested=tested,
             )
         )
         stored.append(
@@ -374,7 +396,18 @@ async def conclude(
     outside: list[Shown] = []
     overflow: list[Shown] = []
     below: list[Shown] = []
+    unproven: list[Shown] = []
     for s in ranked:
+        status = s.tested.status if s.tested is not None else None
+        if not posted_inline(
+            s.category,
+            s.severity,
+            status,
+            require_proof=config.require_proof,
+            prove_severity=config.prove_severity,
+        ):
+            unproven.append(s)
+            continue
         anchor = anchor_for(by_path[s.path], s.start_line, s.end_line)
         where = place(
             s.severity,
@@ -406,8 +439,13 @@ async def conclude(
         else f
         for f in state.findings
     ] + stored
+    # Only the reviewed head's proofs are kept: a proof's key names its head.
+    kept = {k: v for k, v in state.proofs.items() if v.get("head") == prep.head}
     new_state = with_heads(
-        state.model_copy(update={"findings": findings}), prep.base, prep.head, prep.signatures
+        state.model_copy(update={"findings": findings, "proofs": {**kept, **proofs}}),
+        prep.base,
+        prep.head,
+        prep.signatures,
     )
     unverified = [str(p) for p in review.get("unverified") or [] if isinstance(p, str)]
     learned = [d for d in review.get("learned") or [] if isinstance(d, dict)]
@@ -422,6 +460,8 @@ async def conclude(
         unverified=unverified,
         budget=budget_of(review),
         below=below,
+        unproven=unproven,
+        proof_line=counts_line(statuses),
         learned=learned,
     )
 
@@ -520,6 +560,7 @@ def summary_of(
         budget=budget_line(done.budget) if done is not None and done.budget else "",
         linked=prep.linked_lines,
         instructions=prep.instruction_lines,
+        proofs=done.proof_line if done is not None else "",
         learned=learn.summary_lines(
             done.learned if done is not None else [], prep.learnings, prep.learnings_left
         ),
@@ -531,6 +572,13 @@ def summary_of(
         listed = not_inline_list(
             done.below, done.overflow, min_severity=min_severity, earlier=earlier
         )
+        unproven = not_reproduced_list(
+            [
+                (s.path, s.start_line, s.end_line, s.severity, s.title, s.tested)
+                for s in done.unproven
+            ]
+        )
+        listed = "\n\n".join(part for part in (unproven, listed) if part)
     return f"{text}\n\n{listed}" if listed else text
 
 

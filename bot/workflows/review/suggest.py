@@ -21,7 +21,8 @@ import json
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +110,53 @@ class CheckRun:
     output: str = ""
 
 
+class CheckoutFailed(RuntimeError):
+    """A commit could not be checked out for a check; the message says why."""
+
+
+@asynccontextmanager
+async def scratch_checkout(git_dir: Path, commit: str) -> AsyncIterator[Path]:
+    """A fresh checkout of `commit` in a temporary directory, removed (and the mirror's
+    worktree list pruned) afterwards; raises CheckoutFailed."""
+    tmp = Path(tempfile.mkdtemp(prefix="bot-check-"))
+    tree = tmp / "tree"
+    try:
+        added = await run_git(
+            ["worktree", "add", "--detach", "--no-checkout", str(tree), commit], git_dir=git_dir
+        )
+        if added.code != 0:
+            raise CheckoutFailed(f"could not check the commit out ({_last_line(added.stderr)})")
+        # A mirror is bare; with per-worktree config (which the engine's worktrees turn on)
+        # its `core.bare = true` reaches every worktree that does not override it.
+        per_worktree = await run_git(
+            ["config", "--get", "extensions.worktreeConfig"], git_dir=git_dir
+        )
+        if per_worktree.stdout.strip() == b"true":
+            await run_git(["config", "--worktree", "core.bare", "false"], cwd=tree)
+        checkout = await run_git(["read-tree", "-mu", "HEAD"], cwd=tree)
+        if checkout.code != 0:
+            raise CheckoutFailed(f"could not check the commit out ({_last_line(checkout.stderr)})")
+        yield tree
+    finally:
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
+        await run_git(["worktree", "prune"], git_dir=git_dir)
+
+
+def described(result: sandbox.CommandResult, command: str, keep: int | None) -> CheckRun:
+    """A sandboxed command's result as a CheckRun (`keep`: see `check_commit`)."""
+    output = result.output if keep is None else result.output[-keep:]
+    if result.timed_out:
+        return CheckRun(False, None, f"`{command}` ran past its time limit", output)
+    if result.exit_code != 0:
+        return CheckRun(
+            False, result.exit_code, f"`{command}` failed (exit code {result.exit_code})", output
+        )
+    return CheckRun(True, 0, f"`{command}` passed", output)
+
+
+SANDBOX_MISSING = "the sandbox is not available here, so the check could not run"
+
+
 async def check_commit(
     git_dir: Path,
     commit: str,
@@ -121,45 +169,15 @@ async def check_commit(
     """Run `command` in the sandbox on a fresh checkout of `commit`; `output` is the last
     `keep` characters of what it printed (all of it, up to `output_cap` bytes, with None)."""
     if not sandbox.probe_sandbox().ok:
-        return CheckRun(
-            False, None, "the sandbox is not available here, so the check could not run"
-        )
-    tmp = Path(tempfile.mkdtemp(prefix="bot-check-"))
-    tree = tmp / "tree"
+        return CheckRun(False, None, SANDBOX_MISSING)
     try:
-        added = await run_git(
-            ["worktree", "add", "--detach", "--no-checkout", str(tree), commit], git_dir=git_dir
-        )
-        if added.code != 0:
-            return CheckRun(
-                False, None, f"could not check the commit out ({_last_line(added.stderr)})"
+        async with scratch_checkout(git_dir, commit) as tree:
+            result = await sandbox.run_sandboxed(
+                tree, command, time_limit=time_limit, output_cap=output_cap
             )
-        # A mirror is bare; with per-worktree config (which the engine's worktrees turn on)
-        # its `core.bare = true` reaches every worktree that does not override it.
-        per_worktree = await run_git(
-            ["config", "--get", "extensions.worktreeConfig"], git_dir=git_dir
-        )
-        if per_worktree.stdout.strip() == b"true":
-            await run_git(["config", "--worktree", "core.bare", "false"], cwd=tree)
-        checkout = await run_git(["read-tree", "-mu", "HEAD"], cwd=tree)
-        if checkout.code != 0:
-            return CheckRun(
-                False, None, f"could not check the commit out ({_last_line(checkout.stderr)})"
-            )
-        result = await sandbox.run_sandboxed(
-            tree, command, time_limit=time_limit, output_cap=output_cap
-        )
-    finally:
-        await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
-        await run_git(["worktree", "prune"], git_dir=git_dir)
-    output = result.output if keep is None else result.output[-keep:]
-    if result.timed_out:
-        return CheckRun(False, None, f"`{command}` ran past its time limit", output)
-    if result.exit_code != 0:
-        return CheckRun(
-            False, result.exit_code, f"`{command}` failed (exit code {result.exit_code})", output
-        )
-    return CheckRun(True, 0, f"`{command}` passed", output)
+    except CheckoutFailed as exc:
+        return CheckRun(False, None, str(exc))
+    return described(result, command, keep)
 
 
 async def run_check(

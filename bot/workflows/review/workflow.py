@@ -14,11 +14,16 @@ reviewer reports at most `max_findings` candidates (its schema says so, and the 
 any excess), and the run keeps at most as many in all, the most severe first.
 Phase "Re-check": one verifier rules whether each earlier open finding whose lines changed is
 still present.
+Phase "Prove": the verified findings a test can show, at least `review.prove_severity`
+severe, get a failing test written, run and ruled on (`bot.workflows.review.proofs`; the
+runner binds `run_test`, which runs the test in the sandbox).
 Phase "Suggest": for the verified findings that carry a small replacement (most severe first,
 at most `suggest`), an implementer in its own worktree applies the fix and commits it; the
 runner then proves the commit (it applies, stays in the commented lines, passes the check).
 Phase "Summarize": an advisor writes the summary, or a BLOCKED report when the change needs a
-maintainer's high-risk or irreversible decision.
+maintainer's high-risk or irreversible decision. A `decide` follow-up (`args["decision"]`,
+`bot.workflows.review.resume`) runs with the blocked run's arguments, so every call before
+this one replays, and the advisor gets the maintainer's answer, fenced as theirs.
 
 Under a budget (`.github/bot.yml` `budget`, the operator's caps) the units go one after the
 other, reviewed and verified, so that what a budget leaves out is the last units whole. Once
@@ -34,7 +39,9 @@ from typing import Any
 
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt, plain
+from bot.workflows.decide.note import decision_context
 from bot.workflows.language import language_note
+from bot.workflows.review.proofs import ProofTestRunner, prove_findings
 from bot.workflows.schemas import (
     RecheckReport,
     ReviewFinding,
@@ -49,7 +56,7 @@ from policies.learnings import Learning, covering
 meta = WorkflowMeta(
     name="review",
     description="Review a pull request's changes, verify every finding, prove suggested fixes.",
-    phases=("Review", "Re-check", "Suggest", "Summarize"),
+    phases=("Review", "Re-check", "Prove", "Suggest", "Summarize"),
 )
 
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
@@ -189,7 +196,9 @@ def _finding_json(f: ReviewFinding) -> dict[str, Any]:
     return f.model_dump(exclude_none=True)
 
 
-async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
+async def workflow(
+    wf: Workflow, args: dict[str, Any], *, run_test: ProofTestRunner | None = None
+) -> dict[str, Any]:
     review = args["review"]
     fence = str(args["fence"])
     context = str(args["context"])
@@ -343,6 +352,20 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         else:
             wf.log(f"re-check failed: {checked.error}")
 
+    proofs: dict[int, dict[str, Any]] = {}
+    proving = review.get("prove")
+    if isinstance(proving, dict) and verified:
+        proofs = await prove_findings(
+            wf,
+            verified,
+            proving,
+            run_test=run_test,
+            pr=pr,
+            fence=fence,
+            context=context,
+            known=[k for k in known if isinstance(k, dict)],
+        )
+
     suggestions: dict[int, dict[str, Any]] = {}
     tries = int(review.get("suggest") or 0)
     fixable = sorted(
@@ -386,7 +409,7 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
         "assumptions": [],
         "review": {
             "findings": [
-                {**_finding_json(f), "suggestion": suggestions.get(i)}
+                {**_finding_json(f), "suggestion": suggestions.get(i), "proof": proofs.get(i)}
                 for i, f in enumerate(verified)
             ],
             "candidates": candidates_total,
@@ -436,8 +459,15 @@ async def workflow(wf: Workflow, args: dict[str, Any]) -> dict[str, Any]:
     )
     if linked:
         summary_task += LINKED_TASK.format(linked=json.dumps(linked, ensure_ascii=False)[:4_000])
+    # A `decide` follow-up: the advisor, who asked, gets the answer; every earlier prompt is
+    # the blocked run's, byte for byte, so those calls replay.
+    decided, decision_block = decision_context(args)
     summary = await wf.agent(
-        context_prompt(summary_task + language_note(args), fence, context),
+        context_prompt(
+            summary_task + language_note(args) + decided,
+            fence,
+            context + "\n\n" + decision_block if decision_block else context,
+        ),
         agent_type="advisor",
         label="summarize",
         phase="Summarize",

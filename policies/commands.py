@@ -14,6 +14,7 @@ __all__ = [
     "UNKNOWN",
     "Command",
     "parse_command",
+    "parse_forget",
     "render_help",
     "strip_non_prose",
 ]
@@ -28,6 +29,9 @@ COMMANDS: Mapping[str, str] = {
     "stop": "stop the run going on here",
     "status": "show the state of the runs here",
     "help": "show this list",
+    "learn": "keep a point for this repository's future reviews: `learn <text>`",
+    "learnings": "list what the reviews of this repository have learned, with numbers",
+    "forget": "remove a learning: `forget 3`",
 }
 """Every command a comment can give, with a one-line description for the help reply."""
 
@@ -38,6 +42,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _SLASH = re.compile(r"^ {0,3}/(?=[A-Za-z])", re.MULTILINE)
 _SEPARATOR = re.compile(r"[ \t]*[:,]?[ \t]*")
+_FORGET = re.compile(r"^#?(\d{1,9})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +108,7 @@ def _command_at(body: str, text: Prose, start: int, block: int, *, in_parens: bo
     name = raw.lower()
     if name not in COMMANDS:
         return Command(name=UNKNOWN, raw=raw)
-    paragraph = name == "ask"
+    paragraph = name in ("ask", "learn")
     args = _args(body, text, word.end(), block, paragraph=paragraph, in_parens=in_parens)
     return Command(name=name, args=args, raw=raw)
 
@@ -146,6 +151,12 @@ def parse_command(body: str, *, app_slug: str, slash_commands: bool) -> Command 
     if not found:
         return None
     return min(found, key=lambda item: item[0])[1]
+
+
+def parse_forget(args: str) -> int | None:
+    """The learning's number in `forget <n>` (`3` or `#3`), or None."""
+    match = _FORGET.match(args.strip())
+    return int(match.group(1)) if match else None
 
 
 def render_help(app_slug: str, *, slash_commands: bool = False) -> str:

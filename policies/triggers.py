@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from policies import iterate
-from policies.commands import UNKNOWN, Command, parse_command
+from policies.commands import UNKNOWN, Command, parse_command, parse_forget
 from policies.config import RepoConfig
 from policies.config_notice import CHECK, NOTICE, REPLY
 from policies.decide import parse_answer
@@ -151,6 +151,10 @@ def _command_skip(command: Command, event: Event, config: RepoConfig) -> Skip | 
         return Skip(SkipReason.UNKNOWN_COMMAND, command.raw, extra)
     if command.name == "ask" and not command.args:
         return Skip(SkipReason.UNKNOWN_COMMAND, "ask needs a question", extra)
+    if command.name == "learn" and not command.args:
+        return Skip(SkipReason.UNKNOWN_COMMAND, "learn needs the point to keep", extra)
+    if command.name == "forget" and parse_forget(command.args) is None:
+        return Skip(SkipReason.UNKNOWN_COMMAND, "forget needs a learning's number", extra)
     if command.name == "decide" and parse_answer(command.args) is None:
         detail = "decide needs an option's number or your own answer"
         return Skip(SkipReason.UNKNOWN_COMMAND, detail, extra)

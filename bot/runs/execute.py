@@ -55,6 +55,8 @@ from bot.redact import redact
 from bot.runs.config_notice import answer_config_error
 from bot.runs.context import default_branch_of, fetch_context, sanitize
 from bot.runs.flows import PUBLISHING, SUPERSEDED, Flows
+from bot.runs.learn_replies import COMMANDS as LEARNING_COMMANDS
+from bot.runs.learn_replies import answer_learning
 from bot.runs.leftovers import clear_interrupted
 from bot.runs.progress import Tracker, clean_model_text, usage_of
 from bot.runs.replies import answer_command, answer_unknown
@@ -413,6 +415,17 @@ class RunExecutor:
                 log.info("posting the outcome recorded before the last attempt failed")
                 await self.publish(publisher, run.id, recorded)
                 return
+        if trigger.workflow in LEARNING_COMMANDS:
+            await answer_learning(
+                publisher,
+                self.store,
+                trigger,
+                run_id=run.id,
+                app_slug=self.app_slug,
+                payload=payload,
+            )
+            await self.record(run.id, "succeeded", None)
+            return
         if trigger.workflow in MODEL_FREE:
             await self._model_free(publisher, trigger, run)
             return

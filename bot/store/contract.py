@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
 from bot.store.findings import FindingFates
+from bot.store.learnings import Learnings
 from bot.store.records import (
     REPORTER_REPLY,
     BodyMissing,
@@ -147,7 +148,7 @@ def storable_params(params: Sequence[object]) -> Sequence[object]:
     return [storable(p) if isinstance(p, str) else p for p in params]
 
 
-class Storage(FindingFates, WorkerBeats, ABC):
+class Storage(FindingFates, WorkerBeats, Learnings, ABC):
     """The bot's database, whichever backend holds it. Safe to share between threads."""
 
     _rowid: ClassVar[str]

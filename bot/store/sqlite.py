@@ -27,6 +27,7 @@ from bot.store.contract import (
     storable_params,
 )
 from bot.store.findings import SQLITE_TABLE as FINDINGS_TABLE
+from bot.store.learnings import SQLITE_TABLE as LEARNINGS_TABLE
 from bot.store.segments import SegmentError, bodies_dir, read_body
 from bot.store.workers import SQLITE_TABLE as WORKER_BEATS
 
@@ -251,6 +252,7 @@ MIGRATIONS: tuple[str, ...] = (
     BUDGET_LEDGER,
     AUTO_REVIEWS,
     WORKER_BEATS,
+    LEARNINGS_TABLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -37,6 +37,7 @@ from bot.store.contract import Storage
 from bot.ui import queries
 from bot.ui.auth import Gate, SecurityHeaders, Session, client_address, cookie_settings
 from bot.ui.findings import findings_view
+from bot.ui.learnings import learnings_view
 from bot.ui.runview import agent_view, run_view
 from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
@@ -440,6 +441,15 @@ class OperatorPage:
         fates = await anyio.to_thread.run_sync(self.store.finding_fates, repo or None)
         return await self.page("findings.html", request, session, **findings_view(fates, repo))
 
+    # -- learnings -----------------------------------------------------------------------
+
+    async def learnings(self, request: Request, session: Session) -> Response:
+        """The learnings each repository keeps (`bot.ui.learnings`), of one or all."""
+        repo = request.query_params.get("repo", "").strip()[:200]
+        kept = await anyio.to_thread.run_sync(self.store.learnings, repo or None)
+        view = learnings_view(kept, repo, self.github)
+        return await self.page("learnings.html", request, session, **view)
+
     # -- the routes ----------------------------------------------------------------------
 
     def routes(self) -> list[BaseRoute]:
@@ -463,6 +473,7 @@ class OperatorPage:
             Route("/runs/{run_id}/stop", s(self.stop), methods=["POST"]),
             Route("/costs", s(self.costs), methods=["GET"]),
             Route("/findings", s(self.findings), methods=["GET"]),
+            Route("/learnings", s(self.learnings), methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 

@@ -23,7 +23,9 @@ WORKFLOWS: dict[str, tuple[WorkflowMeta, WorkflowFn]] = {
 }
 
 # Answered by the executor without a model.
-MODEL_FREE: frozenset[str] = frozenset({"help", "status", "stop", "pause", "resume"})
+MODEL_FREE: frozenset[str] = frozenset(
+    {"help", "status", "stop", "pause", "resume", "learn", "learnings", "forget"}
+)
 
 
 def get_workflow(name: str) -> tuple[WorkflowMeta, WorkflowFn] | None:

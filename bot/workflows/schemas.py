@@ -189,6 +189,11 @@ class Verdict(_Result):
     index: int = Field(ge=0, description="The candidate's index in the list you were given.")
     keep: bool = Field(description="True only when the finding holds and is new.")
     reason: str = Field(default="", description="Why, in one sentence.")
+    learning: int | None = Field(
+        default=None,
+        description="When you drop it because a learning of the repository answers it: "
+        "that learning's number.",
+    )
 
 
 class VerifierReport(_Result):

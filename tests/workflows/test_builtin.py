@@ -70,7 +70,16 @@ def test_registry() -> None:
     assert set(WORKFLOWS) == {"triage", "ask"}
     # Reviews have a path of their own in the executor (bot.workflows.review.flow).
     assert get_workflow("review") is None
-    assert {"help", "status", "stop", "pause", "resume"} == MODEL_FREE
+    assert {
+        "help",
+        "status",
+        "stop",
+        "pause",
+        "resume",
+        "learn",
+        "learnings",
+        "forget",
+    } == MODEL_FREE
     for name, (meta, _) in WORKFLOWS.items():
         assert meta.name == name
         assert len(meta.phases) == 2

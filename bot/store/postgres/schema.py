@@ -18,6 +18,7 @@ from procrastinate.schema import SchemaManager
 
 from bot.store.contract import StoreError
 from bot.store.findings import POSTGRES_TABLE as FINDINGS_TABLE
+from bot.store.learnings import POSTGRES_TABLE as LEARNINGS_TABLE
 from bot.store.workers import POSTGRES_TABLE as WORKER_BEATS
 
 # A fixed key for pg_advisory_xact_lock: one migration at a time per database.
@@ -226,6 +227,7 @@ MIGRATIONS: tuple[str, ...] = (
     AUTO_REVIEWS,
     JOB_DEFERRALS,
     WORKER_BEATS,
+    LEARNINGS_TABLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -25,6 +25,7 @@ import anyio.to_thread
 from bot.github.errors import GitHubError, RetryableError
 from bot.github.models import ReviewThread
 from bot.log import get_logger
+from bot.workflows.review import learn
 from bot.workflows.review.memory import (
     MAX_PERMISSION_LOOKUPS,
     _facts,
@@ -126,7 +127,18 @@ async def close_pull(
         try:
             threads = await client.review_threads(closed.number)
             writers = await writers_among(client, state, threads, bot_login=bot_login)
+            before = state
             state, _ = apply_threads(state, threads, bot_login=bot_login, writers=writers)
+            await learn.harvest(
+                store,
+                client,
+                closed.number,
+                before,
+                state,
+                threads,
+                writers=writers,
+                bot_login=bot_login,
+            )
             state, _ = await apply_marked_fixed(client, state, threads, bot_login=bot_login)
             outdated = frozenset(
                 f.fingerprint

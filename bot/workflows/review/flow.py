@@ -29,7 +29,16 @@ from bot.runs.context import fetch_context
 from bot.runs.flows import SUPERSEDED
 from bot.runs.progress import Tracker, clean_model_text
 from bot.workflows.instructions import instructions_context, read_instructions
-from bot.workflows.review import diffs, evidence, linked, noise, proofs, resume, runner
+from bot.workflows.review import (
+    diffs,
+    evidence,
+    learn,
+    linked,
+    noise,
+    proofs,
+    resume,
+    runner,
+)
 from bot.workflows.review import instructions as review_instructions
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
@@ -153,6 +162,10 @@ async def run_review(
         taught = await read_instructions(client, pull.base.sha, config=config)
         review_instructions.scope_units(prep.units, taught, context.fence)
         prep.instruction_lines = review_instructions.summary_lines(taught, prep.plan.paths)
+        # The repository's learnings (newest first, capped), fenced as maintainer-written.
+        prep.learnings, prep.learnings_left = await learn.for_review(
+            ex.store, trigger.repo_full_name
+        )
         issues = await linked.read_linked(
             client, pull, actor=trigger.actor, actor_can_write=trigger.command is not None
         )
@@ -164,6 +177,7 @@ async def run_review(
                 instructions_context(
                     taught.everywhere(), context.fence, where=review_instructions.WHERE
                 ),
+                learn.learnings_context(prep.learnings, context.fence),
                 linked.linked_context(issues, context.fence),
                 found.block if found else "",
             )
@@ -209,6 +223,8 @@ async def run_review(
                         "head": prep.head,
                         "proved": state.proofs,
                     },
+                    "learnings": learn.for_the_workflow(prep.learnings),
+                    "learnings_block": learn.learnings_context(prep.learnings, context.fence),
                 },
                 # Not for the workflow: what a `decide` needs to resume this review.
                 resume.SAVED: resume.saved_facts(prep, pull),

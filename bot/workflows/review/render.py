@@ -168,6 +168,7 @@ class SummaryFacts:
     instructions: Sequence[str] = ()  # one rendered line per instructions source
     proofs: str = ""
     """The line of proof counts (`policies.proofs.counts_line`), when proofs are configured."""
+    learned: Sequence[str] = ()  # findings learnings left out, and learnings not shown
 
 
 def summary_text(facts: SummaryFacts, model_summary: str) -> str:
@@ -205,6 +206,8 @@ def summary_text(facts: SummaryFacts, model_summary: str) -> str:
         parts += [f"- {reason}" for reason in facts.dismissed_now]
     if facts.linked:
         parts += ["", "**Linked issues**", "", *facts.linked]
+    if facts.learned:
+        parts += ["", "**Left out by this repository's learnings**", "", *facts.learned]
     if facts.instructions:
         parts += ["", collapsible(f"Instructions: {len(facts.instructions)}"), ""]
         parts += [*facts.instructions, "", END_COLLAPSIBLE]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from bot.log import get_logger
 from bot.runs.context import sanitize
 from bot.runs.progress import clean_model_text
-from bot.workflows.review import diffs, fates
+from bot.workflows.review import diffs, fates, learn
 from bot.workflows.review.budget import budget_line, budget_of
 from bot.workflows.review.memory import apply_threads, load_state, save_state, writers_among
 from bot.workflows.review.noise import not_inline_list
@@ -44,6 +44,7 @@ from policies.ci_evidence import Evidence, agreeing
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
 from policies.finding_fates import PullState
+from policies.learnings import Learning
 from policies.proofs import ProofStatus, counts_line, posted_inline, provable
 from policies.review_noise import earlier_below, place
 from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
@@ -90,6 +91,10 @@ class Prepared:
     ci: Evidence | None = None  # other Apps' CI on the head (`bot.workflows.review.evidence`)
     instruction_lines: list[str] = field(default_factory=list)
     linked_lines: list[str] = field(default_factory=list)
+    learnings: list[Learning] = field(default_factory=list)
+    """The repository's learnings the review's prompts show (`bot.workflows.review.learn`)."""
+    learnings_left: list[Learning] = field(default_factory=list)
+    """Those the caps left out, oldest first."""
 
     @property
     def nothing_to_review(self) -> bool:
@@ -268,6 +273,8 @@ class Concluded:
     summary, never commented inline."""
     proof_line: str = ""
     """The summary's line of proof counts (`policies.proofs.counts_line`)."""
+    learned: list[dict[str, Any]] = field(default_factory=list)
+    """Findings the verifier left out because a learning covers them (path, title, learning)."""
 
 
 def _int(value: object, default: int = 1) -> int:
@@ -441,6 +448,7 @@ async def conclude(
         prep.signatures,
     )
     unverified = [str(p) for p in review.get("unverified") or [] if isinstance(p, str)]
+    learned = [d for d in review.get("learned") or [] if isinstance(d, dict)]
     return Concluded(
         state=new_state,
         inline=inline,
@@ -454,6 +462,7 @@ async def conclude(
         below=below,
         unproven=unproven,
         proof_line=counts_line(statuses),
+        learned=learned,
     )
 
 
@@ -552,6 +561,9 @@ def summary_of(
         linked=prep.linked_lines,
         instructions=prep.instruction_lines,
         proofs=done.proof_line if done is not None else "",
+        learned=learn.summary_lines(
+            done.learned if done is not None else [], prep.learnings, prep.learnings_left
+        ),
     )
     text = summary_text(facts, model_summary)
     listed = ""
@@ -602,7 +614,12 @@ async def load(
         return state, []
     threads = await client.review_threads(number)
     writers = await writers_among(client, state, threads, bot_login=bot_login)
+    before = state
     state, dismissed = apply_threads(state, threads, bot_login=bot_login, writers=writers)
+    # A writer's reason for a dismissal is kept for the repository's later reviews.
+    await learn.harvest(
+        store, client, number, before, state, threads, writers=writers, bot_login=bot_login
+    )
     state, _ = await fates.apply_marked_fixed(client, state, threads, bot_login=bot_login)
     return state, dismissed
 

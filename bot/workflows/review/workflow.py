@@ -51,6 +51,7 @@ from bot.workflows.schemas import (
     unit_review_schema,
 )
 from policies.budget import BUDGET_REACHED
+from policies.learnings import Learning, covering
 
 meta = WorkflowMeta(
     name="review",
@@ -91,6 +92,12 @@ Candidates (JSON):
 
 Findings already raised on this pull request (JSON):
 {known}"""
+
+LEARNINGS_TASK = """
+
+This repository's maintainers taught the review the learnings in the block whose source is
+`learnings` (numbered). Drop a candidate that a learning answers, and give that learning's
+number in the verdict's `learning`."""
 
 VERIFY_CONTRACT = {
     "criteria": [
@@ -201,6 +208,22 @@ async def workflow(
     unverified: list[str] = []
     candidates_total = 0
     cap = int(review.get("max_findings") or DEFAULT_MAX_FINDINGS)
+    learnings = [
+        Learning(
+            repo="",
+            number=int(x["number"]),
+            text=str(x.get("text") or ""),
+            author=str(x.get("author") or ""),
+            source="",
+            category=str(x.get("category") or ""),
+            title=str(x.get("title") or ""),
+            paths=tuple(str(p) for p in x.get("paths") or ()),
+        )
+        for x in review.get("learnings") or []
+        if isinstance(x, dict) and isinstance(x.get("number"), int)
+    ]
+    learnings_block = str(review.get("learnings_block") or "")
+    learned: list[dict[str, Any]] = []
 
     def with_unit(task: str, unit: dict[str, Any]) -> str:
         return context_prompt(task, fence, context + "\n\n" + str(unit["block"]))
@@ -247,6 +270,8 @@ async def workflow(
     async def verifier(
         found: list[ReviewFinding], unit: dict[str, Any], _i: int
     ) -> list[ReviewFinding]:
+        # A finding a learning's dismissal already answered is dropped before any model call.
+        found = [f for f in found if not answered(f)]
         if str(unit.get("key")) in cached:
             kept = found  # verified by the run that reviewed these same changes
         elif not found:
@@ -255,6 +280,16 @@ async def workflow(
             kept = await verify(found, unit)
         done[str(unit.get("key"))] = [_finding_json(f) for f in kept]
         return kept
+
+    def answered(f: ReviewFinding, number: int | None = None) -> bool:
+        """Whether a learning covers `f` (`number`: the one the verifier named); if so, it
+        is named in the summary."""
+        by = next((x for x in learnings if x.number == number), None) if number else None
+        by = by or covering(learnings, path=f.path, category=f.category, title=f.title)
+        if by is None:
+            return False
+        learned.append({"path": f.path, "title": f.title, "learning": by.number})
+        return True
 
     async def verify(found: list[ReviewFinding], unit: dict[str, Any]) -> list[ReviewFinding]:
         listed = [{"index": i, **_finding_json(f)} for i, f in enumerate(found)]
@@ -265,8 +300,12 @@ async def workflow(
             candidates=json.dumps(listed, ensure_ascii=False),
             known=json.dumps(related, ensure_ascii=False)[:24_000],
         )
+        shown = changes_of(unit, {f.path for f in found})
+        if learnings_block:
+            task += LEARNINGS_TASK
+            shown += "\n\n" + learnings_block
         result = await wf.agent(
-            context_prompt(task, fence, changes_of(unit, {f.path for f in found})),
+            context_prompt(task, fence, shown),
             agent_type="reviewer",
             label=f"verify {unit['id']}",
             phase="Review",
@@ -279,6 +318,9 @@ async def workflow(
             raise UnitFailed(str(result.error))
         report = VerifierReport.model_validate(result.structured)
         keep = {v.index for v in report.verdicts if v.keep}
+        for v in report.verdicts:
+            if not v.keep and v.learning is not None and 0 <= v.index < len(found):
+                answered(found[v.index], v.learning)
         return [f for i, f in enumerate(found) if i in keep]
 
     wf.phase("Review")
@@ -373,6 +415,7 @@ async def workflow(
             "candidates": candidates_total,
             "unverified": sorted(set(unverified)),
             "rechecks": rechecks,
+            "learned": learned,
         },
     }
     stopped = wf.budget_reached()

@@ -125,6 +125,10 @@ def build_worker(
     except ValueError as exc:  # settings that cannot work: a bad key, an invalid agent type
         log.error(str(exc))
         return None
+    if hooks.executor is not None:  # runs call GitHub: githubkit's imports are paid here
+        from bot.github.preload import preload
+
+        preload()
     queue = job_queue(store)
     return Worker(
         store,

@@ -273,10 +273,6 @@ class InstallationClient:
         rest = self._rest.issues
         return await self._pages(rest.async_list_comments, items_of(IssueComment), number).collect()
 
-    async def get_issue_comment(self, comment_id: int) -> IssueComment:
-        call = self._rest.issues.async_get_comment(self.owner, self.repo, comment_id)
-        return model_of(IssueComment, await answer(call))
-
     async def create_issue_comment(self, number: int, body: str) -> IssueComment:
         """Post a comment; a retried post finds the first one instead of posting twice."""
 
@@ -500,24 +496,6 @@ class InstallationClient:
     async def list_reviews(self, number: int) -> list[Review]:
         rest = self._rest.pulls
         return await self._pages(rest.async_list_reviews, items_of(Review), number).collect()
-
-    async def find_review(self, number: int, marker: str, *, author: str) -> Review | None:
-        """`author`'s review on the pull request whose body carries `marker` (a hidden tag).
-
-        Only the app's own reviews count (`author` is `<slug>[bot]`): anyone can paste a marker.
-        """
-        for review in await self.list_reviews(number):
-            login = review.user.login if review.user is not None else ""
-            if login.lower() == author.lower() and review.body and marker in review.body:
-                return review
-        return None
-
-    async def update_review(self, number: int, review_id: int, body: str) -> Review:
-        """Replace a submitted review's summary body (its inline comments stay)."""
-        update = self._rest.pulls.async_update_review
-        return model_of(
-            Review, await answer(update(self.owner, self.repo, number, review_id, body=body))
-        )
 
     # -- check runs ------------------------------------------------------------------------
 

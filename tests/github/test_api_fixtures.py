@@ -104,7 +104,7 @@ async def test_the_fake_answers_with_the_fields_real_responses_have(tmp_path: Pa
     run = await gh.create_check_run(name="c", head_sha=pull["head"]["sha"])
 
     async def wire(path: str) -> dict[str, Any]:
-        data = (await gh.request("GET", path)).json()
+        data = (await gh.github.arequest("GET", path)).json()
         assert isinstance(data, dict)
         return data
 

@@ -11,6 +11,7 @@ import httpx
 import jwt
 import pytest
 
+from bot.github._pages import answer
 from bot.github.client import (
     PERMISSION_CACHE_SIZE,
     AuthError,
@@ -127,7 +128,7 @@ async def test_narrowed_token_cannot_reach_another_repository(
     fake.add_installation(42, "octo", ["octo/hello", "octo/other"])
     gh = make_app(fake).installation(42, "octo", "hello")
     with pytest.raises(NotFound):
-        await gh.request("GET", "/repos/octo/other")
+        await answer(gh.github.arequest("GET", "/repos/octo/other"))
     assert (await gh.get_repo()).full_name == "octo/hello"
 
 

@@ -203,7 +203,7 @@ class InstallationClient:
         None. Both fail closed: nobody is granted anything while the permission is unknown.
         """
         key = (self.installation_id, self.full_name, login.lower())
-        cached = self.app.cached_permission(key)
+        cached = self.app.permissions.get(key)
         if cached is not None:
             return cached
         level = self._rest.repos.async_get_collaborator_permission_level
@@ -228,7 +228,7 @@ class InstallationClient:
             if parsed is None:
                 return None
             value = parsed
-        self.app.remember_permission(key, value)
+        self.app.permissions.put(key, value)
         return value
 
     # -- issues and comments ---------------------------------------------------------------
@@ -421,12 +421,12 @@ class InstallationClient:
         """Every label of the repository, all pages; remembered for `LABELS_TTL_S` per
         installation and repository (shared by every client of the app)."""
         key = (self.installation_id, self.full_name.lower())
-        cached = self.app.cached_labels(key)
+        cached = self.app.labels.get(key)
         if cached is not None:
             return list(cached)
         rest = self._rest.issues
         labels = await self._pages(rest.async_list_labels_for_repo, items_of(Label)).collect()
-        self.app.remember_labels(key, tuple(labels))
+        self.app.labels.put(key, tuple(labels))
         return labels
 
     async def add_labels(self, number: int, names: Sequence[str]) -> list[Label]:

@@ -369,9 +369,9 @@ async def test_the_permission_cache_forgets_expired_entries(fake: FakeGitHub) ->
         clock=lambda: now[0],
     )
     for i in range(PERMISSION_CACHE_SIZE):
-        app.remember_permission((42, "octo/hello", f"user{i}"), "read")
+        app.permissions.put((42, "octo/hello", f"user{i}"), "read")
     now[0] += 120
-    app.remember_permission((42, "octo/hello", "late"), "write")
-    assert app.cached_permission((42, "octo/hello", "late")) == "write"
-    assert app.cached_permission((42, "octo/hello", "user0")) is None
-    assert len(app._permissions) == 1
+    app.permissions.put((42, "octo/hello", "late"), "write")
+    assert app.permissions.get((42, "octo/hello", "late")) == "write"
+    assert app.permissions.get((42, "octo/hello", "user0")) is None
+    assert len(app.permissions) == 1

@@ -46,7 +46,6 @@ from bot.github.models import (
     Review,
     ReviewComment,
     ReviewThread,
-    ThreadComment,
 )
 from bot.log import get_logger
 from bot.store.queue.fence import check_fence
@@ -209,26 +208,23 @@ class InstallationClient:
         level = self._rest.repos.async_get_collaborator_permission_level
         try:
             answered = await answer(level(self.owner, self.repo, quote(login, safe="")))
+            # Read as raw JSON: `role_name` is what counts, and an answer without the legacy
+            # `permission` (which githubkit's model requires) must still be read.
+            value = _parse_permission(json_of(answered.raw_response))
         except NotFound:
-            value: Permission = "none"
+            value = "none"
         except GitHubError as exc:
             log.warning(
                 "collaborator permission unavailable",
                 extra={"repo": self.full_name, "login": login, "status": exc.status},
             )
-            if isinstance(exc, RetryableError) or exc.status == 0 or exc.status >= 500:
+            if isinstance(exc, RetryableError):
                 raise RetryableError(
                     exc.status, f"collaborator permission of {login} unavailable: {exc}"
                 ) from exc
             return None
-        else:
-            # Read as raw JSON: `role_name` is what counts, and an answer without the legacy
-            # `permission` (which githubkit's model requires) must still be read.
-            parsed = _parse_permission(json_of(answered.raw_response))
-            if parsed is None:
-                return None
-            value = parsed
-        self.app.permissions.put(key, value)
+        if value is not None:
+            self.app.permissions.put(key, value)
         return value
 
     # -- issues and comments ---------------------------------------------------------------
@@ -359,8 +355,7 @@ class InstallationClient:
             )
             repo = data.get("repository") or {}
             page = ((repo.get("pullRequest") or {}).get("reviewThreads")) or {}
-            for node in page.get("nodes") or []:
-                threads.append(_thread_of(node))
+            threads += models_of(ReviewThread, page.get("nodes") or [])
             info = page.get("pageInfo") or {}
             if not info.get("hasNextPage"):
                 break
@@ -549,33 +544,6 @@ mutation($threadId: ID!) {
   resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } }
 }
 """
-
-
-def _login_of(node: object) -> str | None:
-    login = node.get("login") if isinstance(node, dict) else None
-    return login if isinstance(login, str) else None
-
-
-def _thread_of(node: Mapping[str, Any]) -> ReviewThread:
-    comments = []
-    for c in (node.get("comments") or {}).get("nodes") or []:
-        reactions = (c.get("reactions") or {}).get("nodes") or []
-        downs = tuple(login for r in reactions if (login := _login_of(r.get("user"))) is not None)
-        comments.append(
-            ThreadComment(
-                databaseId=c.get("databaseId"),
-                author=_login_of(c.get("author")),
-                body=str(c.get("body") or ""),
-                thumbs_down_by=downs,
-            )
-        )
-    return ReviewThread(
-        id=str(node.get("id")),
-        isResolved=bool(node.get("isResolved")),
-        isOutdated=bool(node.get("isOutdated")),
-        resolved_by=_login_of(node.get("resolvedBy")),
-        comments=tuple(comments),
-    )
 
 
 def _parse_permission(data: object) -> Permission | None:

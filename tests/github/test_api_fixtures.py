@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from githubkit_schemas.latest.models import InstallationToken
 from pydantic import BaseModel
 
 from bot.github import models
@@ -24,7 +25,8 @@ SAMPLES: list[tuple[str, type[BaseModel]]] = [
     ("pull-request.json", models.PullRequest),
     ("check-run.json", models.CheckRun),
     ("installation.json", models.Installation),
-    ("installation-token.json", models.InstallationToken),
+    # read through githubkit's own model (bot.github.client.installation_token)
+    ("installation-token.json", InstallationToken),
     ("app.json", models.AppInfo),
     ("manifest-conversion.json", models.ManifestConversion),
 ]

@@ -3,7 +3,8 @@
 Each run is the bench's own (`one_triage`, `one_fix`: post the delivery, wait for the end, let
 stragglers land); around it the process's user and system time is read from `/proc`, its
 waited-for children (git) included. `boot` is the CPU from the process's start until
-`/readyz` answered. Linux only.
+`/readyz` answered. `bot serve` runs with `--receivers 1` unless told otherwise: the measured
+process then also receives the delivery, and it starts in time on a busy machine. Linux only.
 
     .venv/bin/python bench/cpu_per_run.py e2e [--runs 6]
     .venv/bin/python bench/cpu_per_run.py fix [--runs 4] [--files 20000]
@@ -34,16 +35,19 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def e2e_bot(root: Path) -> Iterator[tuple[Any, Any, Callable[..., Any]]]:
+def e2e_bot(root: Path, serve: list[str]) -> Iterator[tuple[Any, Any, Callable[..., Any]]]:
     from bench.e2e import one_triage
     from tests.scripted import bot_with_fakes
 
-    with bot_with_fakes(root, extra_env={"BOT_APP_SLUG": "repo-agent"}) as (fake, _, bot):
+    env = {"BOT_APP_SLUG": "repo-agent"}
+    with bot_with_fakes(root, extra_env=env, serve_args=serve) as (fake, _, bot):
         yield fake, bot, one_triage
 
 
 @contextmanager
-def fix_bot(root: Path, files: int) -> Iterator[tuple[Any, Any, Callable[..., Any]]]:
+def fix_bot(
+    root: Path, serve: list[str], files: int
+) -> Iterator[tuple[Any, Any, Callable[..., Any]]]:
     from bench.fix import big_repo, one_fix
     from tests.fakes.fix_model import Edit, FixModel
     from tests.fakes.github import FakeGitHub
@@ -58,7 +62,7 @@ def fix_bot(root: Path, files: int) -> Iterator[tuple[Any, Any, Callable[..., An
     fake.set_permission("octo", "hello", "maint", "write")
     model = FixModel((Edit("", {"app/greet.py": 'def greet():\n    return "hello"\n'}),))
     env = {"BOT_APP_SLUG": "repo-agent", "BOT_GITHUB_WRITE_INTERVAL": "0"}
-    with bot_on_fakes(root, fake, model, extra_env=env) as (_, bot):
+    with bot_on_fakes(root, fake, model, extra_env=env, serve_args=serve) as (_, bot):
         yield fake, bot, one_fix
 
 
@@ -67,13 +71,15 @@ def main() -> int:
     parser.add_argument("bench", choices=("e2e", "fix"))
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--receivers", type=int, default=1)
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1])
     args = parser.parse_args()
     sys.path.insert(0, str(args.tree.resolve()))
     runs = args.runs or (6 if args.bench == "e2e" else 4)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        bot_of = e2e_bot(root) if args.bench == "e2e" else fix_bot(root, args.files)
+        serve = ["--receivers", str(args.receivers)]
+        bot_of = e2e_bot(root, serve) if args.bench == "e2e" else fix_bot(root, serve, args.files)
         with bot_of as (fake, bot, one_run):
             pid = bot.process.pid
             boot = cpu_seconds(pid)

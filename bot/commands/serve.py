@@ -125,10 +125,6 @@ def build_worker(
     except ValueError as exc:  # settings that cannot work: a bad key, an invalid agent type
         log.error(str(exc))
         return None
-    if hooks.executor is not None:  # runs call GitHub: githubkit's imports are paid here
-        from bot.github.preload import preload
-
-        preload()
     queue = job_queue(store)
     return Worker(
         store,
@@ -139,6 +135,15 @@ def build_worker(
         lease_seconds=settings.job_lease_seconds,
         runner=job_runner(store, settings.job_lease_seconds),
     )
+
+
+def preload_github(worker: Worker | None) -> None:
+    """Before the pool takes its first job: githubkit's imports for the calls runs make
+    (`bot.github.preload`), so that no run pays them. Nothing without a pool or credentials."""
+    if worker is not None and worker.hooks.executor is not None:
+        from bot.github.preload import preload
+
+        preload()
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -175,6 +180,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         if receivers > 1:
             return _run_supervisor(settings, store, worker, host, port, receivers)
+        preload_github(worker)
         app = create_app(settings, store, worker=worker)
         log.info(
             "serving",
@@ -206,6 +212,7 @@ def _run_supervisor(
         receivers.start(sock)
     finally:
         sock.close()  # the receivers hold it now; the port closes when the last one stops
+    preload_github(worker)  # while the receivers start
     log.info(
         "serving",
         extra={
@@ -297,6 +304,7 @@ def run_worker(args: argparse.Namespace) -> int:
     if worker is None:
         store.close()
         return 1
+    preload_github(worker)
     host = args.host or settings.host
     port = settings.worker_port if args.port is None else args.port
     sock = None

@@ -76,3 +76,24 @@ def test_every_githubkit_method_the_client_calls_is_preloaded() -> None:
     preloaded = {name for names in CALLS.values() for name in names}
     assert named, "the client names githubkit's methods as `<namespace>.async_<name>`"
     assert named <= preloaded, f"add these to bot.github.preload.CALLS: {named - preloaded}"
+
+
+def test_the_pool_preloads_only_when_its_runs_call_github() -> None:
+    script = """
+import sys, types
+from bot.commands.serve import preload_github
+preload_github(types.SimpleNamespace(hooks=types.SimpleNamespace(executor=None)))
+without = any(".models." in n for n in sys.modules if n.startswith("githubkit"))
+preload_github(None)
+preload_github(types.SimpleNamespace(hooks=types.SimpleNamespace(executor=object())))
+print(without, any(".models." in n for n in sys.modules if n.startswith("githubkit")))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.stdout.split() == ["False", "True"]

@@ -137,6 +137,15 @@ def build_worker(
     )
 
 
+def preload_github(worker: Worker | None) -> None:
+    """Before the pool takes its first job: githubkit's imports for the calls runs make
+    (`bot.github.preload`), so that no run pays them. Nothing without a pool or credentials."""
+    if worker is not None and worker.hooks.executor is not None:
+        from bot.github.preload import preload
+
+        preload()
+
+
 def run_serve(args: argparse.Namespace) -> int:
     if args.listen_fd is not None:
         return _run_receiver(args)
@@ -171,6 +180,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         if receivers > 1:
             return _run_supervisor(settings, store, worker, host, port, receivers)
+        preload_github(worker)
         app = create_app(settings, store, worker=worker)
         log.info(
             "serving",
@@ -202,6 +212,7 @@ def _run_supervisor(
         receivers.start(sock)
     finally:
         sock.close()  # the receivers hold it now; the port closes when the last one stops
+    preload_github(worker)  # while the receivers start
     log.info(
         "serving",
         extra={
@@ -293,6 +304,7 @@ def run_worker(args: argparse.Namespace) -> int:
     if worker is None:
         store.close()
         return 1
+    preload_github(worker)
     host = args.host or settings.host
     port = settings.worker_port if args.port is None else args.port
     sock = None

@@ -139,12 +139,15 @@ class Pages(Paginator[T]):
             return None
         return nxt
 
-    async def collect(self, keep: Callable[[T], bool] | None = None) -> list[T]:
-        """Every item, in order; with `keep`, up to (not including) the first it refuses."""
+    async def collect(
+        self, keep: Callable[[T], bool] | None = None, *, limit: int | None = None
+    ) -> list[T]:
+        """Every item, in order; with `keep`, up to (not including) the first it refuses; at
+        most `limit` of them."""
         items: list[T] = []
         try:
             async for item in self:
-                if keep is not None and not keep(item):
+                if (keep is not None and not keep(item)) or len(items) == limit:
                     break
                 items.append(item)
         except (RequestError, ValidationError) as exc:

@@ -7,31 +7,19 @@
     comment = await gh.create_issue_comment(7, "hello")
     await app.aclose()
 
-Authentication, through githubkit's auth strategies (`bot.github._auth`). The App JWT is
-RS256, `iss` = app id, `iat` 60 s in the past and `exp` 9 minutes ahead (GitHub allows at
-most 10), re-signed every 5 minutes. Installation tokens are requested with githubkit's
-`apps.create_installation_access_token`, narrowed to the single repository of the client
-(`repositories: [name]`) and optionally to fewer `permissions`, cached per (installation,
-repository) until 5 minutes before `expires_at`, and on a 401 dropped and re-requested once
-before the call fails with `AuthError`. `token()` gives the same token to git (as an HTTP
-header, see `bot.git.checkout`). Once GitHub says the app lost an installation or some of its
-repositories (`revoke_access`), their cached tokens, permissions and labels are dropped and
-no token is requested for them (`AccessRevoked`) until `restore_access`.
+Authentication is githubkit's auth strategies (`bot.github._auth`): the App JWT for the App's
+routes, and installation tokens narrowed to the client's single repository (and optionally to
+fewer `permissions`), cached per (installation, repository) until 5 minutes before they expire,
+dropped and requested again once on a 401 (then `AuthError`). `token()` gives the same token to
+git (as an HTTP header, see `bot.git.checkout`). Once GitHub says the app lost an installation
+or some of its repositories (`revoke_access`), their cached tokens, permissions and labels are
+dropped and no token is requested for them (`AccessRevoked`) until `restore_access`.
 
-Webhook deliveries: `hook_deliveries(since=...)` lists the App's recent delivery attempts
-(newest first, cursor pages) and `redeliver(id)` asks GitHub to send one again.
-
-Every call is one of githubkit's typed REST methods (its body checked against GitHub's
-schema before it is sent) and lists are read with its paginator (`bot.github._pages`);
-retries, rate limits, write spacing and the delivery header are our transport under it
-(`bot.github._retry`), githubkit's own retries and HTTP cache being off.
-Errors: `GitHubError` (status, message, docs_url) and its subclasses `NotFound`,
-`AuthError`, `RetryableError` (re-queue the job) and `RateLimited` (re-queue no
-sooner than `retry_at`).
-
-Responses are read into the lenient models of `bot.github.models` (see `bot.github._pages`
-for why not githubkit's). For tests pass `transport=httpx.ASGITransport(fake.app)` and any
-`api_url`. `InstallationClient` lives in `bot.github.installation` and is re-exported here.
+Every call is one of githubkit's typed REST methods (its body checked against GitHub's schema
+before it is sent), lists are read with its paginator and answers into our lenient models
+(`bot.github._pages`); retries, rate limits, write spacing and the delivery header are our
+transport under it (`bot.github._retry`). Errors are `bot.github.errors`. For tests pass
+`transport=httpx.ASGITransport(fake.app)` and any `api_url`.
 """
 
 from __future__ import annotations
@@ -39,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import anyio
 import httpx
@@ -86,6 +74,8 @@ __all__ = [
 ]
 
 log = get_logger(__name__)
+K = TypeVar("K", tuple[int, str], tuple[int, str, str])
+V = TypeVar("V")
 
 PERMISSION_CACHE_SIZE = 4096
 """Past this many remembered permissions, expired ones are dropped."""
@@ -93,13 +83,37 @@ LABELS_CACHE_SIZE = 1024
 """Past this many remembered label lists, expired ones are dropped."""
 
 
-def graphql_url(api_url: str) -> str:
-    """GitHub's GraphQL endpoint beside a REST root: `https://api.github.com/graphql`, or
-    `https://HOST/api/graphql` for Enterprise's `https://HOST/api/v3`."""
-    root = api_url.rstrip("/")
-    if root.endswith("/api/v3"):
-        return root[: -len("/v3")] + "/graphql"
-    return root + "/graphql"
+class Remembered(Generic[K, V]):
+    """Values kept for `ttl` seconds under keys that start (installation id, full name); past
+    `size` entries, the expired ones are dropped."""
+
+    def __init__(self, ttl: float, size: int, clock: Callable[[], float]) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._clock = clock
+        self._items: dict[K, tuple[float, V]] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        hit = self._items.get(key)
+        return hit[1] if hit is not None and self._clock() - hit[0] < self.ttl else None
+
+    def put(self, key: K, value: V) -> None:
+        now = self._clock()
+        if len(self._items) >= self.size:
+            self._items = {k: hit for k, hit in self._items.items() if now - hit[0] < self.ttl}
+        self._items[key] = (now, value)
+
+    def forget(self, installation_id: int, full_names: frozenset[str] | None) -> None:
+        """Drop the installation's entries: all, or those of `full_names` (lower case)."""
+        self._items = {
+            key: hit
+            for key, hit in self._items.items()
+            if key[0] != installation_id
+            or (full_names is not None and key[1].lower() not in full_names)
+        }
 
 
 class GitHubApp:
@@ -128,7 +142,6 @@ class GitHubApp:
                 "file GitHub gave you, or run `bot setup`"
             )
         self.app_id = app_id
-        self.graphql_url = graphql_url(api_url)
         self._jwt = AppJwt(app_id, private_key_pem)
         self._slug = app_slug
         self._clock = clock
@@ -149,8 +162,13 @@ class GitHubApp:
         )
         self._tokens: dict[TokenKey, CachedToken] = {}
         self._token_locks: dict[TokenKey, anyio.Lock] = {}
-        self._permissions: dict[tuple[int, str, str], tuple[float, Permission]] = {}
-        self._labels: dict[tuple[int, str], tuple[float, tuple[Label, ...]]] = {}
+        # Shared by the installation clients, keyed (installation id, full name, ...).
+        self.permissions: Remembered[tuple[int, str, str], Permission] = Remembered(
+            PERMISSION_TTL_S, PERMISSION_CACHE_SIZE, clock
+        )
+        self.labels: Remembered[tuple[int, str], tuple[Label, ...]] = Remembered(
+            LABELS_TTL_S, LABELS_CACHE_SIZE, clock
+        )
         # installation id -> None (all of it) or the lower-case full names it lost
         self._revoked: dict[int, frozenset[str] | None] = {}
 
@@ -266,16 +284,8 @@ class GitHubApp:
             for key, token in self._tokens.items()
             if key[0] != installation_id or (bare is not None and key[1].lower() not in bare)
         }
-        self._permissions = {
-            key: hit
-            for key, hit in self._permissions.items()
-            if key[0] != installation_id or (names is not None and key[1].lower() not in names)
-        }
-        self._labels = {
-            key: hit
-            for key, hit in self._labels.items()
-            if key[0] != installation_id or (names is not None and key[1].lower() not in names)
-        }
+        self.permissions.forget(installation_id, names)
+        self.labels.forget(installation_id, names)
         log.info(
             "installation access revoked; cached tokens dropped",
             extra={"installation_id": installation_id, "repos": sorted(names or ["*"])},
@@ -370,38 +380,6 @@ class GitHubApp:
     ) -> InstallationClient:
         """A client for one repository of one installation (cheap: build one per delivery)."""
         return InstallationClient(self, installation_id, owner, repo, permissions=permissions)
-
-    # -- caches shared by installation clients ---------------------------------------------
-
-    def cached_permission(self, key: tuple[int, str, str]) -> Permission | None:
-        hit = self._permissions.get(key)
-        if hit is not None and self._clock() - hit[0] < PERMISSION_TTL_S:
-            return hit[1]
-        return None
-
-    def remember_permission(self, key: tuple[int, str, str], value: Permission) -> None:
-        now = self._clock()
-        if len(self._permissions) >= PERMISSION_CACHE_SIZE:
-            self._permissions = {
-                k: hit for k, hit in self._permissions.items() if now - hit[0] < PERMISSION_TTL_S
-            }
-        self._permissions[key] = (now, value)
-
-    def cached_labels(self, key: tuple[int, str]) -> tuple[Label, ...] | None:
-        """A repository's labels as listed less than `LABELS_TTL_S` ago, for (installation,
-        repository); None when not remembered."""
-        hit = self._labels.get(key)
-        if hit is not None and self._clock() - hit[0] < LABELS_TTL_S:
-            return hit[1]
-        return None
-
-    def remember_labels(self, key: tuple[int, str], labels: tuple[Label, ...]) -> None:
-        now = self._clock()
-        if len(self._labels) >= LABELS_CACHE_SIZE:
-            self._labels = {
-                k: hit for k, hit in self._labels.items() if now - hit[0] < LABELS_TTL_S
-            }
-        self._labels[key] = (now, labels)
 
 
 def _delivered_at(item: HookDelivery) -> float:

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
-import httpx
 from githubkit import Response
 from githubkit.exception import GraphQLFailed, RequestError
 from githubkit.utils import UNSET
@@ -47,7 +46,6 @@ from bot.github.models import (
     Review,
     ReviewComment,
     ReviewThread,
-    ThreadComment,
 )
 from bot.log import get_logger
 from bot.store.queue.fence import check_fence
@@ -57,6 +55,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
+P = TypeVar("P", IssueComment, Review, ReviewComment)
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 PERMISSION_TTL_S = 60.0
@@ -110,33 +109,14 @@ class InstallationClient:
         self.app.check_access(self.installation_id, self.full_name)
         return token
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, str | int] | None = None,
-        accept: str = "application/vnd.github+json",
-        attempts: int | None = None,
-        spaced: bool | None = None,
-    ) -> httpx.Response:
-        """Any REST call with this installation's token (githubkit's untyped `arequest`, for
-        what it has no method for); a 401 refreshes the token once. `attempts` and `spaced`: see
-        `bot.github._retry.call_options`."""
-        with call_options(attempts=attempts, spaced=spaced):
-            call = self.github.arequest(
-                method, path, json=json, params=params, headers={"Accept": accept}
-            )
-            return (await answer(call)).raw_response
-
     async def _create(
         self,
         model: type[M],
         send: Callable[[], Awaitable[Response[Any, Any]]],
         find: Callable[[], Awaitable[M | None]],
     ) -> M:
-        """POST a create, never twice: after a 5xx or a lost answer, `find` what it made."""
+        """POST a create, never twice: after a 5xx or a lost answer, `find` what it made (see
+        `bot.github._retry`)."""
         attempts = self.app.sender.policy.attempts
         for failures in range(1, attempts + 1):
             try:
@@ -175,50 +155,38 @@ class InstallationClient:
 
     async def get_file_text(self, path: str, ref: str | None = None) -> str | None:
         """A file's text at `ref` (default branch when None); None when it does not exist."""
-        where = quote(path.lstrip("/"), safe="/")
-        at = ref if ref else UNSET
-        contents = self._rest.repos.async_get_content
-        try:
-            # Read as raw JSON: githubkit's models of a file (`ContentFile` and the rest of its
-            # union) parse GitHub's recorded answer but not the fake's, which lacks `git_url`,
-            # `download_url` and `_links`; `type`, `encoding` and `content` are all we read.
-            data = json_of(
-                (await answer(contents(self.owner, self.repo, where, ref=at))).raw_response
-            )
-            if not isinstance(data, dict) or data.get("type") != "file":
-                return None
-            if data.get("encoding") == "base64":
-                raw = base64.b64decode(str(data.get("content") or ""))
-                return raw.decode("utf-8", errors="replace")
-            # Files over 1 MB come without content: ask for the raw bytes instead.
-            raw_answer = await answer(
-                contents(
+        entry = await self.get_contents(path, ref)
+        if not isinstance(entry, ContentEntry) or entry.type != "file":
+            return None
+        if entry.encoding == "base64":
+            return base64.b64decode(entry.content or "").decode("utf-8", errors="replace")
+        try:  # files over 1 MB come without content: ask for the raw bytes instead
+            raw = await answer(
+                self._rest.repos.async_get_content(
                     self.owner,
                     self.repo,
-                    where,
-                    ref=at,
+                    quote(path.strip("/"), safe="/"),
+                    ref=ref or UNSET,
                     headers={"Accept": "application/vnd.github.raw"},
                 )
             )
-            return raw_answer.raw_response.content.decode("utf-8", errors="replace")
         except NotFound:
             return None
+        return raw.raw_response.content.decode("utf-8", errors="replace")
 
     async def get_contents(
         self, path: str, ref: str | None = None
     ) -> ContentEntry | list[ContentEntry] | None:
         """What `path` is at `ref` (default branch when None): one entry for a file or a
-        symbolic link, the entries of a directory; None when there is nothing there."""
+        symbolic link, the entries of a directory; None when there is nothing there.
+
+        Read as raw JSON: githubkit's models of contents (`ContentFile` and the rest of its
+        union) parse GitHub's recorded answer but not the fake's, which lacks `git_url`,
+        `download_url` and `_links`; `type`, `encoding` and `content` are what is read."""
         where = quote(path.strip("/"), safe="/")
-        contents = self._rest.repos.async_get_content
+        call = self._rest.repos.async_get_content(self.owner, self.repo, where, ref=ref or UNSET)
         try:
-            # Raw JSON, as in `get_file_text`: githubkit's content models need fields the
-            # fake's answers leave out.
-            data = json_of(
-                (
-                    await answer(contents(self.owner, self.repo, where, ref=ref or UNSET))
-                ).raw_response
-            )
+            data = json_of((await answer(call)).raw_response)
         except NotFound:
             return None
         if isinstance(data, list):
@@ -234,32 +202,29 @@ class InstallationClient:
         None. Both fail closed: nobody is granted anything while the permission is unknown.
         """
         key = (self.installation_id, self.full_name, login.lower())
-        cached = self.app.cached_permission(key)
+        cached = self.app.permissions.get(key)
         if cached is not None:
             return cached
         level = self._rest.repos.async_get_collaborator_permission_level
         try:
             answered = await answer(level(self.owner, self.repo, quote(login, safe="")))
+            # Read as raw JSON: `role_name` is what counts, and an answer without the legacy
+            # `permission` (which githubkit's model requires) must still be read.
+            value = _parse_permission(json_of(answered.raw_response))
         except NotFound:
-            value: Permission = "none"
+            value = "none"
         except GitHubError as exc:
             log.warning(
                 "collaborator permission unavailable",
                 extra={"repo": self.full_name, "login": login, "status": exc.status},
             )
-            if isinstance(exc, RetryableError) or exc.status == 0 or exc.status >= 500:
+            if isinstance(exc, RetryableError):
                 raise RetryableError(
                     exc.status, f"collaborator permission of {login} unavailable: {exc}"
                 ) from exc
             return None
-        else:
-            # Read as raw JSON: `role_name` is what counts, and an answer without the legacy
-            # `permission` (which githubkit's model requires) must still be read.
-            parsed = _parse_permission(json_of(answered.raw_response))
-            if parsed is None:
-                return None
-            value = parsed
-        self.app.remember_permission(key, value)
+        if value is not None:
+            self.app.permissions.put(key, value)
         return value
 
     # -- issues and comments ---------------------------------------------------------------
@@ -273,24 +238,15 @@ class InstallationClient:
         rest = self._rest.issues
         return await self._pages(rest.async_list_comments, items_of(IssueComment), number).collect()
 
-    async def get_issue_comment(self, comment_id: int) -> IssueComment:
-        call = self._rest.issues.async_get_comment(self.owner, self.repo, comment_id)
-        return model_of(IssueComment, await answer(call))
-
     async def create_issue_comment(self, number: int, body: str) -> IssueComment:
         """Post a comment; a retried post finds the first one instead of posting twice."""
-
-        async def find() -> IssueComment | None:
-            for comment in reversed(await self.list_issue_comments(number)):
-                mine = comment.user is not None and comment.user.is_bot
-                if mine and _same_text(comment.body, body):
-                    return comment
-            return None
-
-        def send() -> Awaitable[Response[Any, Any]]:
-            return self._rest.issues.async_create_comment(self.owner, self.repo, number, body=body)
-
-        return await self._create(IssueComment, send, find)
+        return await self._create(
+            IssueComment,
+            lambda: self._rest.issues.async_create_comment(
+                self.owner, self.repo, number, body=body
+            ),
+            lambda: _posted(self.list_issue_comments(number), body),
+        )
 
     async def update_issue_comment(self, comment_id: int, body: str) -> IssueComment:
         call = self._rest.issues.async_update_comment(self.owner, self.repo, comment_id, body=body)
@@ -355,37 +311,25 @@ class InstallationClient:
             payload["commit_id"] = commit_id
         if comments:
             payload["comments"] = [dict(c) for c in comments]
-
-        async def find() -> Review | None:
-            for review in reversed(await self.list_reviews(number)):
-                mine = review.user is not None and review.user.is_bot
-                if mine and _same_text(review.body, body):
-                    return review
-            return None
-
-        def send() -> Awaitable[Response[Any, Any]]:
-            create = self._rest.pulls.async_create_review
-            return create(self.owner, self.repo, number, data=cast(Any, payload))
-
-        return await self._create(Review, send, find)
+        create = self._rest.pulls.async_create_review
+        return await self._create(
+            Review,
+            lambda: create(self.owner, self.repo, number, data=cast(Any, payload)),
+            lambda: _posted(self.list_reviews(number), body),
+        )
 
     async def reply_to_review_comment(
         self, number: int, comment_id: int, body: str
     ) -> ReviewComment:
         """A reply in the thread that review comment `comment_id` starts (never twice)."""
-
-        async def find() -> ReviewComment | None:
-            for comment in reversed(await self.list_review_comments(number)):
-                mine = comment.user is not None and comment.user.is_bot
-                if mine and comment.in_reply_to_id == comment_id and _same_text(comment.body, body):
-                    return comment
-            return None
-
-        def send() -> Awaitable[Response[Any, Any]]:
-            reply = self._rest.pulls.async_create_reply_for_review_comment
-            return reply(self.owner, self.repo, number, comment_id, body=body)
-
-        return await self._create(ReviewComment, send, find)
+        reply = self._rest.pulls.async_create_reply_for_review_comment
+        return await self._create(
+            ReviewComment,
+            lambda: reply(self.owner, self.repo, number, comment_id, body=body),
+            lambda: _posted(
+                self.list_review_comments(number), body, lambda c: c.in_reply_to_id == comment_id
+            ),
+        )
 
     async def update_review_comment(self, comment_id: int, body: str) -> ReviewComment:
         """Edit one of the app's own review comments (a reply in a thread included)."""
@@ -425,8 +369,7 @@ class InstallationClient:
             )
             repo = data.get("repository") or {}
             page = ((repo.get("pullRequest") or {}).get("reviewThreads")) or {}
-            for node in page.get("nodes") or []:
-                threads.append(_thread_of(node))
+            threads += models_of(ReviewThread, page.get("nodes") or [])
             info = page.get("pageInfo") or {}
             if not info.get("hasNextPage"):
                 break
@@ -443,16 +386,13 @@ class InstallationClient:
         with `draft`. A retried create finds the first one instead of opening two; GitHub's
         422 (`A pull request already exists for ...`, `No commits between ...`) is raised as
         `GitHubError` with that reason in its message."""
-
-        async def find() -> PullRequest | None:
-            return await self.find_open_pull_by_head(head, base=base)
-
-        def send() -> Awaitable[Response[Any, Any]]:
-            return self._rest.pulls.async_create(
+        return await self._create(
+            PullRequest,
+            lambda: self._rest.pulls.async_create(
                 self.owner, self.repo, head=head, base=base, title=title, body=body, draft=draft
-            )
-
-        return await self._create(PullRequest, send, find)
+            ),
+            lambda: self.find_open_pull_by_head(head, base=base),
+        )
 
     async def find_open_pull_by_head(
         self, branch: str, *, base: str | None = None
@@ -490,12 +430,12 @@ class InstallationClient:
         """Every label of the repository, all pages; remembered for `LABELS_TTL_S` per
         installation and repository (shared by every client of the app)."""
         key = (self.installation_id, self.full_name.lower())
-        cached = self.app.cached_labels(key)
+        cached = self.app.labels.get(key)
         if cached is not None:
             return list(cached)
         rest = self._rest.issues
         labels = await self._pages(rest.async_list_labels_for_repo, items_of(Label)).collect()
-        self.app.remember_labels(key, tuple(labels))
+        self.app.labels.put(key, tuple(labels))
         return labels
 
     async def add_labels(self, number: int, names: Sequence[str]) -> list[Label]:
@@ -515,24 +455,6 @@ class InstallationClient:
         rest = self._rest.pulls
         return await self._pages(rest.async_list_reviews, items_of(Review), number).collect()
 
-    async def find_review(self, number: int, marker: str, *, author: str) -> Review | None:
-        """`author`'s review on the pull request whose body carries `marker` (a hidden tag).
-
-        Only the app's own reviews count (`author` is `<slug>[bot]`): anyone can paste a marker.
-        """
-        for review in await self.list_reviews(number):
-            login = review.user.login if review.user is not None else ""
-            if login.lower() == author.lower() and review.body and marker in review.body:
-                return review
-        return None
-
-    async def update_review(self, number: int, review_id: int, body: str) -> Review:
-        """Replace a submitted review's summary body (its inline comments stay)."""
-        update = self._rest.pulls.async_update_review
-        return model_of(
-            Review, await answer(update(self.owner, self.repo, number, review_id, body=body))
-        )
-
     # -- check runs ------------------------------------------------------------------------
 
     async def create_check_run(
@@ -546,26 +468,24 @@ class InstallationClient:
         output: Mapping[str, str] | None = None,
         conclusion: str | None = None,
     ) -> CheckRun:
-        payload: dict[str, Any] = {"name": name, "head_sha": head_sha, "status": status}
-        for field, value in (
-            ("external_id", external_id),
-            ("details_url", details_url),
-            ("conclusion", conclusion),
-        ):
-            if value is not None:
-                payload[field] = value
-        if output is not None:
-            payload["output"] = dict(output)
+        fields = {
+            "name": name,
+            "head_sha": head_sha,
+            "status": status,
+            "external_id": external_id,
+            "details_url": details_url,
+            "conclusion": conclusion,
+            "output": None if output is None else dict(output),
+        }
+        payload = {field: value for field, value in fields.items() if value is not None}
 
         async def find() -> CheckRun | None:
-            if external_id is None:
-                return None
-            return await self.find_check_run(head_sha, external_id)
+            return None if external_id is None else await self.find_check_run(head_sha, external_id)
 
-        def send() -> Awaitable[Response[Any, Any]]:
-            return self._rest.checks.async_create(self.owner, self.repo, data=cast(Any, payload))
-
-        return await self._create(CheckRun, send, find)
+        create = self._rest.checks.async_create
+        return await self._create(
+            CheckRun, lambda: create(self.owner, self.repo, data=cast(Any, payload)), find
+        )
 
     async def update_check_run(self, check_run_id: int, **fields: Any) -> CheckRun:
         """PATCH a check run: `status`, `conclusion`, `output={title, summary, text}`, ..."""
@@ -597,17 +517,10 @@ class InstallationClient:
         self, check_run_id: int, *, limit: int
     ) -> list[CheckAnnotation]:
         """A check run's annotations, the first `limit` (GitHub serves 50 a page)."""
-        taken = 0
-
-        def room(_: CheckAnnotation) -> bool:
-            nonlocal taken
-            taken += 1
-            return taken <= limit
-
         pages = self._pages(
             self._rest.checks.async_list_annotations, items_of(CheckAnnotation), check_run_id
         )
-        return await pages.collect(room)
+        return await pages.collect(limit=limit)
 
     async def commit_statuses(self, ref: str) -> list[CommitStatus]:
         """The newest commit status per context on `ref` (the combined status's list)."""
@@ -647,33 +560,6 @@ mutation($threadId: ID!) {
 """
 
 
-def _login_of(node: object) -> str | None:
-    login = node.get("login") if isinstance(node, dict) else None
-    return login if isinstance(login, str) else None
-
-
-def _thread_of(node: Mapping[str, Any]) -> ReviewThread:
-    comments = []
-    for c in (node.get("comments") or {}).get("nodes") or []:
-        reactions = (c.get("reactions") or {}).get("nodes") or []
-        downs = tuple(login for r in reactions if (login := _login_of(r.get("user"))) is not None)
-        comments.append(
-            ThreadComment(
-                databaseId=c.get("databaseId"),
-                author=_login_of(c.get("author")),
-                body=str(c.get("body") or ""),
-                thumbs_down_by=downs,
-            )
-        )
-    return ReviewThread(
-        id=str(node.get("id")),
-        isResolved=bool(node.get("isResolved")),
-        isOutdated=bool(node.get("isOutdated")),
-        resolved_by=_login_of(node.get("resolvedBy")),
-        comments=tuple(comments),
-    )
-
-
 def _parse_permission(data: object) -> Permission | None:
     """`role_name` (fine-grained: maintain, triage) wins over the legacy `permission` field."""
     if not isinstance(data, dict):
@@ -685,8 +571,15 @@ def _parse_permission(data: object) -> Permission | None:
     return None
 
 
-def _same_text(posted: str | None, sent: str) -> bool:
-    """GitHub stores line ends as given but may trim trailing whitespace."""
-    if posted is None:
-        return False
-    return posted.replace("\r\n", "\n").rstrip() == sent.replace("\r\n", "\n").rstrip()
+async def _posted(
+    listed: Awaitable[list[P]], body: str, also: Callable[[P], bool] = lambda _: True
+) -> P | None:
+    """The newest of `listed` that a bot posted with `body` (and that passes `also`): what a
+    create whose answer was lost made. GitHub stores line ends as given but may trim trailing
+    whitespace."""
+    sent = body.replace("\r\n", "\n").rstrip()
+    for item in reversed(await listed):
+        text = (item.body or "").replace("\r\n", "\n").rstrip()
+        if item.user is not None and item.user.is_bot and text == sent and also(item):
+            return item
+    return None

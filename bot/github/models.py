@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasPath, BaseModel, ConfigDict, Field, field_validator
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 PERMISSIONS: tuple[str, ...] = ("admin", "maintain", "write", "triage", "read", "none")
@@ -160,12 +160,25 @@ class ReviewComment(_Lenient):
 
 
 class ThreadComment(_Lenient):
-    """A comment of a review thread, as GraphQL returns it."""
+    """A comment of a review thread, as GraphQL returns it (`author { login }`), with the
+    logins of its 👎 reactions (`reactions { nodes { user { login } } }`)."""
 
     database_id: int | None = Field(default=None, alias="databaseId")
-    author: str | None = None
+    author: str | None = Field(default=None, validation_alias=AliasPath("author", "login"))
     body: str = ""
-    thumbs_down_by: tuple[str, ...] = ()
+    thumbs_down_by: tuple[str, ...] = Field(
+        default=(), validation_alias=AliasPath("reactions", "nodes")
+    )
+
+    @field_validator("thumbs_down_by", mode="before")
+    @classmethod
+    def _logins(cls, nodes: object) -> object:
+        if not isinstance(nodes, list):
+            return nodes
+        users = [node.get("user") for node in nodes if isinstance(node, dict)]
+        return tuple(
+            user["login"] for user in users if isinstance(user, dict) and user.get("login")
+        )
 
 
 class ReviewThread(_Lenient):
@@ -174,8 +187,10 @@ class ReviewThread(_Lenient):
     id: str
     is_resolved: bool = Field(default=False, alias="isResolved")
     is_outdated: bool = Field(default=False, alias="isOutdated")
-    resolved_by: str | None = None
-    comments: tuple[ThreadComment, ...] = ()
+    resolved_by: str | None = Field(default=None, validation_alias=AliasPath("resolvedBy", "login"))
+    comments: tuple[ThreadComment, ...] = Field(
+        default=(), validation_alias=AliasPath("comments", "nodes")
+    )
 
     @property
     def first_comment_id(self) -> int | None:
@@ -237,15 +252,6 @@ class Installation(_Lenient):
     app_id: int | None = None
     permissions: dict[str, str] = Field(default_factory=dict)
     suspended_at: str | None = None
-
-
-class InstallationToken(_Lenient):
-    """`POST /app/installations/{id}/access_tokens`. `token` is a secret: never log it."""
-
-    token: str = Field(repr=False)
-    expires_at: str
-    permissions: dict[str, str] = Field(default_factory=dict)
-    repository_selection: str | None = None
 
 
 class ManifestConversion(_Lenient):

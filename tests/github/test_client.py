@@ -11,6 +11,7 @@ import httpx
 import jwt
 import pytest
 
+from bot.github._pages import answer
 from bot.github.client import (
     PERMISSION_CACHE_SIZE,
     AuthError,
@@ -127,7 +128,7 @@ async def test_narrowed_token_cannot_reach_another_repository(
     fake.add_installation(42, "octo", ["octo/hello", "octo/other"])
     gh = make_app(fake).installation(42, "octo", "hello")
     with pytest.raises(NotFound):
-        await gh.request("GET", "/repos/octo/other")
+        await answer(gh.github.arequest("GET", "/repos/octo/other"))
     assert (await gh.get_repo()).full_name == "octo/hello"
 
 
@@ -278,7 +279,7 @@ async def test_pagination_never_follows_a_link_to_another_host(fake: FakeGitHub)
     assert set(rewriter.hosts) == {"github.test"}
 
 
-async def test_reviews_are_found_by_marker_and_updated(fake: FakeGitHub) -> None:
+async def test_a_review_is_posted_with_inline_comments_on_the_diff(fake: FakeGitHub) -> None:
     bare = fake.repos["octo/hello"].git_dir
     commit_files(bare, "topic", {"README.md": "hi\nmore\n"}, "More", base="main")
     pull = await fake.add_pull("octo", "hello", head="topic")
@@ -297,12 +298,7 @@ async def test_reviews_are_found_by_marker_and_updated(fake: FakeGitHub) -> None
             n, body="x", comments=[{"path": "README.md", "line": 40, "body": "far"}]
         )
     assert outside.value.status == 422
-    found = await gh.find_review(n, marker, author=fake.bot_login)
-    assert found is not None and found.id == review.id
-    assert await gh.find_review(n, marker, author="someone-else") is None
-    updated = await gh.update_review(n, review.id, f"Updated.\n{marker}")
-    assert updated.body is not None and updated.body.startswith("Updated.")
-    assert len(await gh.list_reviews(n)) == 1
+    assert [r.id for r in await gh.list_reviews(n)] == [review.id]
     inline = await gh.list_review_comments(n)
     assert [(c.path, c.line, c.body) for c in inline] == [("README.md", 2, "nice")]
 
@@ -373,9 +369,9 @@ async def test_the_permission_cache_forgets_expired_entries(fake: FakeGitHub) ->
         clock=lambda: now[0],
     )
     for i in range(PERMISSION_CACHE_SIZE):
-        app.remember_permission((42, "octo/hello", f"user{i}"), "read")
+        app.permissions.put((42, "octo/hello", f"user{i}"), "read")
     now[0] += 120
-    app.remember_permission((42, "octo/hello", "late"), "write")
-    assert app.cached_permission((42, "octo/hello", "late")) == "write"
-    assert app.cached_permission((42, "octo/hello", "user0")) is None
-    assert len(app._permissions) == 1
+    app.permissions.put((42, "octo/hello", "late"), "write")
+    assert app.permissions.get((42, "octo/hello", "late")) == "write"
+    assert app.permissions.get((42, "octo/hello", "user0")) is None
+    assert len(app.permissions) == 1

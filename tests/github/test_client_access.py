@@ -78,7 +78,7 @@ async def test_revoking_an_installation_drops_its_tokens_and_asks_nothing(
     with pytest.raises(AccessRevoked):
         await app.installation_token(42)
     assert len(fake.calls) == before  # nothing was sent
-    assert app.cached_labels((42, "octo/hello")) is None
+    assert app.labels.get((42, "octo/hello")) is None
     # Another installation is untouched, its cached token included.
     tokens_before = len(fake.calls_to("POST", "/app/installations/*/access_tokens"))
     assert (await third.get_issue(1)).number == 1
@@ -98,7 +98,7 @@ async def test_revoking_repositories_keeps_the_rest_of_the_installation(fake: Fa
     app.revoke_access(42, ["Octo/Other"])
     with pytest.raises(AccessRevoked):
         await other.get_issue(1)
-    assert app.cached_permission((42, "octo/other", "octo")) is None
+    assert app.permissions.get((42, "octo/other", "octo")) is None
     tokens = len(fake.calls_to("POST", "/app/installations/*/access_tokens"))
     assert (await hello.get_issue(1)).number == 1
     assert len(fake.calls_to("POST", "/app/installations/*/access_tokens")) == tokens

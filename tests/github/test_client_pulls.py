@@ -136,9 +136,9 @@ async def test_the_labels_cache_forgets_expired_entries(fake: FakeGitHub) -> Non
     now = [1_800_000_000.0]
     app = GitHubApp(fake.app_id, fake.private_key_pem, api_url=API, clock=lambda: now[0])
     for i in range(LABELS_CACHE_SIZE):
-        app.remember_labels((i, "octo/hello"), ())
+        app.labels.put((i, "octo/hello"), ())
     now[0] += LABELS_TTL_S + 1
-    app.remember_labels((42, "octo/hello"), ())
-    assert app.cached_labels((42, "octo/hello")) == ()
-    assert app.cached_labels((0, "octo/hello")) is None
-    assert len(app._labels) == 1
+    app.labels.put((42, "octo/hello"), ())
+    assert app.labels.get((42, "octo/hello")) == ()
+    assert app.labels.get((0, "octo/hello")) is None
+    assert len(app.labels) == 1

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.github.client import graphql_url
 from bot.github.errors import GitHubError, NotFound
 from tests.fakes.github import FakeGitHub, commit_files, make_fake_github
 from tests.github._client_world import Sleeps, make_app
@@ -23,17 +22,6 @@ async def fake(tmp_path: Path) -> FakeGitHub:
     commit_files(bare, "topic", {"app.py": BASE.replace("line 4\n", "four\n")}, "c", base="main")
     await fake.add_pull("octo", "hello", head="topic")
     return fake
-
-
-@pytest.mark.parametrize(
-    ("api", "expected"),
-    [
-        pytest.param("https://api.github.com", "https://api.github.com/graphql", id="dotcom"),
-        pytest.param("https://ghe.example/api/v3/", "https://ghe.example/api/graphql", id="ghes"),
-    ],
-)
-def test_graphql_url(api: str, expected: str) -> None:
-    assert graphql_url(api) == expected
 
 
 async def test_reply_threads_and_resolve(fake: FakeGitHub) -> None:

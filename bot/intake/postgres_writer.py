@@ -25,8 +25,8 @@ from procrastinate.exceptions import ConnectorException
 from bot.intake.delivery_writer import GroupCommit, IncomingDelivery, QueuedDelivery, Result
 from bot.log import get_logger
 from bot.store.contract import StoreError
-from bot.store.postgres.store import PostgresStore
 from bot.store.postgres.connection import PgConn
+from bot.store.postgres.store import PostgresStore
 from bot.store.queue.postgres import PostgresJobHistory, insert_jobs, job_manager
 from bot.store.retry import retry_in
 

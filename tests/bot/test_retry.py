@@ -67,13 +67,21 @@ def test_a_failed_run_is_set_back_to_queued_and_a_finished_one_is_not_retried(
         _stored(store, guid)
         _fail_job(store, guid, "done")
     failed = store.create_run(
-        delivery_id="failed", repo="o/r", target_kind="issue", number=1, workflow="triage",
+        delivery_id="failed",
+        repo="o/r",
+        target_kind="issue",
+        number=1,
+        workflow="triage",
         mode="webhook",
     )
     store.update_run(failed.id, status="failed", outcome={"status": "failed"})
     store.request_stop(failed.id, "stopped by octocat")
     fine = store.create_run(
-        delivery_id="fine", repo="o/r", target_kind="issue", number=2, workflow="triage",
+        delivery_id="fine",
+        repo="o/r",
+        target_kind="issue",
+        number=2,
+        workflow="triage",
         mode="webhook",
     )
     store.update_run(fine.id, status="succeeded")

@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from bot.store.contract import Sql
 from bot.store.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
     DELIVERY_JOB,
@@ -16,7 +17,6 @@ from bot.store.queue.base import (
     ThreadedLeasedQueue,
     backoff_seconds,
 )
-from bot.store.contract import Sql
 from bot.store.retry import Retried, retry_in
 from bot.store.sqlite import Store, _Conn, transaction
 

@@ -131,6 +131,17 @@ class _Metrics:
         self.dead_jobs: Counter = Counter(
             "bot_jobs_dead", "Jobs given up on after their last attempt", registry=registry
         )
+        self.refused: Counter = Counter(
+            "bot_deliveries_refused",
+            "Delivery attempts the webhook route refused, by HTTP status and reason",
+            ["status", "reason"],
+            registry=registry,
+        )
+        self.refusals_unrecorded: Counter = Counter(
+            "bot_refusals_unrecorded",
+            "Refused attempts counted but not kept in the refusals table (a flood's oldest)",
+            registry=registry,
+        )
         self.recorded: tuple[Collector, ...] = (
             self.deliveries,
             self.intake_seconds,
@@ -143,6 +154,8 @@ class _Metrics:
             self.rate_limit_waits,
             self.rate_limit_seconds,
             self.dead_jobs,
+            self.refused,
+            self.refusals_unrecorded,
         )
 
 
@@ -175,6 +188,15 @@ def delivery(event: str, outcome: str, seconds: float | None = None) -> None:
     child.inc()
     if seconds is not None:
         m.intake_seconds.observe(seconds)
+
+
+def refused(status: int, reason: str) -> None:
+    """One refused delivery attempt; `reason` is one of the route's own words."""
+    _get().refused.labels(str(status), reason).inc()
+
+
+def refusal_unrecorded() -> None:
+    _get().refusals_unrecorded.inc()
 
 
 def run_started(workflow: str) -> None:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.store.contract import Sql, storable
 from policies.retry import Verdict, next_kind, verdict
+
+if TYPE_CHECKING:
+    from bot.store.contract import Sql
 
 __all__ = ["SOURCES", "JobHistory", "Retried", "RetryRecord", "retries_of", "retry_in"]
 
@@ -115,7 +117,7 @@ def retry_in(
         ]
         db.run(
             "INSERT INTO retries (delivery_id, kind, source, reason, at) VALUES (?, ?, ?, ?, ?)",
-            (guid, kind, source, storable(said.reason), now),
+            (guid, kind, source, said.reason, now),  # `Sql` makes texts storable
         )
         out.append(Retried(guid, said, kind, tuple(sorted(reset))))
     return out

@@ -36,6 +36,7 @@ from bot.store.contract import Storage
 from bot.ui import queries
 from bot.ui.auth import Gate, SecurityHeaders, Session, client_address, cookie_settings
 from bot.ui.findings import findings_view
+from bot.ui.retry import RetryRoutes, retry_facts
 from bot.ui.runview import agent_view, run_view
 from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
@@ -220,7 +221,17 @@ class OperatorPage:
         if row is None:
             return self.not_found(request, session, "No delivery has that id.")
         headers = {k: v for k, v in row.delivery.headers.items() if "signature" not in k.lower()}
-        return await self.page("delivery.html", request, session, row=row, headers=headers)
+        retry, retries = await anyio.to_thread.run_sync(retry_facts, self.store, guid)
+        return await self.page(
+            "delivery.html",
+            request,
+            session,
+            row=row,
+            headers=headers,
+            retry=retry,
+            retries=retries,
+            retry_action=f"{PREFIX}/deliveries/{guid}/retry",
+        )
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -262,7 +273,17 @@ class OperatorPage:
         view = await anyio.to_thread.run_sync(read)
         if view is None:
             return self.not_found(request, session, "No run has that id.")
-        return await self.page("run.html", request, session, view=view, now=time.time())
+        retry, _ = await anyio.to_thread.run_sync(retry_facts, self.store, view.run.delivery_id)
+        return await self.page(
+            "run.html",
+            request,
+            session,
+            view=view,
+            now=time.time(),
+            retry=retry,
+            retries=[],
+            retry_action=f"{PREFIX}/runs/{run_id}/retry",
+        )
 
     async def run_live(self, request: Request, session: Session) -> Response:
         run_id = request.path_params["run_id"]
@@ -373,6 +394,7 @@ class OperatorPage:
             Route("/runs/{run_id}/stop", s(self.stop), methods=["POST"]),
             Route("/costs", s(self.costs), methods=["GET"]),
             Route("/findings", s(self.findings), methods=["GET"]),
+            *RetryRoutes(self, prefix=PREFIX, form=_form, forbidden=_forbidden).routes(),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 

@@ -6,7 +6,7 @@ page can do the same in their own. It reads the deliveries' jobs (through the ba
 `JobHistory`: the job tables are the backend queue's) and runs, and for each one the verdict
 lets through: adds a `retry-<n>` job, sets its failed runs back to `queued` (their outcome
 and stop cleared, so the executor runs them again under the same run id and the same
-markers on GitHub, and nothing is posted twice), and records the retry (`retries`: when,
+markers on GitHub: what they posted is edited, not posted twice), and records the retry (`retries`: when,
 who asked, why). A job that already exists for that kind (a retry that raced this one) adds
 nothing.
 """
@@ -109,8 +109,11 @@ def retry_in(
         reset = [
             str(row[0])
             for row in db.all(
+                # `finished_at` stays (or is its last update): the executor reads it as
+                # "ran before", not a first attempt: its comment and check are looked up and
+                # edited.
                 "UPDATE runs SET status = 'queued', outcome = NULL, stop_reason = NULL,"
-                " attempts = 0, finished_at = NULL, updated_at = ?"
+                " attempts = 0, finished_at = coalesce(finished_at, updated_at), updated_at = ?"
                 " WHERE delivery_id = ? AND status = 'failed' RETURNING id",
                 (now, guid),
             )

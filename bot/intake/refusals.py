@@ -6,7 +6,8 @@ from which address, the event header, the GUID when well-formed, the status and 
 never the body or the signature (`bot.store.refusals`). Each is counted on `/metrics` at once.
 
 Noting costs the request a deque append: a thread writes what was noted every `interval`
-seconds, in one transaction that also trims the table to its newest `REFUSALS_KEPT` rows.
+seconds, in transactions of `CHUNK` rows that also trim the table to its newest
+`REFUSALS_KEPT` rows.
 Between two writes at most `capacity` refusals wait in memory, older ones giving way to newer
 ones (a flood keeps its newest, and the ones that gave way are counted), so neither memory
 nor the table grows without bound however many requests are refused. On SQLite the writer
@@ -38,6 +39,8 @@ log = get_logger(__name__)
 
 INTERVAL = 1.0
 """Seconds between two writes of the noted refusals."""
+CHUNK = 250
+"""Refusals written per transaction (and per turn on the intake writers' lock, on SQLite)."""
 _HEADER_CAP = 100
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 
@@ -137,8 +140,11 @@ class _SqliteWriter:
             self._conn = connect(self.path, timeout=BUSY_TIMEOUT)
         fd = os.open(lock_path(self.path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            with _turn(fd), transaction(self._conn):
-                insert_refusals(_Conn(self._conn), rows)
+            # A turn per CHUNK rows: a delivery's commit waits for one chunk at most, never
+            # for a flood's whole second.
+            for start in range(0, len(rows), CHUNK):
+                with _turn(fd), transaction(self._conn):
+                    insert_refusals(_Conn(self._conn), rows[start : start + CHUNK])
         finally:
             os.close(fd)
 

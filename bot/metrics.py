@@ -137,6 +137,7 @@ class _Metrics:
             ["status", "reason"],
             registry=registry,
         )
+        self.refused_children: dict[tuple[int, str], Counter] = {}
         self.refusals_unrecorded: Counter = Counter(
             "bot_refusals_unrecorded",
             "Refused attempts counted but not kept in the refusals table (a flood's oldest)",
@@ -192,7 +193,12 @@ def delivery(event: str, outcome: str, seconds: float | None = None) -> None:
 
 def refused(status: int, reason: str) -> None:
     """One refused delivery attempt; `reason` is one of the route's own words."""
-    _get().refused.labels(str(status), reason).inc()
+    m = _get()
+    # Looked up once per label pair: a flood of refusals counts each on the event loop.
+    child = m.refused_children.get((status, reason))
+    if child is None:
+        child = m.refused_children[(status, reason)] = m.refused.labels(str(status), reason)
+    child.inc()
 
 
 def refusal_unrecorded() -> None:

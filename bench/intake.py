@@ -10,6 +10,15 @@ saw is a stored delivery.
 
 `--receivers N` (1 by default, the figures in bench/README.md) is passed to `bot serve`;
 bench/scale.py compares receiver counts and durability settings with Probot.
+
+`--flood N` measures what a flood of unsigned requests does to valid deliveries, in one run:
+windows of signed deliveries at concurrency 16 alone, each followed by one while a second
+wrk (concurrency 4) sends unsigned ones (401, each noted in the refusals table), until the
+flood has sent N; it prints each window's p99, the ratio of the flooded windows' median p99
+to the alone ones', how many unsigned requests were refused and how many rows the refusals
+table holds after (at most 10,000).
+
+    .venv/bin/python bench/intake.py --levels '' --flood 20000
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -223,6 +233,107 @@ def stored_postgres(dsn: str, prefix: str) -> int:
     return int(count)
 
 
+def write_unsigned_script(path: Path, event: str) -> None:
+    """The flood's wrk script: an unsigned POST (refused 401 before its body is read)."""
+    setup = "wrk.method = 'POST'\nwrk.body = '{}'\n"
+    setup += f"wrk.headers['X-GitHub-Event'] = {_lua_string(event)}\n"
+    setup += "wrk.headers['Content-Type'] = 'application/json'\n"
+    path.write_text(setup + LUA)
+
+
+def refusals_kept(db: Path | str) -> int:
+    if isinstance(db, str):
+        import psycopg
+
+        with psycopg.connect(db) as conn:
+            row = conn.execute("SELECT count(*) FROM refusals").fetchone()
+        return int(row[0]) if row else 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM refusals").fetchone()[0])
+    except sqlite3.OperationalError:  # a bot before the table (PYTHONPATH at an older tree)
+        return -1
+    finally:
+        conn.close()
+
+
+@dataclass(frozen=True)
+class Flood:
+    alone_p99_ms: list[float]
+    flooded_p99_ms: list[float]
+    alone_rate: list[float]
+    flooded_rate: list[float]
+    refused: int
+    flood_errors: int
+    kept: int
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.flooded_p99_ms) / statistics.median(self.alone_p99_ms)
+
+
+def flood_run(
+    url: str,
+    script: Path,
+    unsigned: Path,
+    db: Path | str,
+    count: int,
+    duration: float,
+    threads: int,
+) -> Flood:
+    """Rounds of valid deliveries at concurrency 16: alone, then while a second wrk floods
+    unsigned ones, until the flood has sent `count` (three rounds at least, twenty at most);
+    the medians of each kind of window are compared (the machine's own noise moves single
+    windows a lot)."""
+    alone: list[dict[str, int]] = []
+    flooded: list[dict[str, int]] = []
+    refused = errors = 0
+    seconds = max(1, round(duration))
+    while len(flooded) < 20 and (len(flooded) < 3 or refused < count):
+        alone.append(run_wrk(url, script, f"alone{len(alone)}", 16, seconds, threads))
+        flood = subprocess.Popen(
+            [
+                "wrk",
+                f"-t{threads}",
+                "-c4",
+                f"-d{seconds + 1}s",
+                "--timeout",
+                "10s",
+                "-s",
+                str(unsigned),
+                url,
+                "--",
+                f"flood{len(flooded)}",
+                "401",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.5)  # the flood is under way before the deliveries are measured
+        flooded.append(run_wrk(url, script, f"flooded{len(flooded)}", 16, seconds, threads))
+        out, _ = flood.communicate()
+        raw = next(json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT "))
+        refused += int(raw["accepted"])
+        # The route closes the connection after each refusal: wrk counts that as a read
+        # error, so only answers other than 401 are counted here.
+        errors += int(raw["other"])
+    time.sleep(2.5)  # the refusal log writes about once a second
+
+    def rate(r: dict[str, int]) -> float:
+        return r["accepted"] / (r["duration_us"] / 1e6)
+
+    return Flood(
+        alone_p99_ms=[r["p99_us"] / 1000 for r in alone],
+        flooded_p99_ms=[r["p99_us"] / 1000 for r in flooded],
+        alone_rate=[rate(r) for r in alone],
+        flooded_rate=[rate(r) for r in flooded],
+        refused=refused,
+        flood_errors=errors,
+        kept=refusals_kept(db),
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per level")
@@ -231,6 +342,13 @@ def main() -> int:
     parser.add_argument("--body", type=Path, default=DEFAULT_BODY, help="payload to send")
     parser.add_argument("--event", default="issues", help="X-GitHub-Event to send")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--flood",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure valid deliveries under a flood of N unsigned requests",
+    )
     parser.add_argument(
         "--database-url",
         help="a Postgres DSN to store into (an empty database or schema); default SQLite",
@@ -285,7 +403,7 @@ def main() -> int:
             url = base + "/webhooks/github"
             run_wrk(url, script, "warmup", 16, 2, args.threads)
             results: list[Level] = []
-            for concurrency in (int(c) for c in args.levels.split(",")):
+            for concurrency in (int(c) for c in args.levels.split(",") if c.strip()):
                 prefix = f"c{concurrency}"
                 pids = tree(proc.pid)  # with --receivers N, the receivers too
                 cpu_before = sum(cpu_seconds(pid) for pid in pids)
@@ -305,6 +423,14 @@ def main() -> int:
                         stored=stored(args.database_url or work / "data" / "bot.sqlite3", prefix),
                         cpu_us=cpu / max(1, raw["requests"]) * 1e6,
                     )
+                )
+            flooded: Flood | None = None
+            if args.flood:
+                unsigned = work / "unsigned.lua"
+                write_unsigned_script(unsigned, args.event)
+                db = args.database_url or work / "data" / "bot.sqlite3"
+                flooded = flood_run(
+                    url, script, unsigned, db, args.flood, args.duration, args.threads
                 )
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -336,6 +462,23 @@ def main() -> int:
             f"{r.accepted:>8} {r.stored:>8} {r.cpu_us:>7.0f}  {'ok' if good else 'MISMATCH'}"
         )
     lines.append(f"commits slower than 100 ms: {slow_commits}")
+    if flooded is not None:
+        f = flooded
+        bounded = -1 <= f.kept <= 10_000 and f.refused >= args.flood
+        ok &= bounded
+        med = statistics.median
+        lines += [
+            f"flood: {f.refused} unsigned requests refused (401) over {len(f.flooded_p99_ms)} "
+            f"windows ({f.flood_errors} answers other than 401), {f.kept} kept in the "
+            f"refusals table ({'ok' if bounded else 'UNBOUNDED/SHORT'})",
+            "valid at c16, p99 ms alone: "
+            + " ".join(f"{v:.1f}" for v in f.alone_p99_ms)
+            + "; flooded: "
+            + " ".join(f"{v:.1f}" for v in f.flooded_p99_ms),
+            f"median p99 alone {med(f.alone_p99_ms):.2f} ms, flooded {med(f.flooded_p99_ms):.2f} ms:"
+            f" ratio {f.ratio:.3f}; median deliveries/s alone {med(f.alone_rate):.0f},"
+            f" flooded {med(f.flooded_rate):.0f}",
+        ]
     if args.json:
         print(json.dumps([{**r.__dict__, "rate": r.rate} for r in results]))
     else:

@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "bot.commands.serve",  # serve, worker
     "bot.commands.deliveries",  # replay, deliveries
     "bot.commands.redeliver",  # redeliver
+    "bot.commands.retry",  # retry
     "bot.commands.findings",  # findings
     "bot.commands.backup",  # backup, restore
     "bot.engine.cli",  # workflow run | status | stop

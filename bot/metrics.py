@@ -131,6 +131,18 @@ class _Metrics:
         self.dead_jobs: Counter = Counter(
             "bot_jobs_dead", "Jobs given up on after their last attempt", registry=registry
         )
+        self.refused: Counter = Counter(
+            "bot_deliveries_refused",
+            "Delivery attempts the webhook route refused, by HTTP status and reason",
+            ["status", "reason"],
+            registry=registry,
+        )
+        self.refused_children: dict[tuple[int, str], Counter] = {}
+        self.refusals_unrecorded: Counter = Counter(
+            "bot_refusals_unrecorded",
+            "Refused attempts counted but not kept in the refusals table (a flood's oldest)",
+            registry=registry,
+        )
         self.recorded: tuple[Collector, ...] = (
             self.deliveries,
             self.intake_seconds,
@@ -143,6 +155,8 @@ class _Metrics:
             self.rate_limit_waits,
             self.rate_limit_seconds,
             self.dead_jobs,
+            self.refused,
+            self.refusals_unrecorded,
         )
 
 
@@ -175,6 +189,20 @@ def delivery(event: str, outcome: str, seconds: float | None = None) -> None:
     child.inc()
     if seconds is not None:
         m.intake_seconds.observe(seconds)
+
+
+def refused(status: int, reason: str) -> None:
+    """One refused delivery attempt; `reason` is one of the route's own words."""
+    m = _get()
+    # Looked up once per label pair: a flood of refusals counts each on the event loop.
+    child = m.refused_children.get((status, reason))
+    if child is None:
+        child = m.refused_children[(status, reason)] = m.refused.labels(str(status), reason)
+    child.inc()
+
+
+def refusal_unrecorded() -> None:
+    _get().refusals_unrecorded.inc()
 
 
 def run_started(workflow: str) -> None:

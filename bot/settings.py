@@ -21,6 +21,8 @@ from bot.settings_sources import describe_errors, read_sources
 
 LLM_PROVIDERS = ("openai", "anthropic", "azure")
 LLM_APIS = ("chat", "responses")
+DEFAULT_REDELIVER_INTERVAL = 900.0
+"""BOT_REDELIVER_INTERVAL unless set: the redelivery sweep runs every 15 minutes."""
 
 # BOT_* variables the app reads itself, outside Settings, and where: never reported as unknown.
 OUTSIDE_SETTINGS: Mapping[str, str] = {
@@ -87,9 +89,10 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     insecure_no_signature: bool = False
     github_write_interval: float = Field(default=1.0, ge=0, le=60)
-    # Seconds between passes that ask GitHub again for missed deliveries (bot/ops/redeliver.py);
-    # unset: never, `bot redeliver` by hand.
-    redeliver_interval: float | None = Field(default=None, gt=0)
+    # Seconds between passes that ask GitHub again for missed deliveries (bot/ops/redeliver.py),
+    # where the App's credentials are set; unset or empty: every 15 minutes; 0: never (`bot
+    # redeliver` by hand).
+    redeliver_interval: float | None = Field(default=DEFAULT_REDELIVER_INTERVAL, ge=0)
     # Request bodies held at once by the webhook route (bot/intake/budget.py); at least 34 so
     # that three quarters of it still holds one 25 MB delivery.
     intake_buffer_mb: int = Field(default=64, ge=34, le=65536)
@@ -138,6 +141,11 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("redeliver_interval", mode="after")
+    @classmethod
+    def _unset_is_the_default(cls, value: float | None) -> float:
+        return DEFAULT_REDELIVER_INTERVAL if value is None else value
 
     @field_validator("private_key", mode="before")
     @classmethod

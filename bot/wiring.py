@@ -13,7 +13,7 @@ With GitHub App credentials (BOT_APP_ID and a private key) the worker gets:
 - `executor`: `bot.runs.execute.RunExecutor` on the real runner, engine, mirrors and client;
 - `access` and `stop_run`: the client's installation tokens and the engine's runs, which an
   installation's lifecycle change drops and stops (`bot.runs.lifecycle`);
-- `background`: the mirror sweep, and with BOT_REDELIVER_INTERVAL the periodic redelivery
+- `background`: the mirror sweep, and unless BOT_REDELIVER_INTERVAL is 0 the periodic redelivery
   of missed deliveries (`bot.ops.redeliver`);
 - `pull_closed`: the fates of a closed pull request's findings (`bot.workflows.review.fates`).
 
@@ -261,7 +261,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         partial(sweep_forever, mirrors.root, store),
         partial(close_when_stopped, github),
     ]
-    if settings.redeliver_interval is not None:
+    if settings.redeliver_interval:  # 0 turns the sweep off
         background.append(partial(redeliver_forever, github, store, settings.redeliver_interval))
 
     return WorkerHooks(

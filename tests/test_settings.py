@@ -67,12 +67,13 @@ def test_a_sqlite_url_names_the_database_file(tmp_path: Path) -> None:
     assert load_settings({}, None).sqlite_path == Path(".bot/bot.sqlite3")
 
 
-def test_the_redelivery_interval_is_off_unless_set() -> None:
-    assert load_settings({}, None).redeliver_interval is None
-    assert load_settings({"BOT_REDELIVER_INTERVAL": ""}, None).redeliver_interval is None
+def test_the_redelivery_interval_is_15_minutes_unless_set_and_0_turns_it_off() -> None:
+    assert load_settings({}, None).redeliver_interval == 900.0
+    assert load_settings({"BOT_REDELIVER_INTERVAL": ""}, None).redeliver_interval == 900.0
     assert load_settings({"BOT_REDELIVER_INTERVAL": "300"}, None).redeliver_interval == 300.0
-    with pytest.raises(SettingsError, match="BOT_REDELIVER_INTERVAL: must be more than 0"):
-        load_settings({"BOT_REDELIVER_INTERVAL": "0"}, None)
+    assert load_settings({"BOT_REDELIVER_INTERVAL": "0"}, None).redeliver_interval == 0.0
+    with pytest.raises(SettingsError, match="BOT_REDELIVER_INTERVAL: must be at least 0"):
+        load_settings({"BOT_REDELIVER_INTERVAL": "-1"}, None)
 
 
 # --- .env parsed as python-dotenv does ---------------------------------------------------

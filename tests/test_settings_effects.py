@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -316,10 +317,15 @@ async def test_BOT_REDELIVER_INTERVAL_asks_github_again_for_missed_deliveries(
             await hooks.executor.github.aclose()
         # Asked for once: later passes see it received.
         assert len(fake.calls_to("POST", "/app/hook/deliveries/*/attempts")) == 1
+        # On by default, every 15 minutes; 0 turns it off.
         unset = build_worker_hooks(settings_of(env), store)
-        assert not [j for j in unset.background if getattr(j, "func", None) is redeliver_forever]
-        assert isinstance(unset.executor, RunExecutor)
-        await unset.executor.github.aclose()
+        (default,) = [j for j in unset.background if getattr(j, "func", None) is redeliver_forever]
+        assert isinstance(default, partial) and default.args[2] == 900.0
+        off = build_worker_hooks(settings_of({**env, "BOT_REDELIVER_INTERVAL": "0"}), store)
+        assert not [j for j in off.background if getattr(j, "func", None) is redeliver_forever]
+        for hooks_ in (unset, off):
+            assert isinstance(hooks_.executor, RunExecutor)
+            await hooks_.executor.github.aclose()
     finally:
         store.close()
 

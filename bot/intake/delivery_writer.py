@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.log import get_logger
-from bot.store.queue.sqlite import insert_jobs
+from bot.store.queue.sqlite import SqliteJobHistory, insert_jobs
+from bot.store.retry import retry_in
 from bot.store.segments import SEGMENT_SIZE, SegmentWriter, bodies_dir
-from bot.store.sqlite import StoreError, connect
+from bot.store.sqlite import StoreError, _Conn, connect
 
 log = get_logger(__name__)
 
@@ -393,6 +394,9 @@ class DeliveryWriter(GroupCommit):
                     f"SELECT guid FROM deliveries WHERE guid IN ({_marks(len(guids))})", guids
                 )
             }
+            # A GUID stored before whose work failed is run again (bot.store.retry): GitHub's
+            # Redeliver keeps the GUID. Only those GUIDs cost the lookup.
+            again = _run_again(conn, [d for d in rows if d.guid in seen])
             out: list[bool] = []
             fresh: list[IncomingDelivery] = []
             for d in rows:
@@ -400,6 +404,9 @@ class DeliveryWriter(GroupCommit):
                 if is_new:  # the unique key decides; a GUID twice in one batch is new once
                     seen.add(d.guid)
                     fresh.append(d)
+                elif d.guid in again:
+                    again.discard(d.guid)
+                    is_new = True
                 out.append(is_new)
             if fresh:
                 # The bodies reach the segment (the page cache) before the rows that point
@@ -483,6 +490,21 @@ class DeliveryWriter(GroupCommit):
                 "slow commit ahead: the WAL is long, so the writer checkpointed it",
                 extra={"frames": frames, "seconds": round(time.monotonic() - started, 3)},
             )
+
+
+def _run_again(conn: sqlite3.Connection, stored: list[IncomingDelivery]) -> set[str]:
+    """The GUIDs of `stored` (deliveries whose GUID is stored already) run again now, inside
+    the caller's transaction."""
+    if not stored:
+        return set()
+    done = retry_in(
+        _Conn(conn),
+        SqliteJobHistory(),
+        [d.guid for d in stored],
+        now=max(d.received_at for d in stored),
+        source="redelivery",
+    )
+    return {r.guid for r in done if r.kind is not None}
 
 
 @contextlib.contextmanager

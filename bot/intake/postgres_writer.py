@@ -25,8 +25,10 @@ from procrastinate.exceptions import ConnectorException
 from bot.intake.delivery_writer import GroupCommit, IncomingDelivery, QueuedDelivery, Result
 from bot.log import get_logger
 from bot.store.contract import StoreError
+from bot.store.postgres.connection import PgConn
 from bot.store.postgres.store import PostgresStore
-from bot.store.queue.postgres import insert_jobs, job_manager
+from bot.store.queue.postgres import PostgresJobHistory, insert_jobs, job_manager
+from bot.store.retry import retry_in
 
 log = get_logger(__name__)
 
@@ -123,11 +125,35 @@ class PostgresIntake(GroupCommit):
         }
         out: list[bool] = []
         new: list[IncomingDelivery] = []
+        stored: list[IncomingDelivery] = []
         for d in deliveries:
             is_new = d.guid in fresh
             fresh.discard(d.guid)
             out.append(is_new)
             if is_new:
                 new.append(d)
+            else:
+                stored.append(d)
         insert_jobs(conn, self.manager, [(d.guid, d.received_at) for d in new])
+        # A GUID stored before whose work failed is run again (bot.store.retry): GitHub's
+        # Redeliver keeps the GUID. Only those GUIDs cost the lookup.
+        again = self._run_again(conn, stored)
+        for i, d in enumerate(deliveries):
+            if not out[i] and d.guid in again:
+                again.discard(d.guid)
+                out[i] = True
         return out
+
+    def _run_again(
+        self, conn: psycopg.Connection[Any], stored: Sequence[IncomingDelivery]
+    ) -> set[str]:
+        if not stored:
+            return set()
+        done = retry_in(
+            PgConn(conn),
+            PostgresJobHistory(self.manager),
+            sorted({d.guid for d in stored}),
+            now=max(d.received_at for d in stored),
+            source="redelivery",
+        )
+        return {r.guid for r in done if r.kind is not None}

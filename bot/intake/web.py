@@ -22,11 +22,13 @@ from starlette.types import Receive, Scope, Send
 from bot import metrics
 from bot.intake.budget import IntakeBudget, Reservation
 from bot.intake.delivery_writer import DeliveryWriter, IncomingDelivery, IntakeWriter
+from bot.intake.refusals import RefusalLog, for_store, header_text
 from bot.log import get_logger
 from bot.probes import probe_routes
 from bot.settings import Settings
 from bot.store.backend import job_queue
 from bot.store.contract import Storage, StoreError, storable
+from bot.store.refusals import Refusal
 from bot.store.sqlite import Store
 from policies.github_events import GITHUB_EVENTS
 
@@ -63,6 +65,8 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _DELIVERY_ID = re.compile(rb"[A-Za-z0-9._:-]{1,100}")
 _EVENT_NAME = _DELIVERY_ID  # the shape of a name; which names: policies.github_events
 _HEX64 = re.compile(rb"[0-9a-f]{64}")
+# The shape of GitHub's delivery GUIDs: what a refusal keeps of the header.
+_GUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _MISMATCH_HINT = (
     "check that BOT_WEBHOOK_SECRET matches the webhook secret in the GitHub App's settings"
 )
@@ -130,6 +134,7 @@ class WebhookReceiver:
         max_body: int = MAX_BODY,
         budget: IntakeBudget | None = None,
         body_deadline: float = BODY_DEADLINE,
+        refusals: RefusalLog | None = None,
     ) -> None:
         if max_body < 1:
             raise ValueError("max_body must be at least 1 byte")
@@ -148,6 +153,24 @@ class WebhookReceiver:
         self.max_body = max_body
         self.budget = budget
         self.body_deadline = body_deadline
+        self.refusals = refusals
+
+    def _refused(self, scope: Scope, headers: dict[bytes, bytes], status: int, reason: str) -> None:
+        """Note a refusal (`bot.intake.refusals`): never the body, never the signature."""
+        if self.refusals is None:
+            return
+        client = scope.get("client")
+        raw_id = headers.get(_DELIVERY, b"")
+        self.refusals.note(
+            Refusal(
+                at=time.time(),
+                source=str(client[0]) if client else "",
+                event=header_text(headers.get(_EVENT, b"")),
+                guid=raw_id.decode("ascii") if _GUID.fullmatch(raw_id) else None,
+                status=status,
+                reason=reason,
+            )
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -167,6 +190,7 @@ class WebhookReceiver:
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "no_secret"},
             )
             metrics.delivery(metrics.UNVERIFIED, "no_secret")
+            self._refused(scope, headers, 503, "no_secret")
             await _reply(send, 503, "no webhook secret is configured; set BOT_WEBHOOK_SECRET")
             return
         given = _signature_digest(headers.get(_SIGNATURE))
@@ -176,10 +200,12 @@ class WebhookReceiver:
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "unsigned"},
             )
             metrics.delivery(metrics.UNVERIFIED, "unsigned")
+            self._refused(scope, headers, 401, "unsigned")
             await _reply(send, 401, "invalid or missing X-Hub-Signature-256", close=True)
             return
         if not raw_event or not raw_id:
             self._log(delivery_id, event, "missing_headers")
+            self._refused(scope, headers, 400, "missing_headers")
             await _reply(
                 send,
                 400,
@@ -189,6 +215,7 @@ class WebhookReceiver:
             return
         if not delivery_id or not event:
             self._log(delivery_id, event, "bad_headers", length=len(raw_id) + len(raw_event))
+            self._refused(scope, headers, 400, "bad_headers")
             await _reply(
                 send,
                 400,
@@ -201,6 +228,7 @@ class WebhookReceiver:
             # The signature does not cover the headers: a captured body sent under made-up
             # event names would be stored once per name.
             self._log(delivery_id, event, "unknown_event")
+            self._refused(scope, headers, 400, "unknown_event")
             await _reply(send, 400, "X-GitHub-Event is not one of GitHub's events", close=True)
             return
 
@@ -211,10 +239,12 @@ class WebhookReceiver:
                 declared = int(length)
             except ValueError:
                 metrics.delivery(metrics.UNVERIFIED, "bad_length")
+                self._refused(scope, headers, 400, "bad_length")
                 await _reply(send, 400, "invalid Content-Length", close=True)
                 return
             if declared > self.max_body:
                 self._log(delivery_id, event, "too_large", size=declared)
+                self._refused(scope, headers, 413, "too_large")
                 await _reply(send, 413, f"payload over {self.max_body} bytes", close=True)
                 return
 
@@ -222,10 +252,11 @@ class WebhookReceiver:
         try:
             if not reservation.grow_to(declared):
                 self._log(delivery_id, event, "over_budget", size=declared)
+                self._refused(scope, headers, 503, "over_budget")
                 await _busy(send)
                 return
             await self._receive(
-                delivery_id, event, given, reservation, receive, send, headers, started
+                delivery_id, event, given, reservation, receive, send, headers, started, scope
             )
         finally:
             reservation.release()
@@ -240,6 +271,7 @@ class WebhookReceiver:
         send: Send,
         headers: dict[bytes, bytes],
         started: float,
+        scope: Scope,
     ) -> None:
         macs = [mac.copy() for mac in self._macs]
         chunks: list[bytes] = []
@@ -265,14 +297,17 @@ class WebhookReceiver:
                     break
         if deadline.cancelled_caught:
             self._log(delivery_id, event, "too_slow", size=size)
+            self._refused(scope, headers, 408, "too_slow")
             await _reply(send, 408, f"the body took over {self.body_deadline:g} s", close=True)
             return
         if refusal == "too_large":
             self._log(delivery_id, event, "too_large", size=size)
+            self._refused(scope, headers, 413, "too_large")
             await _reply(send, 413, f"payload over {self.max_body} bytes", close=True)
             return
         if refusal == "over_budget":
             self._log(delivery_id, event, "over_budget", size=size)
+            self._refused(scope, headers, 503, "over_budget")
             await _busy(send)
             return
         if self.secrets and (given is None or not _any_matches(macs, given)):
@@ -281,6 +316,7 @@ class WebhookReceiver:
                 extra={"delivery_id": delivery_id, "event": event, "outcome": "bad_signature"},
             )
             metrics.delivery(metrics.UNVERIFIED, "bad_signature")
+            self._refused(scope, headers, 401, "bad_signature")
             await _reply(send, 401, "invalid or missing X-Hub-Signature-256")
             return
         # Joined only once verified: the copy doubles the body for a moment.
@@ -294,6 +330,7 @@ class WebhookReceiver:
             payload = None
         if not isinstance(payload, dict):
             self._log(delivery_id, event, "not_json", verified=True)
+            self._refused(scope, headers, 400, "not_json")
             await _reply(send, 400, "the body must be a JSON object")
             return
         action = payload.get("action")
@@ -324,6 +361,7 @@ class WebhookReceiver:
                 extra={"delivery_id": delivery_id, "event": event, "error": str(exc)},
             )
             self._count(event, "store_error", verified=True)
+            self._refused(scope, headers, 503, "store_error")
             # A 5xx makes GitHub show the delivery as failed, so it can be redelivered.
             await _reply(send, 503, "the store is unavailable; redeliver later")
             return
@@ -414,17 +452,20 @@ def create_app(
         on_commit = worker.wake
     writer = _writer(store, on_commit, checkpoint_interval, settings.durability)
     read_queue = job_queue(store).stats_sync
+    refusals = for_store(store)
     receiver = WebhookReceiver(
         secrets=settings.webhook_secrets,
         insecure_no_signature=settings.insecure_no_signature,
         writer=writer,
         max_body=max_body,
         budget=IntakeBudget(settings.intake_buffer_mb * MiB),
+        refusals=refusals,
     )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         writer.start()
+        refusals.start()
         try:
             async with anyio.create_task_group() as tasks:
                 if worker is not None:
@@ -433,6 +474,7 @@ def create_app(
                 tasks.cancel_scope.cancel()
         finally:
             await anyio.to_thread.run_sync(writer.stop)
+            await anyio.to_thread.run_sync(refusals.stop)
 
     routes: list[BaseRoute] = [
         Route(WEBHOOK_PATH, receiver, methods=["POST"]),
@@ -444,5 +486,6 @@ def create_app(
         routes.append(operator_page(settings, store))
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.writer = writer
+    app.state.refusals = refusals
     app.state.store = store
     return app

@@ -363,7 +363,9 @@ class RunExecutor:
     ) -> Publisher:
         """The run's publisher; `kind` (the comment's) and `workflow` (the check run's name)
         default to the trigger's workflow."""
-        first_attempt = run.status == "queued"
+        # A retried run (bot.store.retry) is queued again with the end of its last attempt
+        # kept: what it posted then is there to find and edit.
+        first_attempt = run.status == "queued" and run.finished_at is None
         known: list[Any] | None = None
         issue = payload.get("issue") if payload else None
         if (

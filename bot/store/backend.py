@@ -10,6 +10,7 @@ Postgres chosen without them installed is a StoreError with one line naming the 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import Protocol
 
 from bot.settings import Settings
@@ -22,6 +23,7 @@ from bot.store.queue.base import (
     QueueStats,
 )
 from bot.store.queue.sqlite import SqliteJobQueue
+from bot.store.retry import Retried
 from bot.store.sqlite import Store
 
 POSTGRES_EXTRA_MISSING = (
@@ -57,6 +59,12 @@ class InspectableQueue(JobQueue, Protocol):
 
     def stats_sync(self) -> QueueStats:
         """The queue's figures for monitoring, cheap enough for every metrics scrape."""
+        ...
+
+    def retry_sync(
+        self, guids: Sequence[str], *, source: str, dry_run: bool = False
+    ) -> list[Retried]:
+        """Run these stored deliveries again where `policies.retry` allows (bot.store.retry)."""
         ...
 
 

@@ -34,6 +34,7 @@ from bot.store.records import (
     repository_of,
     run_record,
 )
+from bot.store.refusals import RefusalsTable
 from bot.store.workers import WorkerBeats
 from policies.lifecycle import InstallationState
 from policies.outcome import OUTCOME_STATUSES
@@ -148,7 +149,7 @@ def storable_params(params: Sequence[object]) -> Sequence[object]:
     return [storable(p) if isinstance(p, str) else p for p in params]
 
 
-class Storage(FindingFates, WorkerBeats, Learnings, ABC):
+class Storage(FindingFates, WorkerBeats, Learnings, RefusalsTable, ABC):
     """The bot's database, whichever backend holds it. Safe to share between threads."""
 
     _rowid: ClassVar[str]

@@ -130,6 +130,30 @@ AUTO_REVIEWS = """
 """
 
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
+# Deliveries run again (bot.store.retry: who asked, when, why) with an index to find a
+# delivery's jobs of every kind; and the refused delivery attempts (bot.intake.refusals: the
+# newest REFUSALS_KEPT of them, never a body or a signature).
+RETRIES_AND_REFUSALS = """
+CREATE INDEX jobs_delivery ON jobs (delivery_id);
+CREATE TABLE retries (
+    delivery_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (delivery_id, kind)
+);
+CREATE TABLE refusals (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    source TEXT NOT NULL,
+    event TEXT NOT NULL,
+    guid TEXT,
+    status INTEGER NOT NULL,
+    reason TEXT NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE deliveries (
@@ -253,6 +277,7 @@ MIGRATIONS: tuple[str, ...] = (
     AUTO_REVIEWS,
     WORKER_BEATS,
     LEARNINGS_TABLE,
+    RETRIES_AND_REFUSALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

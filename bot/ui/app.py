@@ -38,6 +38,7 @@ from bot.ui import queries
 from bot.ui.auth import Gate, SecurityHeaders, Session, client_address, cookie_settings
 from bot.ui.findings import findings_view
 from bot.ui.learnings import learnings_view
+from bot.ui.retry import RetryRoutes, retry_facts
 from bot.ui.runview import agent_view, run_view
 from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
@@ -242,7 +243,17 @@ class OperatorPage:
         if row is None:
             return self.not_found(request, session, "No delivery has that id.")
         headers = {k: v for k, v in row.delivery.headers.items() if "signature" not in k.lower()}
-        return await self.page("delivery.html", request, session, row=row, headers=headers)
+        retry, retries = await anyio.to_thread.run_sync(retry_facts, self.store, guid)
+        return await self.page(
+            "delivery.html",
+            request,
+            session,
+            row=row,
+            headers=headers,
+            retry=retry,
+            retries=retries,
+            retry_action=f"{PREFIX}/deliveries/{guid}/retry",
+        )
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -348,7 +359,17 @@ class OperatorPage:
         view = await anyio.to_thread.run_sync(read)
         if view is None:
             return self.not_found(request, session, "No run has that id.")
-        return await self.page("run.html", request, session, view=view, now=time.time())
+        retry, _ = await anyio.to_thread.run_sync(retry_facts, self.store, view.run.delivery_id)
+        return await self.page(
+            "run.html",
+            request,
+            session,
+            view=view,
+            now=time.time(),
+            retry=retry,
+            retries=[],
+            retry_action=f"{PREFIX}/runs/{run_id}/retry",
+        )
 
     async def run_live(self, request: Request, session: Session) -> Response:
         run_id = request.path_params["run_id"]
@@ -474,6 +495,7 @@ class OperatorPage:
             Route("/costs", s(self.costs), methods=["GET"]),
             Route("/findings", s(self.findings), methods=["GET"]),
             Route("/learnings", s(self.learnings), methods=["GET"]),
+            *RetryRoutes(self, prefix=PREFIX, form=_form, forbidden=_forbidden).routes(),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 

@@ -214,6 +214,30 @@ DROP INDEX bot_jobs_leases;
 ALTER TABLE bot_jobs DROP COLUMN lease_owner, DROP COLUMN lease_until, DROP COLUMN lease_token;
 """
 
+# Deliveries run again (bot.store.retry: who asked, when, why) with an index to find a
+# delivery's jobs of every kind; and the refused delivery attempts (bot.intake.refusals: the
+# newest REFUSALS_KEPT of them, never a body or a signature).
+RETRIES_AND_REFUSALS = """
+CREATE INDEX bot_jobs_delivery_id ON bot_jobs (delivery_id);
+CREATE TABLE retries (
+    delivery_id text NOT NULL,
+    kind text NOT NULL,
+    source text NOT NULL,
+    reason text NOT NULL,
+    at double precision NOT NULL,
+    PRIMARY KEY (delivery_id, kind)
+);
+CREATE TABLE refusals (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at double precision NOT NULL,
+    source text NOT NULL,
+    event text NOT NULL,
+    guid text,
+    status integer NOT NULL,
+    reason text NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     SchemaManager.get_schema(),
     OWN_TABLES,
@@ -228,6 +252,7 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_DEFERRALS,
     WORKER_BEATS,
     LEARNINGS_TABLE,
+    RETRIES_AND_REFUSALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

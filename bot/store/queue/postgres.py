@@ -33,6 +33,8 @@ from procrastinate import jobs as pjobs
 from procrastinate import sql as psql
 from procrastinate.manager import JobManager
 
+from bot.store.contract import Sql
+from bot.store.postgres.connection import PgConn
 from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
@@ -42,6 +44,7 @@ from bot.store.queue.base import (
     QueueStats,
     ThreadedQueue,
 )
+from bot.store.retry import Retried, retry_in
 
 QUEUE = "bot"
 
@@ -231,6 +234,12 @@ class PostgresJobQueue(ThreadedQueue):
             ).fetchall()
         return [_job(row) for row in rows]
 
+    def retry_sync(
+        self, guids: Sequence[str], *, source: str, dry_run: bool = False
+    ) -> list[Retried]:
+        """Run these stored deliveries again where `policies.retry` allows (bot.store.retry)."""
+        return retry_sync(self.store, self.manager, guids, source=source, dry_run=dry_run)
+
     def counts_sync(self) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)
         with self.store.pool.connection() as conn:
@@ -255,4 +264,56 @@ class PostgresJobQueue(ThreadedQueue):
             running=int(running),
             dead=int(dead),
             oldest_ready_age=0.0 if oldest is None else max(0.0, now - float(oldest)),
+        )
+
+
+_STATUS_SQL = (
+    "CASE pj.status WHEN 'todo' THEN 'queued' WHEN 'doing' THEN 'running'"
+    " WHEN 'succeeded' THEN 'done' WHEN 'failed' THEN 'dead' ELSE 'cancelled' END"
+)
+
+
+class PostgresJobHistory:
+    """`bot.store.retry.JobHistory` over procrastinate's jobs and ours, on `db`'s connection."""
+
+    def __init__(self, manager: JobManager) -> None:
+        self.manager = manager
+
+    def jobs_of(self, db: Sql, guids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list[tuple[str, str]]] = {}
+        if not guids:
+            return out
+        assert isinstance(db, PgConn)
+        rows = db.conn.execute(
+            f"SELECT bj.delivery_id, bj.kind, {_STATUS_SQL} FROM {_JOBS}"
+            " WHERE bj.delivery_id = ANY(%s) ORDER BY pj.id",
+            (list(guids),),
+        ).fetchall()
+        for guid, kind, status in rows:
+            out.setdefault(str(guid), []).append((str(kind), str(status)))
+        return out
+
+    def add_job(self, db: Sql, guid: str, kind: str, now: float) -> bool:
+        assert isinstance(db, PgConn)
+        (job_id,) = insert_jobs(db.conn, self.manager, [(guid, now)], kind=kind)
+        return job_id is not None
+
+
+def retry_sync(
+    store: PostgresStore,
+    manager: JobManager,
+    guids: Sequence[str],
+    *,
+    source: str,
+    dry_run: bool = False,
+) -> list[Retried]:
+    """`bot.store.retry.retry_in` in a transaction of its own."""
+    with store.pool.connection() as conn:
+        return retry_in(
+            PgConn(conn),
+            PostgresJobHistory(manager),
+            guids,
+            now=store.clock(),
+            source=source,
+            dry_run=dry_run,
         )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from bot.store.contract import Sql
 from bot.store.queue.base import (
     DEFAULT_MAX_ATTEMPTS,
     DELIVERY_JOB,
@@ -16,7 +17,8 @@ from bot.store.queue.base import (
     ThreadedLeasedQueue,
     backoff_seconds,
 )
-from bot.store.sqlite import Store, transaction
+from bot.store.retry import Retried, retry_in
+from bot.store.sqlite import Store, _Conn, transaction
 
 T = TypeVar("T")
 _BATCH = 500  # ids per statement, well under SQLite's limit on bound parameters
@@ -228,6 +230,12 @@ class SqliteJobQueue(ThreadedLeasedQueue):
         )
         return [_job(row) for row in rows]
 
+    def retry_sync(
+        self, guids: Sequence[str], *, source: str, dry_run: bool = False
+    ) -> list[Retried]:
+        """Run these stored deliveries again where `policies.retry` allows (bot.store.retry)."""
+        return retry_sync(self.store, guids, source=source, dry_run=dry_run)
+
     def counts_sync(self) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)
         for status, count in self.store.conn().execute(
@@ -257,4 +265,41 @@ class SqliteJobQueue(ThreadedLeasedQueue):
             running=int(counts.get("running", 0)),
             dead=int(counts.get("dead", 0)),
             oldest_ready_age=0.0 if oldest is None else max(0.0, now - float(oldest)),
+        )
+
+
+class SqliteJobHistory:
+    """`bot.store.retry.JobHistory` over the `jobs` table, on the connection `db` wraps."""
+
+    def jobs_of(self, db: Sql, guids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list[tuple[str, str]]] = {}
+        for start in range(0, len(guids), _BATCH):
+            batch = list(guids[start : start + _BATCH])
+            rows = db.all(
+                f"SELECT delivery_id, kind, status FROM jobs"
+                f" WHERE delivery_id IN ({','.join('?' * len(batch))}) ORDER BY id",
+                batch,
+            )
+            for guid, kind, status in rows:
+                out.setdefault(str(guid), []).append((str(kind), str(status)))
+        return out
+
+    def add_job(self, db: Sql, guid: str, kind: str, now: float) -> bool:
+        assert isinstance(db, _Conn)
+        return insert_job(db.conn, guid, now, kind=kind) is not None
+
+
+def retry_sync(
+    store: Store, guids: Sequence[str], *, source: str, dry_run: bool = False
+) -> list[Retried]:
+    """`bot.store.retry.retry_in` in a transaction of its own on the store's file."""
+    conn = store.conn()
+    with transaction(conn):
+        return retry_in(
+            _Conn(conn),
+            SqliteJobHistory(),
+            guids,
+            now=store.clock(),
+            source=source,
+            dry_run=dry_run,
         )

@@ -79,6 +79,8 @@ async def test_config_follows_extends_and_local_values_win(
         "bot.git.checkout.sweep_forever",
         "bot.runs.leftovers.sweep_forever",
         "bot.wiring.close_when_stopped",
+        # App credentials are set, so the redelivery sweep is on by default.
+        "bot.ops.redeliver.redeliver_forever",
     ]
     assert (await hooks.config_loader(event())).triage.enabled is True  # no file: defaults
     write_config(gh, "shared", "slash_commands: true\ntriage:\n  enabled: false\n")

@@ -543,7 +543,7 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
           resolvedBy { login }
           comments(first: 50) {
             nodes {
-              databaseId author { login } body
+              databaseId url author { login } body
               reactions(content: THUMBS_DOWN, first: 20) { nodes { user { login } } }
             }
           }

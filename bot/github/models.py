@@ -164,6 +164,7 @@ class ThreadComment(_Lenient):
     logins of its 👎 reactions (`reactions { nodes { user { login } } }`)."""
 
     database_id: int | None = Field(default=None, alias="databaseId")
+    url: str = ""
     author: str | None = Field(default=None, validation_alias=AliasPath("author", "login"))
     body: str = ""
     thumbs_down_by: tuple[str, ...] = Field(

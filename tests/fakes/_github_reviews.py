@@ -145,6 +145,7 @@ def _thread_json(fake: FakeGitHub, fr: FakeRepo, thread: dict[str, Any]) -> dict
             {
                 "databaseId": c["id"],
                 "id": c["node_id"],
+                "url": c["html_url"],
                 "author": {"login": c["user"]["login"].removesuffix("[bot]")},
                 "body": c["body"],
                 "path": c["path"],

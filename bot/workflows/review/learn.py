@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-WEB = "https://github.com"
 
 NOTE = """\
 ## Learnings of this repository
@@ -103,7 +102,8 @@ async def harvest(
         reply = replies[chosen]
         if reply.database_id is None:
             continue  # nowhere to point at: GitHub always gives one
-        source = f"{WEB}/{client.full_name}/pull/{number}#discussion_r{reply.database_id}"
+        # GitHub's own address of the reply, so a GitHub Enterprise host is named right.
+        source = reply.url or f"{client.full_name}#{number}, comment {reply.database_id}"
         add = functools.partial(
             store.add_learning,
             client.full_name,

@@ -42,7 +42,6 @@ from bot.workflows.review import (
 from bot.workflows.review import instructions as review_instructions
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import mirror_line
-from policies.finding_fates import pull_state
 from policies.outcome import Outcome, RunFacts, outcome_from_run
 
 if TYPE_CHECKING:
@@ -277,28 +276,17 @@ async def run_review(
         elif not model_summary or prep.nothing_to_review:
             model_summary = "\n\n".join(part for part in (state.summary, model_summary) if part)
         await runner.reclaim_run(git_dir, details)
-        current = await client.get_pull(trigger.number)
-        stale = current.head.sha != prep.head
-        state = done.state
-        if stale:
-            log.info("the head moved during the review; nothing is posted inline")
-            state = prep.state
-        else:
-            state = await runner.publish(
-                client,
-                trigger.number,
-                run.id,
-                prep,
-                done,
-                bot_login=ex.bot_login,
-                redact=ex.redactor,
-            )
-        await runner.remember(
+        _, stale = await runner.post_and_remember(
+            client,
             ex.store,
             trigger.repo_full_name,
             trigger.number,
-            state,
-            pull=pull_state(current.state, current.merged),
+            run.id,
+            prep,
+            done,
+            reviewed_head=prep.head,
+            bot_login=ex.bot_login,
+            redact=ex.redactor,
         )
         mapped = outcome_from_run(
             {

@@ -43,7 +43,6 @@ from bot.workflows.review import instructions as review_instructions
 from bot.workflows.review import workflow as review_workflow
 from bot.workflows.review.memory import load_state, mirror_line
 from policies.decide import Refused, head_moved, no_arguments
-from policies.finding_fates import pull_state
 from policies.outcome import outcome_from_run
 from policies.review_state import ReviewState
 
@@ -195,25 +194,17 @@ async def resume_review(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
         done.state = done.state.model_copy(update={"summary": model_summary[:6000]})
     else:
         model_summary = state.summary
-    current = await client.get_pull(trigger.number)
-    stale = current.head.sha != saved.head
-    kept = prep.state
-    if not stale:
-        kept = await runner.publish(
-            client,
-            trigger.number,
-            fu.run.id,
-            prep,
-            done,
-            bot_login=ex.bot_login,
-            redact=ex.redactor,
-        )
-    await runner.remember(
+    kept, stale = await runner.post_and_remember(
+        client,
         ex.store,
         trigger.repo_full_name,
         trigger.number,
-        kept,
-        pull=pull_state(current.state, current.merged),
+        fu.run.id,
+        prep,
+        done,
+        reviewed_head=saved.head,
+        bot_login=ex.bot_login,
+        redact=ex.redactor,
     )
     mapped = outcome_from_run(
         {

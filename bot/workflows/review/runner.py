@@ -43,7 +43,7 @@ from bot.workflows.review.suggest import prove_suggestion, reclaim
 from policies.ci_evidence import Evidence, agreeing
 from policies.config import ReviewConfig
 from policies.diff import Anchor, FilePatch, anchor_for
-from policies.finding_fates import PullState
+from policies.finding_fates import PullState, pull_state
 from policies.learnings import Learning
 from policies.proofs import ProofStatus, counts_line, posted_inline, provable
 from policies.review_noise import earlier_below, place
@@ -631,6 +631,36 @@ async def remember(
     last read (a review that ends after a merge records its findings as of a closed one)."""
     await save_state(store, repo, number, state)
     await fates.record(store, repo, number, state, pull=pull)
+
+
+async def post_and_remember(
+    client: InstallationClient,
+    store: Storage,
+    repo: str,
+    number: int,
+    run_id: str,
+    prep: Prepared,
+    done: Concluded,
+    *,
+    reviewed_head: str,
+    bot_login: str,
+    redact: Callable[[str], str],
+) -> tuple[ReviewState, bool]:
+    """Post the review unless the head moved from `reviewed_head` since it was read, and save
+    the memory either way (the old one when nothing was posted): the memory saved, and
+    whether the head moved."""
+    current = await client.get_pull(number)
+    stale = current.head.sha != reviewed_head
+    if stale:
+        log.info("the head moved during the review; nothing is posted inline")
+        state = prep.state
+    else:
+        state = await publish(
+            client, number, run_id, prep, done, bot_login=bot_login, redact=redact
+        )
+    pull = pull_state(current.state, current.merged)
+    await remember(store, repo, number, state, pull=pull)
+    return state, stale
 
 
 async def reclaim_run(git_dir: Path, details: RunDetails | None) -> None:

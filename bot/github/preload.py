@@ -41,6 +41,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         "list_reviews",
         "create_review",
         "create_reply_for_review_comment",
+        "update_review_comment",
+        "list_comments_for_review",
         "request_reviewers",
     ),
     "reactions": (

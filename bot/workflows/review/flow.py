@@ -276,7 +276,7 @@ async def run_review(
         elif not model_summary or prep.nothing_to_review:
             model_summary = "\n\n".join(part for part in (state.summary, model_summary) if part)
         await runner.reclaim_run(git_dir, details)
-        _, stale = await runner.post_and_remember(
+        state, stale = await runner.post_and_remember(
             client,
             ex.store,
             trigger.repo_full_name,

@@ -27,14 +27,18 @@ from tests.ui.conftest import sign_in, ui_settings
 from tests.ui.seed import add_run
 from tests.ui.server import serve
 
-T0 = float(int(time.time()))
-"""The store's clock: now, so that Postgres's own clock (procrastinate's) agrees with it."""
+
+@pytest.fixture
+def t0() -> float:
+    """The store's clock: now, read when the test starts (not when the module was collected,
+    perhaps minutes before), so that Postgres's own clock (procrastinate's) agrees with it."""
+    return float(int(time.time()))
 
 
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Storage]:
+def store(request: pytest.FixtureRequest, data_dir: Path, t0: float) -> Iterator[Storage]:
     for opened in backend_store(request, data_dir):
-        opened.clock = lambda: T0
+        opened.clock = lambda: t0
         yield opened
 
 
@@ -65,19 +69,19 @@ def defer(store: Storage, until: float) -> None:
         )
 
 
-def test_jobs_per_workflow_by_state_with_the_oldest_wait(store: Storage) -> None:
+def test_jobs_per_workflow_by_state_with_the_oldest_wait(store: Storage, t0: float) -> None:
     # Each job is taken right after it is enqueued, while it is the only one ready.
-    job(store, "r-run", "fix", T0 - 120)
+    job(store, "r-run", "fix", t0 - 120)
     take_job(store)  # stays running
-    job(store, "r-defer", "fix", T0 - 60)
-    defer(store, T0 + 600)  # waits for its time
-    job(store, "q-new", "review", T0 - 10)
+    job(store, "r-defer", "fix", t0 - 60)
+    defer(store, t0 + 600)  # waits for its time
+    job(store, "q-new", "review", t0 - 10)
     end_job(store, take_job(store), "dead")  # given up
-    job(store, "q-undecided", None, T0 - 5)
+    job(store, "q-undecided", None, t0 - 5)
     take_job(store)  # running, its delivery not decided yet
-    job(store, "q-old", "review", T0 - 300)
+    job(store, "q-old", "review", t0 - 300)
     end_job(store, take_job(store), "retry")  # failed once: waits to be tried again
-    job(store, "r-ready", "fix", T0 - 30)
+    job(store, "r-ready", "fix", t0 - 30)
 
     view = queries.queue_view(store)
     lines = {line.workflow: line for line in view.lines}
@@ -95,20 +99,20 @@ def test_jobs_per_workflow_by_state_with_the_oldest_wait(store: Storage) -> None
     assert view.totals["running"] == 2
 
 
-def test_heartbeats_rows_silence_and_the_runs_held(store: Storage) -> None:
-    insert_delivery(store, "d-1", T0)
-    held = add_run(store, "d-1", status="running", created_at=T0)
-    store.beat("w-1", host="box-a", pid=11, started_at=T0 - 50, runs=[held])
-    store.beat("w-2", host="box-b", pid=22, started_at=T0 - 40, runs=[])
+def test_heartbeats_rows_silence_and_the_runs_held(store: Storage, t0: float) -> None:
+    insert_delivery(store, "d-1", t0)
+    held = add_run(store, "d-1", status="running", created_at=t0)
+    store.beat("w-1", host="box-a", pid=11, started_at=t0 - 50, runs=[held])
+    store.beat("w-2", host="box-b", pid=22, started_at=t0 - 40, runs=[])
     beats = {w.id: w for w in store.worker_beats()}
     assert beats["w-1"].runs == (held,) and beats["w-1"].host == "box-a"
-    assert beats["w-1"].pid == 11 and beats["w-1"].beat_at == T0
+    assert beats["w-1"].pid == 11 and beats["w-1"].beat_at == t0
     run = store.get_run(held)
     assert run is not None
     assert queries.runs_context(store, [run])[held].silent_worker is None
 
-    store.clock = lambda: T0 + SILENT_AFTER_S + 1  # w-1 stops beating; w-2 goes on
-    store.beat("w-2", host="box-b", pid=22, started_at=T0 - 40, runs=[])
+    store.clock = lambda: t0 + SILENT_AFTER_S + 1  # w-1 stops beating; w-2 goes on
+    store.beat("w-2", host="box-b", pid=22, started_at=t0 - 40, runs=[])
     silent = queries.runs_context(store, [run])[held].silent_worker
     assert silent is not None and silent.id == "w-1"
     view = queries.queue_view(store)
@@ -116,8 +120,8 @@ def test_heartbeats_rows_silence_and_the_runs_held(store: Storage) -> None:
 
     store.worker_stopped("w-2")
     assert [w.id for w in store.worker_beats()] == ["w-1"]
-    store.clock = lambda: T0 + FORGET_AFTER_S + 1
-    store.beat("w-3", host="box-c", pid=33, started_at=T0, runs=[])
+    store.clock = lambda: t0 + FORGET_AFTER_S + 1
+    store.beat("w-3", host="box-c", pid=33, started_at=t0, runs=[])
     assert [w.id for w in store.worker_beats()] == ["w-3"]  # the long-silent row is forgotten
 
 

@@ -1,11 +1,12 @@
 """The learnings each repository keeps (`policies.learnings.Learning`), numbered per repository.
 
-`learnings` holds one row per learning: the repository (lower-case), its number there (one
-more than the highest kept; shown by `@app learnings`, removed by `@app forget <n>`), the
+`learnings` holds one row per learning: the repository (lower-case), its number there (shown
+by `@app learnings`, removed by `@app forget <n>`; never given twice in a repository, even
+after a forget, from the per-repository counter in `learning_numbers`), the
 text, its author, where it came from, and for a dismissal the finding's category, title and
 paths. A source is learned once: the same comment read again (the next review, the close,
 a retried job) adds nothing. Both backends share these queries (`Storage` mixes them in);
-their migrations add the table (`SQLITE_TABLE`, `POSTGRES_TABLE`).
+their migrations add the tables (`SQLITE_TABLE`, `POSTGRES_TABLE`, then `NUMBERS_TABLE`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from policies.learnings import Learning, clean_text
 if TYPE_CHECKING:
     from bot.store.contract import Sql
 
-__all__ = ["POSTGRES_TABLE", "SQLITE_TABLE", "Learnings"]
+__all__ = ["NUMBERS_TABLE", "POSTGRES_TABLE", "SQLITE_TABLE", "Learnings"]
 
 SQLITE_TABLE = """
 CREATE TABLE learnings (
@@ -55,6 +56,16 @@ CREATE TABLE learnings (
 CREATE UNIQUE INDEX learnings_source ON learnings (repo, source);
 """
 """The Postgres migration step that adds the table."""
+
+NUMBERS_TABLE = """
+CREATE TABLE learning_numbers (
+    repo TEXT PRIMARY KEY,
+    last INTEGER NOT NULL
+);
+INSERT INTO learning_numbers (repo, last) SELECT repo, max(number) FROM learnings GROUP BY repo
+"""
+"""The migration step (both backends) that adds the last number given per repository, seeded
+from the learnings kept: a number forgotten is not given again."""
 
 _COLUMNS = "repo, number, text, author, source, category, title, paths, created_at"
 _TRIES = 5  # a number taken by a writer at the same moment: take the next one
@@ -120,11 +131,19 @@ class Learnings:
                 )
                 if found is not None:
                     return _learning(found), False
+                # The counter's row is locked until the commit, so two writers of one
+                # repository take numbers one after the other.
+                db.run(
+                    "INSERT INTO learning_numbers (repo, last) VALUES (?, 1)"
+                    " ON CONFLICT (repo) DO UPDATE SET last = learning_numbers.last + 1",
+                    [key],
+                )
+                taken = db.one("SELECT last FROM learning_numbers WHERE repo = ?", [key])
+                assert taken is not None
                 changed = db.run(
-                    f"INSERT INTO learnings ({_COLUMNS})"
-                    " SELECT ?, coalesce(max(number), 0) + 1, ?, ?, ?, ?, ?, ?, ?"
-                    " FROM learnings WHERE repo = ? ON CONFLICT DO NOTHING",
-                    [key, *params, self.clock(), key],
+                    f"INSERT INTO learnings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING",
+                    [key, int(taken[0]), *params, self.clock()],
                 )
                 if changed:
                     row = db.one(

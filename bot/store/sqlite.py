@@ -27,6 +27,7 @@ from bot.store.contract import (
     storable_params,
 )
 from bot.store.findings import SQLITE_TABLE as FINDINGS_TABLE
+from bot.store.learnings import NUMBERS_TABLE as LEARNING_NUMBERS
 from bot.store.learnings import SQLITE_TABLE as LEARNINGS_TABLE
 from bot.store.segments import SegmentError, bodies_dir, read_body
 from bot.store.workers import SQLITE_TABLE as WORKER_BEATS
@@ -278,6 +279,7 @@ MIGRATIONS: tuple[str, ...] = (
     WORKER_BEATS,
     LEARNINGS_TABLE,
     RETRIES_AND_REFUSALS,
+    LEARNING_NUMBERS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

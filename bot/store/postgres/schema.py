@@ -18,6 +18,7 @@ from procrastinate.schema import SchemaManager
 
 from bot.store.contract import StoreError
 from bot.store.findings import POSTGRES_TABLE as FINDINGS_TABLE
+from bot.store.learnings import NUMBERS_TABLE as LEARNING_NUMBERS
 from bot.store.learnings import POSTGRES_TABLE as LEARNINGS_TABLE
 from bot.store.workers import POSTGRES_TABLE as WORKER_BEATS
 
@@ -253,6 +254,7 @@ MIGRATIONS: tuple[str, ...] = (
     WORKER_BEATS,
     LEARNINGS_TABLE,
     RETRIES_AND_REFUSALS,
+    LEARNING_NUMBERS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

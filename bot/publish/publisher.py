@@ -49,7 +49,7 @@ from bot.publish.render import (
     render_outcome,
     render_progress,
 )
-from bot.publish.thread_reply import ThreadReply, with_note
+from bot.publish.thread_reply import ThreadReply, find_run_reply, with_note
 from bot.redact import redact
 from policies.outcome import Outcome, check_conclusion
 from policies.thread_target import answers_in_thread, top_level_note
@@ -331,21 +331,40 @@ class Publisher:
         """A model-free reply, rendered by `render_help`, `render_status` or `render_stop`."""
         await self._write(body)
 
-    async def amend(self, outcome: Outcome, *, answered: str, hidden: str = "") -> bool:
+    async def amend(
+        self, outcome: Outcome, *, answered: str, hidden: str = "", in_threads: bool = False
+    ) -> bool:
         """Edit this run's finished comment to show it was answered (`render_outcome`'s
         `answered`); False when the comment is gone. Only the comment with this run's marker
         is edited, never a sticky one of a later run, and none is ever created. `hidden` is
-        appended as `finish` appends it (a review's memory line must stay the last line)."""
+        appended as `finish` appends it (a review's memory line must stay the last line).
+        With `in_threads` (a pull request), the run's reply in a review thread is looked for
+        too, when the conversation has no comment of the run: a run asked in a thread
+        answered there."""
         comments = self._known
         if comments is None:
             comments = await self.client.list_issue_comments(self.number)
         found = find_run_comment(comments, bot_login=self.bot_login, run_id=self.run_id)
         if found is None:
-            return False
+            return in_threads and await self._amend_reply(outcome, answered=answered)
         body = render_outcome(outcome, sticky=self.sticky, kind=self.kind, answered=answered)
         body = self._redact(f"{body}\n{hidden}" if hidden else body)
         if found.body != body:
             await self.client.update_issue_comment(found.id, body)
+        self.comment_id, self.comment_url = found.id, found.html_url or None
+        self._last_body = body
+        return True
+
+    async def _amend_reply(self, outcome: Outcome, *, answered: str) -> bool:
+        listed = await self.client.list_review_comments(self.number)
+        found = find_run_reply(listed, bot_login=self.bot_login, run_id=self.run_id)
+        if found is None:
+            return False
+        body = self._redact(
+            render_outcome(outcome, sticky=False, kind=self.kind, answered=answered)
+        )
+        if found.body != body:
+            await self.client.update_review_comment(found.id, body)
         self.comment_id, self.comment_url = found.id, found.html_url or None
         self._last_body = body
         return True

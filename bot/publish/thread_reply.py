@@ -57,6 +57,21 @@ def find_reply(
     return None
 
 
+def find_run_reply(
+    comments: Sequence[ReviewComment], *, bot_login: str, run_id: str
+) -> ReviewComment | None:
+    """The app's own reply, in any thread, that carries `run_id`'s marker."""
+    for comment in comments:
+        mine = comment.user is not None and comment.user.login.lower() == bot_login.lower()
+        if (
+            mine
+            and comment.in_reply_to_id is not None
+            and parse_markers(comment.body).run_id == run_id
+        ):
+            return comment
+    return None
+
+
 async def reply_in_thread(
     client: InstallationClient,
     number: int,

@@ -10,6 +10,7 @@ import pytest
 from bot.github.client import InstallationClient
 from bot.publish.publisher import Publisher
 from bot.publish.render import parse_markers
+from policies.outcome import Blocked, Outcome
 from policies.thread_target import FIRST_COMMENT_GONE
 from tests.fakes.github import FakeGitHub, commit_files
 from tests.github.test_publish import RUN, client, fake, outcome, progress, writes
@@ -155,3 +156,34 @@ async def test_review_asked_in_a_thread_keeps_its_sticky_summary_in_the_conversa
     assert replies(fake) == []
     (comment,) = fake.comments_on("octo", "hello", 2)
     assert parse_markers(comment["body"]).sticky == "review"
+
+
+async def test_a_blocked_answer_in_a_thread_is_marked_answered_there(
+    client: InstallationClient, fake: FakeGitHub, pull: dict[str, Any]
+) -> None:
+    blocked = Blocked("Which?", "", ("a", "b"), "a", "", "@app decide 1", '@app decide "x"')
+    asked = Outcome(status="blocked", summary="Which?", run_id=RUN, workflow="fix", blocked=blocked)
+    await in_thread(client, fake, ask(fake, pull), kind="fix").finish(asked)
+    (reply,) = replies(fake)
+    original = reply["body"]
+    copied = fake.add_review_comment(
+        "octo", "hello", 2, original, user="mallory", in_reply_to=reply["in_reply_to_id"]
+    )
+    before = writes(fake)
+
+    # The follow-up's publisher, as `decide` builds it: it knows the run, not the thread.
+    marking = Publisher(client, run_id=RUN, kind="fix", number=2, bot_login=fake.bot_login)
+    assert await marking.amend(asked, answered="**Answered** by maint", in_threads=True)
+    (edited,) = replies(fake)
+    assert "**Answered** by maint" in edited["body"] and "To answer" not in edited["body"]
+    assert parse_markers(edited["body"]).run_id == RUN
+    assert copied["body"] == original  # somebody else's copy of the marker is left alone
+    assert writes(fake)[len(before) :] == [
+        ("PATCH", f"/repos/octo/hello/pulls/comments/{reply['id']}")
+    ]
+    assert fake.comments_on("octo", "hello", 2) == []  # nothing created in the conversation
+
+    elsewhere = Publisher(
+        client, run_id="wf_00000000000f", kind="fix", number=2, bot_login=fake.bot_login
+    )
+    assert await elsewhere.amend(asked, answered="x", in_threads=True) is False

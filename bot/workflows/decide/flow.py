@@ -424,7 +424,8 @@ async def _mark_answered(
     )
     try:
         hidden = await kept(ex, follow.client, follow.number) if kept is not None else ""
-        if not await publisher.amend(asked, answered=note, hidden=hidden):
+        in_threads = blocked.target_kind == "pull_request"  # asked in a review thread, maybe
+        if not await publisher.amend(asked, answered=note, hidden=hidden, in_threads=in_threads):
             log.info("the blocked run's comment is gone; nothing to mark answered")
     except RateLimited:
         raise

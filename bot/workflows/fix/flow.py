@@ -240,6 +240,11 @@ async def resume_fix(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
         ex.repo_config,
         resume=resume,
     )
+    # A fix asked in the app's own thread and blocked there: resolved once the decision's
+    # fix is on the head, as a first run's would be.
+    await close_own_thread(
+        fu.client, fu.trigger, fu.args, outcome, store=ex.store, bot_login=ex.bot_login
+    )
     return Resumed(outcome, details)
 
 

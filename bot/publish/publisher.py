@@ -49,7 +49,7 @@ from bot.publish.render import (
     render_outcome,
     render_progress,
 )
-from bot.publish.thread_reply import ThreadReply, find_run_reply, with_note
+from bot.publish.thread_reply import ThreadReply, find_reply, with_note
 from bot.redact import redact
 from policies.outcome import Outcome, check_conclusion
 from policies.thread_target import answers_in_thread, top_level_note
@@ -357,7 +357,7 @@ class Publisher:
 
     async def _amend_reply(self, outcome: Outcome, *, answered: str) -> bool:
         listed = await self.client.list_review_comments(self.number)
-        found = find_run_reply(listed, bot_login=self.bot_login, run_id=self.run_id)
+        found = find_reply(listed, bot_login=self.bot_login, run_id=self.run_id, reply_to=None)
         if found is None:
             return False
         body = self._redact(

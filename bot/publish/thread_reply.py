@@ -43,31 +43,14 @@ _HEAD_MARKERS = re.compile(r"\A(?:<!-- bot:[^\n]*-->\n)+")
 
 
 def find_reply(
-    comments: Sequence[ReviewComment], *, bot_login: str, run_id: str, reply_to: int
+    comments: Sequence[ReviewComment], *, bot_login: str, run_id: str, reply_to: int | None
 ) -> ReviewComment | None:
-    """The app's own reply under review comment `reply_to` that carries `run_id`'s marker."""
+    """The app's own reply that carries `run_id`'s marker: under review comment `reply_to`,
+    or in any thread when `reply_to` is None."""
     for comment in comments:
         mine = comment.user is not None and comment.user.login.lower() == bot_login.lower()
-        if (
-            mine
-            and comment.in_reply_to_id == reply_to
-            and parse_markers(comment.body).run_id == run_id
-        ):
-            return comment
-    return None
-
-
-def find_run_reply(
-    comments: Sequence[ReviewComment], *, bot_login: str, run_id: str
-) -> ReviewComment | None:
-    """The app's own reply, in any thread, that carries `run_id`'s marker."""
-    for comment in comments:
-        mine = comment.user is not None and comment.user.login.lower() == bot_login.lower()
-        if (
-            mine
-            and comment.in_reply_to_id is not None
-            and parse_markers(comment.body).run_id == run_id
-        ):
+        under = comment.in_reply_to_id is not None and reply_to in (None, comment.in_reply_to_id)
+        if mine and under and parse_markers(comment.body).run_id == run_id:
             return comment
     return None
 

@@ -1,7 +1,8 @@
 """End to end: a `fix` asked in the app's own findings thread stops with BLOCKED in that
 thread, and a writer's `decide` finishes it: the BLOCKED reply is marked answered where it
 is (not looked for in the conversation alone), and the thread is resolved once the fix is on
-the head, as a fix that never blocked resolves it.
+the head, as a fix that never blocked resolves it. A `decide` from someone without write
+access, in the same thread, does neither.
 
 `bot serve` on the fake GitHub and the fake model of `tests/test_e2e_threads.py`; pull
 request #2 is the app's own branch. The fix also pins a dependency, which the app does not
@@ -60,6 +61,20 @@ def test_a_blocked_fix_in_a_thread_is_answered_there_and_resolves_it(world: Worl
     (reply,) = replies_to(world, mean["id"], number=2)
     assert "needs a decision" in reply["body"] and "requirements.txt" in reply["body"]
     assert len(world.fake.pushes) == pushes
+    assert not world.fake.thread_of(mean["id"])["resolved"]
+
+    # Someone without write access answers first: nothing runs, nothing is marked answered.
+    runs = len(world.query("SELECT id FROM runs"))
+    guid, _ = in_thread(world, "@repo-agent decide 1", reply_to=mean["id"], number=2, user="al")
+    world.wait(
+        f"the decision on {guid}",
+        lambda: bool(
+            world.query("SELECT 1 FROM deliveries WHERE guid = ? AND decision IS NOT NULL", guid)
+        ),
+    )
+    assert len(world.query("SELECT id FROM runs")) == runs
+    assert len(world.fake.pushes) == pushes
+    assert all("**Answered**" not in r["body"] for r in replies_to(world, mean["id"], number=2))
     assert not world.fake.thread_of(mean["id"])["resolved"]
 
     guid, _ = in_thread(world, "@repo-agent decide 1", reply_to=mean["id"], number=2)

@@ -67,6 +67,7 @@ class RefusalLog:
         self._close = close
         self._pending: collections.deque[Refusal] = collections.deque(maxlen=capacity)
         self._wake = threading.Event()
+        self._writing = threading.Lock()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.written = 0
@@ -103,7 +104,14 @@ class RefusalLog:
             self._close()
 
     def flush(self) -> None:
-        """Write what is noted now (the thread's work between waits)."""
+        """Write what is noted now (the thread's work between waits).
+
+        One flush at a time: when it returns, every refusal noted before it was called is
+        written (or counted as not written), including a batch another flush had taken."""
+        with self._writing:
+            self._flush()
+
+    def _flush(self) -> None:
         batch: list[Refusal] = []
         while True:
             try:

@@ -3,6 +3,7 @@ signature), on both backends; bounded under a flood of unsigned requests."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -187,3 +188,25 @@ def test_the_log_in_memory_keeps_the_newest_and_counts_what_gave_way() -> None:
     log.flush()
     assert [r.at for r in written[0]] == [2.0, 3.0, 4.0]
     assert log.pending == 0
+
+
+def test_a_flush_returns_only_once_a_batch_being_written_is_written() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def slow(rows: list[Refusal]) -> None:
+        started.set()
+        release.wait(5)
+
+    log = RefusalLog(slow, capacity=10)
+    log.note(Refusal(0.0, "", "issues", None, 401, "unsigned"))
+    writer = threading.Thread(target=log.flush)
+    writer.start()
+    assert started.wait(5)  # the thread took the batch and is writing it
+    second = threading.Thread(target=log.flush)
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waits for the batch in flight, not past it on an empty deque
+    release.set()
+    second.join(5)
+    writer.join(5)
+    assert log.written == 1

@@ -18,6 +18,7 @@ from pydantic_settings import SettingsError as SourceError
 
 from bot.settings_sources import SettingsError as SettingsError  # callers import it from here
 from bot.settings_sources import describe_errors, read_sources
+from policies.ui_allow import parse_allow, public_origin
 
 LLM_PROVIDERS = ("openai", "anthropic", "azure")
 LLM_APIS = ("chat", "responses")
@@ -126,6 +127,13 @@ class Settings(BaseSettings):
     daily_tokens: int | None = Field(default=None, gt=0)
     # The operator's page under /ui/ (bot/ui): off unless a sign-in token is set.
     ui_token: SecretStr | None = None
+    # Signing in to it with GitHub (bot/ui/oauth.py): the App's OAuth client, who may sign
+    # in (policies/ui_allow.py), the page's public address and how often access is checked.
+    oauth_client_id: str | None = None
+    oauth_client_secret: SecretStr | None = None
+    ui_allow: str | None = None
+    ui_url: str | None = None
+    ui_recheck_seconds: float = Field(default=60.0, ge=0, le=3600)
 
     @field_validator(
         "webhook_secret",
@@ -136,6 +144,10 @@ class Settings(BaseSettings):
         "redeliver_interval",
         "ui_token",
         "worker_port",
+        "oauth_client_id",
+        "oauth_client_secret",
+        "ui_allow",
+        "ui_url",
         mode="before",
     )
     @classmethod
@@ -169,6 +181,18 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(LLM_APIS)}")
         return name
 
+    @field_validator("ui_allow")
+    @classmethod
+    def _allow_rules(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_allow(value)  # a ValueError names the entry that is no rule
+        return value
+
+    @field_validator("ui_url")
+    @classmethod
+    def _public_origin(cls, value: str | None) -> str | None:
+        return None if value is None else public_origin(value)
+
     @field_validator("role_models", "agent_types", "model_prices", mode="before")
     @classmethod
     def _json_object(cls, value: object) -> object:
@@ -180,6 +204,30 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"must be a JSON object ({exc})") from exc
         return value
+
+    @property
+    def github_sign_in(self) -> bool:
+        """Whether the operator's page offers signing in with GitHub: the App's OAuth client,
+        BOT_UI_ALLOW and BOT_UI_URL are all set (`sign_in_problem` names what is missing)."""
+        return self.sign_in_problem() is None and self.oauth_client_id is not None
+
+    def sign_in_problem(self) -> str | None:
+        """What keeps a half-configured GitHub sign-in from working; None when it is off or
+        complete."""
+        parts = {
+            "BOT_OAUTH_CLIENT_ID": self.oauth_client_id,
+            "BOT_OAUTH_CLIENT_SECRET": self.oauth_client_secret,
+            "BOT_UI_ALLOW": self.ui_allow,
+            "BOT_UI_URL": self.ui_url,
+        }
+        missing = [name for name, value in parts.items() if value is None]
+        if not missing or len(missing) == len(parts):
+            return None
+        return (
+            "signing in to the operator's page with GitHub needs "
+            + ", ".join(missing)
+            + " too (`bot setup` writes the OAuth client; see the README's operator's page)"
+        )
 
     @property
     def webhook_secrets(self) -> list[bytes]:
@@ -228,6 +276,7 @@ class Settings(BaseSettings):
             self.llm_api_key,
             self.anthropic_api_key,
             self.ui_token,
+            self.oauth_client_secret,
         ):
             if secret is not None:
                 parts = (v.strip() for v in secret.get_secret_value().split(","))

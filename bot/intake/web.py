@@ -8,7 +8,7 @@ import hmac
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -462,6 +462,8 @@ def create_app(
         refusals=refusals,
     )
 
+    closing: list[Callable[[], Awaitable[None]]] = []
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         writer.start()
@@ -475,15 +477,19 @@ def create_app(
         finally:
             await anyio.to_thread.run_sync(writer.stop)
             await anyio.to_thread.run_sync(refusals.stop)
+            for close in closing:
+                await close()
 
     routes: list[BaseRoute] = [
         Route(WEBHOOK_PATH, receiver, methods=["POST"]),
         *probe_routes(lambda: writer.running, store, read_queue),
     ]
-    if settings.ui_token is not None:
-        from bot.ui.app import operator_page  # Jinja2 is loaded only when the page is on
+    if settings.ui_token is not None or settings.github_sign_in:
+        from bot.ui.app import OperatorPage  # Jinja2 is loaded only when the page is on
 
-        routes.append(operator_page(settings, store))
+        page = OperatorPage(settings, store)
+        routes.append(page.mount())
+        closing.append(page.aclose)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.writer = writer
     app.state.refusals = refusals

@@ -35,6 +35,7 @@ from bot.store.records import (
     run_record,
 )
 from bot.store.refusals import RefusalsTable
+from bot.store.ui_access import UiAccess
 from bot.store.workers import WorkerBeats
 from policies.lifecycle import InstallationState
 from policies.outcome import OUTCOME_STATUSES
@@ -149,7 +150,7 @@ def storable_params(params: Sequence[object]) -> Sequence[object]:
     return [storable(p) if isinstance(p, str) else p for p in params]
 
 
-class Storage(FindingFates, WorkerBeats, Learnings, RefusalsTable, ABC):
+class Storage(FindingFates, WorkerBeats, Learnings, RefusalsTable, UiAccess, ABC):
     """The bot's database, whichever backend holds it. Safe to share between threads."""
 
     _rowid: ClassVar[str]
@@ -1003,29 +1004,3 @@ class Storage(FindingFates, WorkerBeats, Learnings, RefusalsTable, ABC):
                 " coalesce(input_tokens, 0) + coalesce(output_tokens, 0) DESC, id LIMIT ?",
                 (start, end, limit),
             )
-
-    # -- the operator page's sessions ----------------------------------------------------
-
-    def start_ui_session(self, session_id: str, expires_at: float) -> None:
-        """Record a signed-in session of the operator's page; sessions past their expiry are
-        forgotten here, so the table holds only the live ones."""
-        with self._transaction() as db:
-            db.run("DELETE FROM ui_sessions WHERE expires_at < ?", (self.clock(),))
-            db.run(
-                "INSERT INTO ui_sessions (id, created_at, expires_at) VALUES (?, ?, ?)",
-                (session_id, self.clock(), expires_at),
-            )
-
-    def ui_session_active(self, session_id: str) -> bool:
-        """Whether the session was started, has not ended and has not expired."""
-        with self._session() as db:
-            row = db.one(
-                "SELECT 1 FROM ui_sessions WHERE id = ? AND expires_at >= ?",
-                (session_id, self.clock()),
-            )
-        return row is not None
-
-    def end_ui_session(self, session_id: str) -> None:
-        """Sign the session out: its cookie, wherever a copy of it is, signs no one in."""
-        with self._session() as db:
-            db.run("DELETE FROM ui_sessions WHERE id = ?", (session_id,))

@@ -30,6 +30,7 @@ from bot.store.findings import SQLITE_TABLE as FINDINGS_TABLE
 from bot.store.learnings import NUMBERS_TABLE as LEARNING_NUMBERS
 from bot.store.learnings import SQLITE_TABLE as LEARNINGS_TABLE
 from bot.store.segments import SegmentError, bodies_dir, read_body
+from bot.store.ui_access import SQLITE_STEP as UI_ACCESS
 from bot.store.workers import SQLITE_TABLE as WORKER_BEATS
 
 __all__ = [
@@ -280,6 +281,7 @@ MIGRATIONS: tuple[str, ...] = (
     LEARNINGS_TABLE,
     RETRIES_AND_REFUSALS,
     LEARNING_NUMBERS,
+    UI_ACCESS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -24,25 +24,38 @@ from typing import Any
 import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
+from pydantic import SecretStr
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
+from bot.github.client import GitHubApp
+from bot.github.oauth import GitHubSignIn
 from bot.log import get_logger
 from bot.redact import Redactor
-from bot.settings import Settings
+from bot.settings import Settings, SettingsError
 from bot.store.contract import Storage
 from bot.ui import queries
-from bot.ui.auth import Gate, SecurityHeaders, Session, client_address, cookie_settings
+from bot.ui.access import AccessRoutes
+from bot.ui.auth import (
+    SHARED_TOKEN,
+    AccessUnchecked,
+    Gate,
+    SecurityHeaders,
+    Session,
+    client_address,
+)
 from bot.ui.findings import findings_view
 from bot.ui.learnings import learnings_view
+from bot.ui.oauth import SignInRoutes
 from bot.ui.retry import RetryRoutes, retry_facts
 from bot.ui.runview import agent_view, run_view
 from bot.ui.svg import cost_chart_svg
 from bot.ui.text import Redact, capped, diff_html, markdown, pretty_json
 from policies.outcome import OUTCOME_STATUSES
+from policies.ui_allow import Rule, parse_allow
 from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
 from policies.ui_pages import BadParameter, count, decode_cursor, page_size, plain_text
 from policies.ui_queue import SILENT_AFTER_S, STATES
@@ -109,10 +122,48 @@ class OperatorPage:
         token = settings.ui_token.get_secret_value() if settings.ui_token is not None else ""
         self.settings = settings
         self.store = store
-        self.gate = gate or Gate(token, store)
         self.redact: Redact = Redactor(settings.secret_values())
         self.env = environment(self.redact)
         self.github = settings.github_web_url.rstrip("/")
+        self._app: GitHubApp | None = None
+        sign_in, rules = self._github_sign_in()
+        self.gate = gate or Gate(
+            token,
+            store,
+            sign_in=sign_in,
+            rules=rules,
+            key_secret=_secret(settings.oauth_client_secret),
+            recheck_s=settings.ui_recheck_seconds,
+        )
+        self.github_sign_in = (
+            None
+            if sign_in is None or settings.ui_url is None
+            else SignInRoutes(
+                self, sign_in, rules, origin=settings.ui_url, web_url=settings.github_web_url
+            )
+        )
+
+    def _github_sign_in(self) -> tuple[GitHubSignIn | None, tuple[Rule, ...]]:
+        """GitHub sign-in when BOT_OAUTH_CLIENT_ID, its secret, BOT_UI_ALLOW and BOT_UI_URL
+        are set and the App's credentials are there to ask GitHub with."""
+        s = self.settings
+        if not s.github_sign_in or s.oauth_client_id is None or s.ui_allow is None:
+            return None, ()
+        try:
+            self._app = GitHubApp.from_settings(s)
+        except (ValueError, SettingsError) as exc:
+            log.error("operator page: no signing in with GitHub", extra={"error": str(exc)})
+            return None, ()
+        secret = _secret(s.oauth_client_secret)
+        return GitHubSignIn(self._app, s.oauth_client_id, secret), parse_allow(s.ui_allow)
+
+    async def aclose(self) -> None:
+        if self._app is not None:
+            await self._app.aclose()
+
+    def mount(self) -> Mount:
+        """The page mounted at /ui, with its security headers on every answer."""
+        return Mount(PREFIX, app=SecurityHeaders(Router(routes=self.routes())))
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -134,7 +185,10 @@ class OperatorPage:
 
     def signed_in(self, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
         async def guarded(request: Request) -> Response:
-            session = await self.gate.session(request)
+            try:
+                session = await self.gate.session(request)
+            except AccessUnchecked:
+                return _unconfirmed(request)
             if session is None:
                 if _is_live(request.url.path):
                     return JSONResponse({"error": "sign in first"}, status_code=401)
@@ -157,43 +211,24 @@ class OperatorPage:
         body = self.render("error.html", request, session, title="Not found", message=what)
         return HTMLResponse(body, status_code=404)
 
-    # -- sign-in -------------------------------------------------------------------------
+    # -- who did what --------------------------------------------------------------------
 
-    async def sign_in_form(self, request: Request) -> Response:
-        return await self.page("sign_in.html", request, None, error=None)
+    def sign_in_context(self, error: str | None) -> dict[str, Any]:
+        """What the sign-in page offers: the token's form, GitHub's button, or both."""
+        return {
+            "error": error,
+            "token": self.gate.takes_token,
+            "with_github": self.github_sign_in is not None,
+        }
 
-    async def sign_in(self, request: Request) -> Response:
-        """The right token always signs in; a wrong one is 401, or 429 from an address with
-        too many recent failures (`bot.ui.auth` says why the limit never refuses the token)."""
-        client = client_address(request)
-        given = (await _form(request)).get("token")
-        if given is not None and self.gate.token_ok(given):
-            response = RedirectResponse(f"{PREFIX}/", status_code=303)
-            response.set_cookie(value=await self.gate.start(), **cookie_settings(request))  # type: ignore[arg-type]
-            log.info("operator page: signed in", extra={"client": client})
-            return response
-        wait = self.gate.limiter.blocked_for(client)
-        self.gate.limiter.failed(client)
-        if wait > 0:
-            body = self.render(
-                "sign_in.html", request, None, error="Too many failed sign-ins; wait a minute."
-            )
-            return HTMLResponse(body, status_code=429, headers={"retry-after": str(int(wait) + 1)})
-        log.warning("operator page: failed sign-in", extra={"client": client})
-        body = self.render("sign_in.html", request, None, error="That is not the token.")
-        return HTMLResponse(body, status_code=401)
-
-    async def sign_out(self, request: Request, session: Session) -> Response:
-        if not self.gate.csrf_ok(session, (await _form(request)).get("csrf")):
-            return _forbidden()
-        await self.gate.end(session)
-        log.info("operator page: signed out")
-        response = RedirectResponse(f"{PREFIX}/sign-in", status_code=303)
-        settings = cookie_settings(request)
-        response.delete_cookie(
-            key=str(settings["key"]), path=str(settings["path"]), httponly=True, samesite="strict"
+    async def audit(
+        self, who: Session | str | None, action: str, target: str, detail: str, request: Request
+    ) -> None:
+        """Record an action in the audit: by a session, a GitHub login, or (None) the token."""
+        actor = who.actor if isinstance(who, Session) else (who or SHARED_TOKEN)
+        await anyio.to_thread.run_sync(
+            self.store.audit, actor, action, target, detail, client_address(request)
         )
-        return response
 
     # -- deliveries ----------------------------------------------------------------------
 
@@ -413,6 +448,7 @@ class OperatorPage:
             return self.not_found(request, session, "No run has that id.")
         if run.status not in OUTCOME_STATUSES:
             await anyio.to_thread.run_sync(self.store.request_stop, run_id, STOP_REASON)
+            await self.audit(session, "stop", run_id, f"{run.workflow} on {run.repo}", request)
             log.info("operator page: stop requested", extra={"run_id": run_id})
         return RedirectResponse(f"{PREFIX}/runs/{run_id}", status_code=303)
 
@@ -476,9 +512,8 @@ class OperatorPage:
     def routes(self) -> list[BaseRoute]:
         s = self.signed_in
         return [
-            Route("/sign-in", self.sign_in_form, methods=["GET"]),
-            Route("/sign-in", self.sign_in, methods=["POST"]),
-            Route("/sign-out", s(self.sign_out), methods=["POST"]),
+            *AccessRoutes(self, prefix=PREFIX, form=_form, forbidden=_forbidden).routes(),
+            *(self.github_sign_in.routes() if self.github_sign_in is not None else ()),
             Route("/", s(self.deliveries), methods=["GET"]),
             Route("/deliveries", s(self.deliveries), methods=["GET"]),
             Route("/live/deliveries", s(self.deliveries_live), methods=["GET"]),
@@ -552,6 +587,17 @@ async def _form(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in fields.items() if values}
 
 
+def _unconfirmed(request: Request) -> Response:
+    if _is_live(request.url.path):
+        return JSONResponse({"error": "access not confirmed by GitHub"}, status_code=503)
+    return Response(
+        "GitHub did not answer whether you still have access; try again in a moment.",
+        status_code=503,
+        media_type="text/plain",
+        headers={"retry-after": "10"},
+    )
+
+
 def _forbidden() -> Response:
     return Response(
         "forbidden: this form needs its CSRF token", status_code=403, media_type="text/plain"
@@ -560,8 +606,11 @@ def _forbidden() -> Response:
 
 def operator_page(settings: Settings, store: Storage, *, gate: Gate | None = None) -> Mount:
     """The page mounted at /ui, with its security headers on every answer."""
-    page = OperatorPage(settings, store, gate=gate)
-    return Mount(PREFIX, app=SecurityHeaders(Router(routes=page.routes())))
+    return OperatorPage(settings, store, gate=gate).mount()
+
+
+def _secret(value: SecretStr | None) -> str:
+    return "" if value is None else value.get_secret_value()
 
 
 __all__ = ["PREFIX", "OperatorPage", "operator_page"]

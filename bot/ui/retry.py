@@ -83,6 +83,7 @@ class RetryRoutes:
                 message=f"Not retried: {done.verdict.reason}.",
             )
             return HTMLResponse(body, status_code=409)
+        await page.audit(session, "retry", guid, f"{done.kind}: {', '.join(done.runs)}", request)
         log.info(
             "operator page: retry",
             extra={"delivery_id": guid, "job": done.kind, "run_id": ",".join(done.runs)},

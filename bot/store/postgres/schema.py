@@ -20,6 +20,7 @@ from bot.store.contract import StoreError
 from bot.store.findings import POSTGRES_TABLE as FINDINGS_TABLE
 from bot.store.learnings import NUMBERS_TABLE as LEARNING_NUMBERS
 from bot.store.learnings import POSTGRES_TABLE as LEARNINGS_TABLE
+from bot.store.ui_access import POSTGRES_STEP as UI_ACCESS
 from bot.store.workers import POSTGRES_TABLE as WORKER_BEATS
 
 # A fixed key for pg_advisory_xact_lock: one migration at a time per database.
@@ -255,6 +256,7 @@ MIGRATIONS: tuple[str, ...] = (
     LEARNINGS_TABLE,
     RETRIES_AND_REFUSALS,
     LEARNING_NUMBERS,
+    UI_ACCESS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

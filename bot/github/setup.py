@@ -45,6 +45,7 @@ from starlette.routing import Route
 from bot.github.models import ManifestConversion
 from bot.log import configure, get_logger
 from bot.settings import Settings, SettingsError, load_settings
+from policies.ui_allow import callback_url, public_origin
 
 log = get_logger(__name__)
 
@@ -101,10 +102,18 @@ def check_webhook_url(url: str) -> str:
 
 
 def build_manifest(
-    source: Mapping[str, Any], *, webhook_url: str, redirect_url: str, name: str | None = None
+    source: Mapping[str, Any],
+    *,
+    webhook_url: str,
+    redirect_url: str,
+    name: str | None = None,
+    ui_url: str | None = None,
 ) -> dict[str, Any]:
-    """The manifest to post: app.yml with our webhook URL and callback, automatic events removed."""
+    """The manifest to post: app.yml with our webhook URL and callback, automatic events
+    removed, and with `ui_url` the operator page's sign-in callback."""
     manifest: dict[str, Any] = json.loads(json.dumps(dict(source)))  # a deep copy
+    if ui_url is not None:
+        manifest["callback_urls"] = [callback_url(ui_url)]
     manifest["hook_attributes"] = {**manifest.get("hook_attributes", {}), "url": webhook_url}
     manifest["hook_attributes"].setdefault("active", True)
     manifest["redirect_url"] = redirect_url
@@ -199,6 +208,7 @@ async def exchange_code(
     env_path: Path,
     data_dir: Path,
     transport: httpx.AsyncBaseTransport | None = None,
+    ui_url: str | None = None,
 ) -> Registered:
     """Trade the manifest code for the App's credentials and store them."""
     if not code or not all(c.isalnum() or c in "-_" for c in code):
@@ -240,6 +250,10 @@ async def exchange_code(
             "BOT_PRIVATE_KEY_PATH": str(key_path),
             "BOT_WEBHOOK_SECRET": webhook_secret,
             "BOT_APP_SLUG": app.slug,
+            # The App's OAuth client: the operator's page signs people in with it.
+            **({"BOT_OAUTH_CLIENT_ID": app.client_id} if app.client_id else {}),
+            **({"BOT_OAUTH_CLIENT_SECRET": app.client_secret} if app.client_secret else {}),
+            **({"BOT_UI_URL": ui_url} if ui_url else {}),
         },
         remove=("BOT_PRIVATE_KEY",),
     )
@@ -309,6 +323,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="public URL GitHub posts webhooks to (a tunnel or https://smee.io/<channel>)",
     )
     parser.add_argument("--org", help="register the App under this organization")
+    parser.add_argument(
+        "--ui-url",
+        help="the app's public address (https://bot.example.com): registers the operator "
+        "page's GitHub sign-in callback and sets BOT_UI_URL",
+    )
     parser.add_argument("--name", help="the App's name (default: app.yml's)")
     parser.add_argument("--port", type=int, default=3000, help="local port (default 3000)")
     parser.add_argument("--env-file", type=Path, default=Path(".env"), help="default ./.env")
@@ -335,12 +354,18 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _exchange_only(code: str, settings: Settings, env_file: Path, webhook_url: str) -> int:
+def _exchange_only(
+    code: str, settings: Settings, env_file: Path, webhook_url: str, ui_url: str | None
+) -> int:
     """`--code`: finish a registration whose redirect reached another machine."""
 
     async def exchange() -> Registered:
         return await exchange_code(
-            code, api_url=settings.github_api_url, env_path=env_file, data_dir=settings.data_dir
+            code,
+            api_url=settings.github_api_url,
+            env_path=env_file,
+            data_dir=settings.data_dir,
+            ui_url=ui_url,
         )
 
     try:
@@ -358,11 +383,12 @@ def run_setup(args: argparse.Namespace) -> int:
         settings = load_settings(dotenv=args.env_file)
         webhook_url = check_webhook_url(args.webhook_url)
         source = load_manifest(args.manifest)
-    except (SetupError, SettingsError) as exc:
+        ui_url = None if args.ui_url is None else public_origin(args.ui_url)
+    except (SetupError, SettingsError, ValueError) as exc:
         print(f"bot setup: {exc}", file=sys.stderr)
         return 2
     if args.code:
-        return _exchange_only(args.code, settings, args.env_file, webhook_url)
+        return _exchange_only(args.code, settings, args.env_file, webhook_url, ui_url)
     if not _port_free(args.port):
         print(
             f"bot setup: port {args.port} on 127.0.0.1 is in use; pick another with --port",
@@ -372,7 +398,7 @@ def run_setup(args: argparse.Namespace) -> int:
     state = secrets.token_urlsafe(24)
     redirect = f"http://127.0.0.1:{args.port}/callback"
     manifest = build_manifest(
-        source, webhook_url=webhook_url, redirect_url=redirect, name=args.name
+        source, webhook_url=webhook_url, redirect_url=redirect, name=args.name, ui_url=ui_url
     )
     target = new_app_url(settings.github_web_url, args.org, state)
     result: list[Registered] = []
@@ -383,6 +409,7 @@ def run_setup(args: argparse.Namespace) -> int:
             api_url=settings.github_api_url,
             env_path=args.env_file,
             data_dir=settings.data_dir,
+            ui_url=ui_url,
         )
         result.append(done)
         server.should_exit = True

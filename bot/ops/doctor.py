@@ -170,21 +170,38 @@ async def check_git(ctx: DoctorContext) -> CheckResult:
 
 
 async def check_ui(ctx: DoctorContext) -> CheckResult:
-    """Whether `bot serve` serves the operator's page (never shows the token)."""
+    """Whether `bot serve` serves the operator's page, and how one signs in (never shows the
+    token or the OAuth client's secret)."""
     s = ctx.settings
-    if s is None or s.ui_token is None:
-        return CheckResult("operator page", "ok", "off (set BOT_UI_TOKEN to serve it under /ui/)")
-    token = s.ui_token.get_secret_value()
-    if len(token) < 16:
+    problem = None if s is None else s.sign_in_problem()
+    if problem is not None:
+        return CheckResult(
+            "operator page", "fail", problem, "set the rest, or unset the GitHub sign-in keys"
+        )
+    if s is not None and s.github_sign_in and (s.app_id is None or s.private_key_pem() is None):
         return CheckResult(
             "operator page",
-            "warn",
-            f"on at /ui/, but BOT_UI_TOKEN is only {len(token)} characters",
-            "use a long random token, e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+            "fail",
+            "signing in with GitHub asks GitHub with the App's credentials, which are missing",
+            "set BOT_APP_ID and BOT_PRIVATE_KEY_PATH (`bot setup` writes them)",
         )
-    return CheckResult(
-        "operator page", "ok", f"on at http://{s.host}:{s.port}/ui/ (sign in with BOT_UI_TOKEN)"
-    )
+    if s is None or (s.ui_token is None and not s.github_sign_in):
+        return CheckResult("operator page", "ok", "off (set BOT_UI_TOKEN to serve it under /ui/)")
+    ways = []
+    if s.github_sign_in:
+        ways.append(f"GitHub, for {s.ui_allow}")
+    if s.ui_token is not None:
+        token = s.ui_token.get_secret_value()
+        if len(token) < 16:
+            return CheckResult(
+                "operator page",
+                "warn",
+                f"on at /ui/, but BOT_UI_TOKEN is only {len(token)} characters",
+                "use a long random token, e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+            )
+        ways.append("BOT_UI_TOKEN")
+    where = f"{s.ui_url}/ui/" if s.ui_url else f"http://{s.host}:{s.port}/ui/"
+    return CheckResult("operator page", "ok", f"on at {where} (sign in with {' or '.join(ways)})")
 
 
 CHECKS: list[Check] = [

@@ -43,6 +43,7 @@ _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 _SLUG = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _REPO = re.compile(r"[A-Za-z0-9-]{1,39}/[A-Za-z0-9_.-]{1,100}")
 _STATE = re.compile(r"[0-9a-f]{32}")
+_FORMS = "use org:NAME, team:ORG/TEAM-SLUG or repo-admins, separated by commas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +75,14 @@ def parse_allow(text: str) -> tuple[Rule, ...]:
         elif kind == "team" and "/" in rest:
             org, _, team = rest.partition("/")
             if not (_NAME.fullmatch(org) and _SLUG.fullmatch(team)):
-                raise ValueError(f"{entry!r} is not team:ORG/TEAM-SLUG")
+                raise ValueError(f"{entry!r} is not a rule: {_FORMS}")
             rules.append(Rule("team", org=org.lower(), team=team.lower()))
         elif entry.lower() == "repo-admins":
             rules.append(Rule("repo-admins"))
         else:
-            raise ValueError(
-                f"{entry!r} is not a rule: use org:NAME, team:ORG/TEAM-SLUG or repo-admins, "
-                "separated by commas"
-            )
+            raise ValueError(f"{entry!r} is not a rule: {_FORMS}")
     if not rules:
-        raise ValueError("names nobody: use org:NAME, team:ORG/TEAM-SLUG or repo-admins")
+        raise ValueError(f"names nobody: {_FORMS}")
     return tuple(dict.fromkeys(rules))
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from githubkit import GitHub, TokenAuthStrategy
+from githubkit import GitHub, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.exception import AuthExpiredError, RequestError
 
 from bot.github._pages import Pages, answer, json_of, translated
@@ -67,7 +67,9 @@ class GitHubSignIn:
         from githubkit import OAuthWebAuthStrategy
 
         strategy = OAuthWebAuthStrategy(self.client_id, self._client_secret, code, redirect_uri)
-        github = GitHub(strategy, config=self.app._config)
+        # Sent without credentials: a client authenticated by the web-flow strategy itself
+        # would trade the code once for its own request, and the exchange's then fails.
+        github = GitHub(UnauthAuthStrategy(), config=self.app._config)
         try:
             token = (await strategy.async_exchange_token(github)).token
         except AuthExpiredError as exc:
@@ -80,9 +82,8 @@ class GitHubSignIn:
             raise translated(exc) from None
         if not token:
             raise SignInRefused("GitHub did not accept the sign-in; try again")
-        user = json_of(
-            (await answer(self._as(token).rest.users.async_get_authenticated())).raw_response
-        )
+        as_person = self._as(token)  # held: githubkit's namespaces keep only a weak reference
+        user = json_of((await answer(as_person.rest.users.async_get_authenticated())).raw_response)
         if not isinstance(user, dict) or not isinstance(user.get("login"), str):
             raise GitHubError(200, "GET /user: no login in the answer")
         return Person(login=str(user["login"]), id=int(user.get("id") or 0), token=token)
@@ -139,7 +140,8 @@ class GitHubSignIn:
     async def _administered(self, person: Person) -> str | None:
         """A repository of the App's that `person` administers (their own token says which
         installations and repositories they reach, with their permissions)."""
-        rest = self._as(person.token).rest
+        as_person = self._as(person.token)  # held while its namespaces are used
+        rest = as_person.rest
         installations: Pages[Any] = Pages(
             rest,
             rest.apps.async_list_installations_for_authenticated_user,

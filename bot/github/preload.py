@@ -22,6 +22,11 @@ CALLS: dict[str, tuple[str, ...]] = {
         "list_webhook_deliveries",
         "redeliver_webhook_delivery",
         "create_installation_access_token",
+        # The operator page's GitHub sign-in (`bot.github.oauth`).
+        "get_org_installation",
+        "get_repo_installation",
+        "list_installations_for_authenticated_user",
+        "list_installation_repos_for_authenticated_user",
     ),
     "checks": ("create", "update", "list_for_ref", "list_annotations"),
     "issues": (
@@ -45,6 +50,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         "list_comments_for_review",
         "request_reviewers",
     ),
+    "orgs": ("check_membership_for_user",),
     "reactions": (
         "create_for_issue",
         "create_for_issue_comment",
@@ -56,6 +62,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         "get_collaborator_permission_level",
         "get_combined_status_for_ref",
     ),
+    "teams": ("get_membership_for_user_in_org",),
+    "users": ("get_authenticated",),
 }
 """The githubkit REST methods (`async_` + name) that `bot.github` calls, by namespace."""
 

@@ -31,6 +31,8 @@ NOT_REST: dict[str, str] = {
     "POST /graphql": "GitHub's GraphQL API, described by its own schema",
     "GET /{owner}/{repo}.git/{rest:path}": "git's smart HTTP protocol, on github.com",
     "POST /{owner}/{repo}.git/{rest:path}": "git's smart HTTP protocol, on github.com",
+    "GET /login/oauth/authorize": "the OAuth web flow's sign-in page, on github.com",
+    "POST /login/oauth/access_token": "the OAuth web flow's code exchange, on github.com",
 }
 
 

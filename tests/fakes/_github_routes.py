@@ -19,6 +19,7 @@ from tests.fakes._github_git import git, http_backend
 from tests.fakes._github_hooks import hook_routes
 from tests.fakes._github_json import installation_json, repo_json
 from tests.fakes._github_labels import label_routes
+from tests.fakes._github_oauth import authenticate_user, oauth_routes, web_params
 from tests.fakes._github_openapi import Problem, Violation, operation_for
 from tests.fakes._github_pulls import pull_routes
 from tests.fakes._github_push import (
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 _RULES: list[tuple[str, str, tuple[str, ...]]] = [
     # (methods, path regex, permissions any of which suffices)
+    ("GET", r"^/orgs/[^/]+/(members|teams)/", ("members",)),
     ("GET", r"/git-upload-pack$|/info/refs$", ("contents",)),
     ("POST", r"/git-upload-pack$", ("contents",)),
     ("POST", r"/git-receive-pack$", ("contents",)),
@@ -94,12 +96,18 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
             raw_auth = request.headers.get("authorization", "")
             scheme, _, credential = raw_auth.partition(" ")
             kind = {"bearer": "jwt", "token": "token", "basic": "basic"}.get(scheme.lower())
-            if kind == "jwt" and auth == "token":
+            if kind in ("jwt", "token") and credential.startswith("ghu_"):
+                kind = "user"
+            elif kind == "jwt" and auth in ("token", "user"):
                 kind = "token"  # GitHub accepts `Bearer <installation token>` too
+            # git's bodies are git's; a web form (github.com, not the API) is read as one.
+            raw_body = auth in ("git", "web")
             try:
-                payload = parse_json(body) if auth != "git" else None
+                payload = parse_json(body) if not raw_body else None
             except FakeError:
                 payload = None
+            if auth == "web":
+                payload = web_params(request.headers.get("content-type", ""), body)
             call = Call(
                 request.method,
                 request.url.path,
@@ -125,10 +133,11 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                 call.status = fault.status
                 return fault_response(fault)
             try:
-                if payload is None and auth != "git" and body:
+                if payload is None and not raw_body and body:
                     parse_json(body)  # raises the 400
                 ctx = Ctx(request, body, payload, None, None)
                 authenticate(auth, ctx, scheme.lower(), credential, call)
+                response: Response
                 if refusal is not None:
                     response = JSONResponse(refusal, 422)
                 else:
@@ -149,7 +158,10 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         return endpoint
 
     def authenticate(auth: str, ctx: Ctx, scheme: str, credential: str, call: Call) -> None:
-        if auth == "none":
+        if auth in ("none", "web"):
+            return
+        if auth == "user":
+            authenticate_user(fake, ctx, scheme, credential)
             return
         if auth == "jwt":
             if scheme != "bearer" or not credential:
@@ -259,8 +271,8 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                 "name": manifest.get("name", fake.slug),
                 "owner": user_json("octo-org", "Organization"),
                 "html_url": f"https://github.com/apps/{fake.slug}",
-                "client_id": "Iv1.0123456789abcdef",
-                "client_secret": "cs_" + "0" * 37,
+                "client_id": fake.oauth_client_id,
+                "client_secret": fake.oauth_client_secret,
                 "webhook_secret": fake.webhook_secret,
                 "pem": fake.private_key_pem,
                 "permissions": manifest.get("default_permissions", {}),
@@ -503,6 +515,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         ("GET", r + "/installation", "jwt", repo_installation),
         ("POST", "/app-manifests/{code}/conversions", "none", manifest_conversion),
         *hook_routes(fake),
+        *oauth_routes(fake),
         ("GET", "/installation/repositories", "token", installation_repositories),
         ("GET", r, "token", get_repo),
         ("GET", r + "/collaborators/{login}/permission", "token", get_permission),

@@ -27,7 +27,14 @@ Every request is appended to
 `calls` (`calls_to(method, glob)`, `writes()`); `fail_next(...)` injects 5xx, rate-limit
 and malformed answers. Every request is checked against GitHub's OpenAPI description (see
 `_github_openapi`): one it refuses gets 422 (or 404 for no such operation) and is kept in
-`openapi_violations`, which the suite's conftest requires empty after each test. Repositories for it are built with `init_bare_repo` and
+`openapi_violations`, which the suite's conftest requires empty after each test.
+
+A person signs in to the App through GitHub's OAuth web flow (`/login/oauth/authorize` as
+`web_user`, to one of `oauth_callback_urls`, then `/login/oauth/access_token` with
+`oauth_client_id`/`oauth_client_secret`): the `ghu_` token it gives (kept in `user_tokens`,
+ended by `revoke_user_tokens()`) reads `/user` and `/user/installations`; org and team
+membership (`add_org_member`, `add_team_member`) answer installation tokens of that org
+(see `_github_oauth`). Repositories for it are built with `init_bare_repo` and
 `commit_files` (from `tests.fakes.gitrepo`, re-exported here).
 """
 
@@ -57,6 +64,15 @@ from tests.fakes._github_ci import add_check_run, add_status
 from tests.fakes._github_hooks import HookLog
 from tests.fakes._github_json import issue_json
 from tests.fakes._github_labels import label_of
+from tests.fakes._github_oauth import (
+    CLIENT_ID,
+    CLIENT_SECRET,
+    CODE_TTL_S,
+    OAuthCode,
+    Orgs,
+    UserToken,
+    issue_user_token,
+)
 from tests.fakes._github_openapi import Violation
 from tests.fakes._github_pulls import build_pull, close_pull
 from tests.fakes._github_reviews import delete_review_comment, push_pull, submit_review
@@ -152,6 +168,15 @@ class FakeGitHub:
         self._faults: list[Fault] = []
         self._ids = itertools.count(1_000_001)
         self._lock = threading.Lock()
+        # The App's OAuth side (user sign-in), as the manifest conversion hands it out.
+        self.oauth_client_id = CLIENT_ID
+        self.oauth_client_secret = CLIENT_SECRET
+        self.oauth_callback_urls: list[str] = []  # the App's registered callback URLs
+        self.web_user: str | None = None  # who is signed in to github.com in the browser
+        self.oauth_code_ttl_s = CODE_TTL_S
+        self.oauth_codes: dict[str, OAuthCode] = {}  # codes not yet exchanged
+        self.user_tokens: dict[str, UserToken] = {}  # `ghu_` value → its user, expiry
+        self.orgs = Orgs(self._id)
         self.app = self._build_app()
         _LIVE.add(self)
 
@@ -197,6 +222,30 @@ class FakeGitHub:
 
     def set_permission(self, owner: str, repo: str, login: str, perm: str) -> None:
         self.repos[f"{owner}/{repo}"].permissions[login.lower()] = perm
+
+    def add_org_member(self, org: str, login: str) -> None:
+        self.orgs.add_member(org, login)
+
+    def remove_org_member(self, org: str, login: str) -> None:
+        """`login` leaves the org, and with it every team of the org."""
+        self.orgs.remove_member(org, login)
+
+    def add_team_member(self, org: str, team_slug: str, login: str, role: str = "member") -> None:
+        """`login` joins team `team_slug` (made when new) as "member" or "maintainer", and so
+        the org too."""
+        self.orgs.add_team_member(org, team_slug, login, role)
+
+    def remove_team_member(self, org: str, team_slug: str, login: str) -> None:
+        self.orgs.remove_team_member(org, team_slug, login)
+
+    def issue_user_token(self, login: str) -> str:
+        """A user token for `login` as the web flow would give (for a test that skips it)."""
+        return issue_user_token(self, login).value
+
+    def revoke_user_tokens(self) -> None:
+        """End every user token: each gets 401 `Bad credentials` from now on."""
+        for token in self.user_tokens.values():
+            token.revoked = True
 
     def protect_branch(self, owner: str, repo: str, branch: str) -> None:
         """Refuse pushes to `branch` as a branch protection rule would (the default branch

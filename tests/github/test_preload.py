@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from githubkit import OAuthWebAuthStrategy
+
 from bot.github.preload import CALLS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +75,8 @@ def test_every_githubkit_method_the_client_calls_is_preloaded() -> None:
     named = set()
     for module in (REPO / "bot" / "github").glob("*.py"):
         named |= set(re.findall(r"\.async_(\w+)", module.read_text()))
+    # An auth strategy's own method (the OAuth code's exchange) is no REST method.
+    named = {name for name in named if not hasattr(OAuthWebAuthStrategy, f"async_{name}")}
     preloaded = {name for names in CALLS.values() for name in names}
     assert named, "the client names githubkit's methods as `<namespace>.async_<name>`"
     assert named <= preloaded, f"add these to bot.github.preload.CALLS: {named - preloaded}"

@@ -12,12 +12,21 @@ import uvicorn
 from starlette.types import ASGIApp
 
 
-@contextlib.contextmanager
-def serve(app: ASGIApp, *, lifespan: str = "off") -> Iterator[str]:
-    """Yields the server's base URL (`http://127.0.0.1:<port>`); stops it afterwards."""
+def bound_socket() -> socket.socket:
+    """A socket bound to a free port of 127.0.0.1, for an app that must know its own URL
+    before it is served (`serve(app, sock=...)`)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextlib.contextmanager
+def serve(
+    app: ASGIApp, *, lifespan: str = "off", sock: socket.socket | None = None
+) -> Iterator[str]:
+    """Yields the server's base URL (`http://127.0.0.1:<port>`); stops it afterwards."""
+    sock = sock or bound_socket()
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=2, loop="asyncio"

@@ -75,3 +75,51 @@ def test_sessions_start_end_and_expire(store: Storage) -> None:
     # The next sign-in forgets the expired sessions.
     store.start_ui_session("c" * 32, 3000.0)
     assert query(store, "SELECT id FROM ui_sessions") == [("c" * 32,)]
+
+
+def test_sessions_keep_who_signed_in_and_when_their_rule_was_checked(store: Storage) -> None:
+    now = [1000.0]
+    store.clock = lambda: now[0]
+    store.start_ui_session("a" * 32, 2000.0, login="mona", grant="team:acme/ops", client="::1")
+    store.start_ui_session("b" * 32, 2000.0)
+    row = store.ui_session("a" * 32)
+    assert row is not None
+    assert (row.login, row.grant, row.checked_at, row.client) == (
+        "mona",
+        "team:acme/ops",
+        1000.0,
+        "::1",
+    )
+    store.ui_session_checked("a" * 32, 1100.0)
+    assert store.ui_session("a" * 32).checked_at == 1100.0  # type: ignore[union-attr]
+    now[0] = 1200.0
+    listed = store.ui_sessions()
+    assert {s.login for s in listed} == {"mona", ""}
+    assert len({s.handle for s in listed}) == 2 and all("a" * 8 not in s.handle for s in listed)
+    assert store.end_ui_session("a" * 32) and not store.end_ui_session("a" * 32)
+    assert store.ui_session("a" * 32) is None
+
+
+def test_a_sign_in_state_is_taken_once_and_not_after_it_expires(store: Storage) -> None:
+    now = [1000.0]
+    store.clock = lambda: now[0]
+    store.add_sign_in_state("1" * 32, 1600.0)
+    store.add_sign_in_state("2" * 32, 1600.0)
+    assert store.take_sign_in_state("1" * 32)
+    assert not store.take_sign_in_state("1" * 32)  # replayed
+    assert not store.take_sign_in_state("3" * 32)  # never handed out
+    now[0] = 1600.5
+    assert not store.take_sign_in_state("2" * 32)  # too late
+
+
+def test_the_audit_lists_newest_first_by_pages(store: Storage) -> None:
+    now = [1000.0]
+    store.clock = lambda: now[0]
+    for i in range(5):
+        now[0] += 1
+        store.audit("mona", "stop", f"run-{i}", "x" * 1000, "::1")
+    entries = store.audit_entries(limit=3)
+    assert [e.target for e in entries] == ["run-4", "run-3", "run-2"]
+    assert len(entries[0].detail) == 300 and entries[0].at == 1005.0
+    older = store.audit_entries(before=entries[-1].id, limit=3)
+    assert [e.target for e in older] == ["run-1", "run-0"]

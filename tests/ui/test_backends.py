@@ -123,3 +123,31 @@ def test_the_audit_lists_newest_first_by_pages(store: Storage) -> None:
     assert len(entries[0].detail) == 300 and entries[0].at == 1005.0
     older = store.audit_entries(before=entries[-1].id, limit=3)
     assert [e.target for e in older] == ["run-1", "run-0"]
+
+
+def test_a_session_signed_in_before_the_audit_existed_survives_the_migration(
+    data_dir: Path,
+) -> None:
+    from bot.store.sqlite import MIGRATIONS, Store, connect
+    from bot.store.ui_access import SQLITE_STEP
+
+    path = data_dir / "bot.sqlite3"
+    conn = connect(path)
+    before = MIGRATIONS.index(SQLITE_STEP)
+    for step in MIGRATIONS[:before]:
+        for statement in step.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    conn.execute(f"PRAGMA user_version={before}")
+    conn.execute(
+        "INSERT INTO ui_sessions (id, created_at, expires_at) VALUES (?, 1, 9e12)", ("d" * 32,)
+    )
+    conn.close()
+    store = Store.open(path)
+    try:
+        row = store.ui_session("d" * 32)
+        assert row is not None and (row.login, row.grant) == ("", "")  # a shared-token session
+        store.audit("(shared token)", "stop", "run-1")
+        assert [e.action for e in store.audit_entries()] == ["stop"]
+    finally:
+        store.close()

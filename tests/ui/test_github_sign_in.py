@@ -108,6 +108,9 @@ def test_a_team_member_signs_in_and_the_audit_shows_their_stop(tmp_path: Path) -
         assert audit.status_code == 200
         assert audit_rows(w) == [("mona", "sign-in", ""), ("mona", "stop", w.running)]
         assert "GitHub, as team:acme/ops" in audit.text and w.running in audit.text
+        out = browser.post(f"{w.ui}/ui/sign-out", data={"csrf": csrf(audit)})
+        assert out.status_code == 303 and browser.get(f"{w.ui}/ui/").status_code == 303
+        assert audit_rows(w)[-1] == ("mona", "sign-out", "")
         # The person's GitHub token is nowhere in the store.
         [token] = list(w.fake.user_tokens)
         with contextlib.closing(sqlite3.connect(w.store.path)) as db:

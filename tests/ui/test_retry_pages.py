@@ -54,6 +54,11 @@ def test_a_dead_delivery_gets_a_retry_button_that_needs_the_csrf_token(
     again = client.post("/ui/deliveries/d-dead/retry", data={"csrf": _csrf(html)})
     assert again.status_code == 409 and "its retry-1 job is queued" in again.text
     assert len(job_queue(seeded.store).jobs_for_delivery("d-dead")) == 2
+    # The audit has the sign-in and the one retry done, not the refused ones.
+    assert [(e.actor, e.action, e.target) for e in reversed(seeded.store.audit_entries())] == [
+        ("(shared token)", "sign-in", ""),
+        ("(shared token)", "retry", "d-dead"),
+    ]
 
 
 def test_a_failed_run_is_retried_from_its_page_and_a_running_one_is_refused(

@@ -86,3 +86,48 @@ def test_the_diff_is_cut_and_says_so(repo: tuple[Path, str, str]) -> None:
     bare, base, head = repo
     text = anyio.run(lambda: gitops.diff_text(bare, base, head, cap=100))
     assert len(text) < 200 and text.endswith("(diff cut at 100 characters)")
+
+
+def test_the_apps_own_commit_on_a_head_is_told_from_a_persons(
+    repo: tuple[Path, str, str],
+) -> None:
+    """An iteration retried after its push asks this before taking the head for a person's."""
+    bare, base, head = repo
+    name, email = "app[bot]", "app[bot]@users.noreply.github.com"
+    ours = anyio.run(
+        lambda: gitops.squash(bare, base, head, "Address the review", name=name, email=email)
+    )
+    theirs = commit_files(bare, "theirs", {"t.txt": "t\n"}, "Theirs", base=base)  # tests' identity
+
+    def made(commit: str, parent: str) -> bool:
+        return anyio.run(gitops.made_by_on, bare, commit, parent, email)
+
+    assert made(ours, base)
+    assert not made(ours, head)  # not on that head
+    assert not made(theirs, base)  # another identity
+    assert not made("0" * 40, base)  # a commit the mirror lacks
+    merge = subprocess.run(
+        [
+            "git",
+            f"--git-dir={bare}",
+            "commit-tree",
+            f"{ours}^{{tree}}",
+            "-p",
+            base,
+            "-p",
+            head,
+            "-m",
+            "merge",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+            "PATH": "/usr/bin:/bin",
+        },
+    ).stdout.strip()
+    assert not made(merge, base)  # two parents: not one commit on that head

@@ -248,6 +248,12 @@ async def resume_fix(ex: RunHost, fu: FollowUp) -> Resumed | Refused:
     return Resumed(outcome, details)
 
 
+def app_committer(app_slug: str) -> tuple[str, str]:
+    """The name and e-mail the app's commits are made by (GitHub shows them as the App)."""
+    name = f"{app_slug}[bot]"
+    return name, f"{name}@users.noreply.github.com"
+
+
 async def fix_outcome(
     ex: RunHost,
     client: InstallationClient,
@@ -471,15 +477,8 @@ async def _conclude(
         message = with_trailer(message, co_author_trailer(login, user_id))
     except ValueError:
         log.warning("no Co-authored-by trailer: the requester's id is unknown")
-    bot_name = f"{ex.app_slug}[bot]"
-    sha = await gitops.squash(
-        git_dir,
-        start,
-        str(commit),
-        message,
-        name=bot_name,
-        email=f"{bot_name}@users.noreply.github.com",
-    )
+    name, email = app_committer(ex.app_slug)
+    sha = await gitops.squash(git_dir, start, str(commit), message, name=name, email=email)
     proof_line = ""
     proving = review_config.test_command if review_config is not None else None
     if trigger.target_kind == "pull_request" and review_config is not None and proving:
@@ -487,9 +486,7 @@ async def _conclude(
             ex.store, trigger.repo_full_name, trigger.number, start, bot_login=ex.bot_login
         )
         if tests:
-            sha = await proof_tests.with_tests(
-                git_dir, sha, tests, name=bot_name, email=f"{bot_name}@users.noreply.github.com"
-            )
+            sha = await proof_tests.with_tests(git_dir, sha, tests, name=name, email=email)
             ran = await proof_tests.tests_pass(
                 git_dir, sha, list(tests), proving, time_limit=review_config.check_timeout
             )

@@ -197,3 +197,14 @@ async def squash(
 async def resolve(git_dir: Path, ref: str) -> str:
     """The commit id `ref` names in the mirror."""
     return (await _out(git_dir, ["rev-parse", "--verify", f"{ref}^{{commit}}"])).decode().strip()
+
+
+async def made_by_on(git_dir: Path, commit: str, parent: str, email: str) -> bool:
+    """Whether `commit` is in the mirror, has the single parent `parent` and was committed
+    by `email` (the app's identity): the app's own commit on that head. False for a commit
+    the mirror lacks (someone else's, pushed from elsewhere)."""
+    done = await run_git(["log", "-1", "--format=%P%x00%ce", commit, "--"], git_dir=git_dir)
+    if done.code != 0:
+        return False
+    parents, _, committer = done.stdout.decode("utf-8", "replace").strip().partition("\0")
+    return parents.split() == [parent] and committer == email

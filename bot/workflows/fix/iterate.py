@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from bot.github.errors import GitHubError, RateLimited
 from bot.log import get_logger
 from bot.workflows.fix import gitops
-from bot.workflows.fix.flow import fix_outcome, run_fix
+from bot.workflows.fix.flow import app_committer, fix_outcome, run_fix
 from policies.iterate import (
     ITERATE,
     Go,
@@ -155,6 +155,11 @@ async def run_iterate(
         head_repo=pull.head.repo.full_name if pull.head.repo else None,
     )
     review = review_of(payload, trigger.actor)
+    pushed_before = await _own_earlier_push(ex, client, run, head, review)
+    if pushed_before is not None:
+        # This run pushed the head in an attempt that was cut short: plan on the head it
+        # started from, so its own commit is not taken for a person's push.
+        head = dataclasses.replace(head, head_sha=pushed_before)
     iteration = Iteration("review" if review is not None else "comment", trigger.args)
     done = await anyio.to_thread.run_sync(_iterations, ex, trigger, run.id)
     decided = plan(
@@ -178,18 +183,56 @@ async def run_iterate(
             "head": head.head_sha,
         }
     }
-    asked = dataclasses.replace(trigger, args=decided.request)
-    outcome, _ = await fix_outcome(
-        ex, client, asked, run, payload, publisher, started, ex.repo_config, extra=extra
-    )
-    sha = await _pushed(ex, client, outcome, head)
-    if sha is None:
-        outcome = await _explain_refusal(ex, client, outcome, head)
+    if pushed_before is not None:
+        sha: str | None = pull.head.sha
+        outcome = Outcome(
+            status="succeeded",
+            summary=f"Pushed `{pull.head.sha[:12]}` onto {code_span(head.head_ref)} in an "
+            "earlier attempt of this run, which stopped before it could reply; replied now.",
+            run_id=run.id,
+            workflow="fix",
+            branches=(head.head_ref,),
+        )
+    else:
+        asked = dataclasses.replace(trigger, args=decided.request)
+        outcome, _ = await fix_outcome(
+            ex, client, asked, run, payload, publisher, started, ex.repo_config, extra=extra
+        )
+        sha = await _pushed(ex, client, outcome, head)
+        if sha is None:
+            outcome = await _explain_refusal(ex, client, outcome, head)
     await _reply_in_threads(ex, client, trigger.number, decided, outcome, sha)
     if sha is not None:
         await _ask_again(client, trigger.number, decided.reviewer)
     note = _note(decided, done + 1, config.max_iterations, sha)
     await ex.publish(publisher, run.id, dataclasses.replace(outcome, note=note))
+
+
+async def _own_earlier_push(
+    ex: RunHost,
+    client: InstallationClient,
+    run: RunRecord,
+    head: PullHead,
+    review: ReviewFacts | None,
+) -> str | None:
+    """The head this run started from, when an earlier attempt of it (its recorded
+    `iteration`, for the same review) already pushed the pull request's current head: one
+    commit of the app's own on top of that head. None otherwise, and always for a person's
+    commit, which the mirror lacks or which another identity committed."""
+    earlier = (run.args or {}).get(ITERATION_ARG)
+    if not isinstance(earlier, dict):
+        return None
+    start = earlier.get("head")
+    if not isinstance(start, str) or start == head.head_sha:
+        return None
+    if earlier.get("review_id") != (review.id if review is not None else None):
+        return None
+    git_dir = ex.mirrors.path_for(client.owner, client.repo)
+    _, email = app_committer(ex.app_slug)
+    if not await gitops.made_by_on(git_dir, head.head_sha, start, email):
+        return None
+    log.info("this run pushed the head before", extra={"head": head.head_sha[:12]})
+    return start
 
 
 async def _stopped(ex: RunHost, publisher: Publisher, run_id: str, stop: Stop) -> None:

@@ -4,6 +4,11 @@ Streaming, so the first-response watchdog fires on the first event, not on the w
 (a long answer takes minutes). OpenAI-format history is converted on each call: the system
 message becomes `system`, tool results become `tool_result` blocks of a user turn.
 
+Prompt caching: the system prompt carries a cache breakpoint (with the tools before it, what
+every call of one agent type shares), and so does a prompt's stable part (`CACHE_PREFIX`:
+the pull request's context every unit's call shares), so Anthropic bills a repeated prefix
+as cache reads (`cache_read_input_tokens`, priced at the model's `cache_read`).
+
 Extended thinking (`thinking=True`, BOT_LLM_REASONING_EFFORT): a call's effort becomes
 `thinking.budget_tokens` (THINKING_BUDGETS). Anthropic refuses a tool-use turn whose history
 lacks the signed thinking block that came before the tool use, and any block altered, so the
@@ -22,6 +27,7 @@ import anyio
 import httpx
 
 from bot.agents.models import (
+    CACHE_PREFIX,
     ClientHolder,
     Message,
     ModelError,
@@ -48,6 +54,9 @@ THINKING_BUDGETS = {
     "xhigh": 16000,
     "max": 20000,
 }
+# Anthropic's prompt caching: a breakpoint caches the prompt up to it for five minutes.
+EPHEMERAL = {"type": "ephemeral"}
+
 # Room left for the answer beyond the thinking budget: max_tokens must exceed the budget.
 _ANSWER_ROOM = 8192
 
@@ -100,7 +109,14 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]
         if role == "system":
             system.append(str(message.get("content") or ""))
         elif role == "user":
-            push("user", {"type": "text", "text": str(message.get("content") or "")})
+            text = str(message.get("content") or "")
+            stable = message.get(CACHE_PREFIX)
+            if isinstance(stable, int) and 0 < stable < len(text):
+                # The part every call of the run shares, a cache breakpoint, then the rest.
+                push("user", {"type": "text", "text": text[:stable], "cache_control": EPHEMERAL})
+                push("user", {"type": "text", "text": text[stable:]})
+            else:
+                push("user", {"type": "text", "text": text})
         elif role == "assistant":
             # Thinking first: Anthropic wants it before the turn's text and tool use.
             for block in _thinking_blocks(message.get(THINKING_FIELD)):
@@ -173,7 +189,9 @@ class AnthropicChatModel:
             "messages": converted,
         }
         if system:
-            body["system"] = system
+            # A breakpoint after the tools and the system prompt, which every call of an
+            # agent type shares (Anthropic reads tools, then system, then messages).
+            body["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
         if tools:
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}

@@ -16,6 +16,28 @@ Message = dict[str, Any]
 
 ERROR_TEXT_CAP = 500
 
+CACHE_MARK = "\n\n<!-- the part of this prompt shared by the run's calls ends here -->\n\n"
+"""Where a prompt's stable part ends (`bot.runs.context.context_prompt` puts it): the prompt is
+sent without it, and an Anthropic request marks the text before it as a cache breakpoint."""
+CACHE_PREFIX = "cache_prefix_chars"
+"""A user message's field: how many characters of its content are the stable part."""
+
+
+def user_message(prompt: str) -> Message:
+    """The user message of `prompt`: its text without CACHE_MARK, and where the mark was."""
+    head, mark, tail = prompt.partition(CACHE_MARK)
+    if not mark:
+        return {"role": "user", "content": prompt}
+    return {"role": "user", "content": f"{head}\n\n{tail}", CACHE_PREFIX: len(head) + 2}
+
+
+def plain_messages(messages: Sequence[Message]) -> list[Message]:
+    """The messages as an OpenAI-compatible API takes them: without our own fields."""
+    return [
+        {k: v for k, v in m.items() if k != CACHE_PREFIX} if CACHE_PREFIX in m else m
+        for m in messages
+    ]
+
 
 class ModelError(Exception):
     """The model endpoint failed; `retryable` says whether trying again may help."""

@@ -23,6 +23,7 @@ from bot.agents.models import (
     ToolSpec,
     WatchdogTimeout,
     http_error,
+    plain_messages,
 )
 from bot.engine.types import Usage
 
@@ -139,7 +140,7 @@ class OpenAIChatModel:
         model: str,
         effort: str | None,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": model, "messages": list(messages)}
+        body: dict[str, Any] = {"model": model, "messages": plain_messages(messages)}
         if tools:
             body["tools"] = [t.as_openai() for t in tools]
         if self.send_reasoning_effort and effort in _OPENAI_EFFORT:

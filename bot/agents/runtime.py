@@ -22,6 +22,7 @@ from bot.agents.models import (
     ToolSpec,
     WatchdogTimeout,
     price_of,
+    user_message,
 )
 from bot.agents.openai_model import OpenAIChatModel
 from bot.agents.prompt import system_prompt
@@ -192,11 +193,9 @@ class AgentRuntime:
         specs, wrapped = self._offered(call, toolbox)
         offered = {spec.name for spec in specs}
         system = system_prompt(call, toolbox.names, with_schema=call.schema is not None)
+        asked = user_message(call.prompt)
         state = _State(
-            messages=[
-                {"role": "system", "content": system},
-                {"role": "user", "content": call.prompt},
-            ],
+            messages=[{"role": "system", "content": system}, asked],
             transcript=Transcript(),
         )
         state.transcript.offered(
@@ -206,7 +205,7 @@ class AgentRuntime:
                 for spec in specs
             ],
         )
-        state.transcript.add("user", call.prompt, model=model, tools=sorted(offered))
+        state.transcript.add("user", asked["content"], model=model, tools=sorted(offered))
         effort = call.effort or call.agent_type.effort
         price = self.prices.get(model)
         error: str | None = None

@@ -223,7 +223,9 @@ async def test_anthropic_client_against_a_minimal_fake() -> None:
         3,
     )
     body = seen[0]["body"]
-    assert body["system"] == "S" and body["tools"][0]["input_schema"] == SPEC.parameters
+    # The system prompt is one text block, a cache breakpoint after it and the tools.
+    assert body["system"] == [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]
+    assert body["tools"][0]["input_schema"] == SPEC.parameters
     assert seen[0]["key"] == "ak-1"
 
 

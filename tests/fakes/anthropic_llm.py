@@ -23,6 +23,9 @@ a `redacted_thinking` block); without it, no thinking block is sent, as Anthropi
 `stream: true` (SSE events: message_start, content_block_start/delta/stop with
 `thinking_delta`, `signature_delta`, `text_delta`, `input_json_delta`, message_delta,
 message_stop) and whole JSON answers are served. `fake.bodies` are the request bodies in order.
+Usage bills prompt caching as Anthropic does (`tests.fakes.prompt_cache`): blocks marked
+`cache_control` (at most four, `ephemeral`) are cache breakpoints, and a marked prefix of at
+least 1,024 tokens seen in the last five minutes is read from the cache.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.prompt_cache import CacheControlError, PromptCache
 
 _SIGNING_KEY = b"fake-anthropic-thinking-signatures"
 
@@ -92,6 +97,7 @@ class FakeAnthropic:
         self._redacted: set[str] = set()
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.cache = PromptCache()
         self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
 
     @property
@@ -117,7 +123,8 @@ class FakeAnthropic:
         self.bodies.append(body)
         try:
             thinking = self._validate(body)
-        except InvalidRequest as exc:
+            usage = self.cache.anthropic_usage(body, output_tokens=7)
+        except (InvalidRequest, CacheControlError) as exc:
             return _error(400, "invalid_request_error", str(exc))
         with self._lock:
             if not self._queue:
@@ -126,7 +133,6 @@ class FakeAnthropic:
             self._counter += 1
             number = self._counter
         blocks = self._blocks(scripted, number, thinking=thinking)
-        usage = {"input_tokens": len(json.dumps(body["messages"])) // 4 + 1, "output_tokens": 7}
         stop = "tool_use" if scripted.calls else "end_turn"
         if body.get("stream"):
             return StreamingResponse(
@@ -186,6 +192,13 @@ class FakeAnthropic:
         if not isinstance(messages, list) or not messages:
             raise InvalidRequest("messages: at least one message is required")
         thinking = _thinking(body.get("thinking"), max_tokens)
+        system = body.get("system")
+        texts = isinstance(system, list) and all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            for b in system
+        )
+        if system is not None and not isinstance(system, str) and not texts:
+            raise InvalidRequest("system: Input should be a valid string or a list of text blocks")
         expected = "user"
         pending: set[str] = set()
         for i, message in enumerate(messages):
@@ -283,7 +296,7 @@ async def _stream(
         "model": model,
         "content": [],
         "stop_reason": None,
-        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+        "usage": {**usage, "output_tokens": 1},
     }
     yield event("message_start", {"message": start})
     for index, block in enumerate(blocks):

@@ -27,6 +27,9 @@ Reply builders (all return `Reply`):
 - `hang(seconds=3600)`: never answers (sleeps; cancelled when the client gives up).
 - Any reply can carry `usage=UsageSpec(prompt=, completion=, cached=)`; by default usage is
   derived deterministically from the request and reply sizes (prompt = len(json(messages))//4).
+- `FakeLLM(..., prefix_cache=True)` caches like OpenAI (`tests.fakes.prompt_cache`): a
+  request sharing a prefix of at least 1,024 tokens with one of the last five minutes reports
+  it as `prompt_tokens_details.cached_tokens`.
 - `delay=` on a reply waits that many seconds before answering (before the first chunk);
   `Reply(content="x", stall=60)` sends the first stream chunk, then goes silent;
   `Reply(..., hold=event)` waits until the `threading.Event` is set (the test releases it).
@@ -63,6 +66,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.prompt_cache import PromptCache
 
 
 @dataclass(frozen=True)
@@ -154,9 +159,12 @@ class FakeLLM:
         *,
         model: str = "fake-model",
         api_key: str | None = None,
+        prefix_cache: bool = False,
     ) -> None:
         self.model = model
         self.api_key = api_key
+        # OpenAI's automatic prompt caching (`tests.fakes.prompt_cache`), when asked for.
+        self.cache = PromptCache() if prefix_cache else None
         self._queue: list[Reply] = []
         self._fn: Callable[[dict[str, Any]], Reply] | None = None
         if callable(script):
@@ -291,6 +299,11 @@ class FakeLLM:
         self._counter += 1
         completion_id = f"chatcmpl-fake-{self._counter}"
         usage = _usage(body, reply)
+        if self.cache is not None and reply.usage is None:
+            cached = self.cache.automatic_cached(
+                body.get("tools"), body.get("messages"), usage["prompt_tokens"]
+            )
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(

@@ -144,3 +144,26 @@ async def test_with_linked_issues_the_advisor_judges_them_on_every_review(tmp_pa
     assert details.result["linked_issues"] == [
         {"issue": "#3", "addressed": "yes", "reason": "guarded"}
     ]
+
+
+async def test_every_units_calls_share_their_prompt_up_to_the_mark(tmp_path: Path) -> None:
+    from bot.agents.models import CACHE_MARK
+
+    runner = ScriptedRunner(rule=rule)
+    engine = Engine(runner, data_dir=tmp_path)
+    units = [unit(1, "a.py"), unit(2, "b.py")]
+    done = await engine.run(
+        review.meta, review.workflow, args(units), interaction=POLICY, repo=None
+    )
+    assert done.status == "completed"
+    for role in ("review ", "verify "):
+        calls = [c for c in runner.calls if c.label.startswith(role)]
+        assert len(calls) == 2
+        heads = {c.prompt.split(CACHE_MARK)[0] for c in calls}
+        assert len(heads) == 1, role  # the provider caches it across the units
+        (head,) = heads
+        assert "a.py" not in head and "b.py" not in head
+        assert all(c.prompt.count(CACHE_MARK) == 1 for c in calls)
+    review_1 = next(c for c in runner.calls if c.label == "review u1")
+    assert review_1.prompt.split(CACHE_MARK)[1].startswith('Files of this part: "a.py"')
+    assert review_1.prompt.split(CACHE_MARK)[0].rstrip().endswith("context")

@@ -62,8 +62,9 @@ meta = WorkflowMeta(
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 
 REVIEW_TASK = """\
-Review part of {pr}: {paths}. The data block "changes" below holds their diff against the
-merge base; line numbers on the new side are the head commit's, which your tools read.
+Review part of {pr}: the files named after the context below. The data block "changes" there
+holds their diff against the merge base; line numbers on the new side are the head commit's,
+which your tools read.
 
 Report only real problems the change introduces or exposes (wrong behaviour, security holes,
 data loss, races, mishandled errors, broken interfaces, untested behaviour changes), not
@@ -78,14 +79,18 @@ This is a follow-up review: the block shows only what changed since the last rev
 rest of each file was reviewed before and is context."""
 
 VERIFY_TASK = """\
-You are verifying candidate findings that a reviewer reported on {pr}, for the files {paths}.
+You are verifying candidate findings that a reviewer reported on {pr}, for the files named
+after the context below, where the candidates and the findings already raised are listed.
 Rule on every candidate by its index. Keep a candidate only when all of these hold:
 - its evidence holds when you read the code at the head commit yourself;
 - it is about code or behaviour that this pull request changes;
 - it does not repeat a finding already raised on this pull request (listed below with their
   status: open, fixed or dismissed; a dismissed one was declined by a person and must not be
   raised again, even in other words).
-When in doubt, drop it: a wrong comment costs the authors more than a missed one.
+When in doubt, drop it: a wrong comment costs the authors more than a missed one."""
+
+VERIFY_UNIT = """\
+Files of this part: {paths}
 
 Candidates (JSON):
 {candidates}
@@ -226,7 +231,10 @@ async def workflow(
     learned: list[dict[str, Any]] = []
 
     def with_unit(task: str, unit: dict[str, Any]) -> str:
-        return context_prompt(task, fence, context + "\n\n" + str(unit["block"]))
+        # The pull request's context first and the unit after the mark: what every unit's
+        # reviewer shares is the prompt's stable part (`bot.agents.models.CACHE_MARK`).
+        here = f"Files of this part: {_paths(unit)}\n\n{unit['block']}"
+        return context_prompt(task, fence, context, tail=here)
 
     def changes_of(unit: dict[str, Any], paths: set[str]) -> str:
         """Only the files the candidates are about, without the conversation: the verifier
@@ -244,9 +252,9 @@ async def workflow(
         if isinstance(reused, list):
             wf.log(f"reused the finished review of {', '.join(unit['paths'])}")
             return most_severe([ReviewFinding.model_validate(f) for f in reused], cap)
-        task = REVIEW_TASK.format(
-            pr=pr, paths=_paths(unit), focus=FOCUS if unit.get("focus") else ""
-        ) + language_note(args)
+        task = REVIEW_TASK.format(pr=pr, focus=FOCUS if unit.get("focus") else "") + language_note(
+            args
+        )
         result = await wf.agent(
             with_unit(task, unit),
             agent_type="reviewer",
@@ -294,18 +302,17 @@ async def workflow(
     async def verify(found: list[ReviewFinding], unit: dict[str, Any]) -> list[ReviewFinding]:
         listed = [{"index": i, **_finding_json(f)} for i, f in enumerate(found)]
         related = [k for k in known if isinstance(k, dict) and k.get("path") in unit["paths"]]
-        task = VERIFY_TASK.format(
-            pr=pr,
+        task = VERIFY_TASK.format(pr=pr)
+        here = VERIFY_UNIT.format(
             paths=_paths(unit),
             candidates=json.dumps(listed, ensure_ascii=False),
             known=json.dumps(related, ensure_ascii=False)[:24_000],
         )
-        shown = changes_of(unit, {f.path for f in found})
+        here += "\n\n" + changes_of(unit, {f.path for f in found})
         if learnings_block:
             task += LEARNINGS_TASK
-            shown += "\n\n" + learnings_block
         result = await wf.agent(
-            context_prompt(task, fence, shown),
+            context_prompt(task, fence, learnings_block, tail=here),
             agent_type="reviewer",
             label=f"verify {unit['id']}",
             phase="Review",

@@ -5,7 +5,10 @@ with the pull request at `commits[-2]`; the app reviews it, the head is pushed t
 `commits[-1]` and the app reviews the push, then `@app review full` reviews the final head
 from scratch. The fake model answers every role at once (`tests.fakes.review_model`, with a
 finding on the first new line of each file) and reports tokens deterministically (a
-request's characters / 4), so the figures compare what the app sends, not a model's mood.
+request's characters / 4, its tools included), so the figures compare what the app sends, not
+a model's mood. The fake caches prompt prefixes as OpenAI does (at least 1,024 tokens, in
+steps of 128, for five minutes: `tests.fakes.prompt_cache`), and the runs are priced at
+`PRICE`, so the cost is printed as billed and as it would be without caching.
 
 Printed per pull request: files in the PR and in the push; input tokens and model calls of
 the first review, the follow-up and the full re-review; the follow-up's share of the full
@@ -64,6 +67,11 @@ from tests.fakes.review_model import ReviewModel  # noqa: E402
 class Figures:
     tokens: int
     calls: int
+    cached: int
+    cost: float
+    """US dollars as billed: cached input at the cache price."""
+    uncached_cost: float
+    """US dollars had no prompt been cached."""
     reviews: int
     sticky_writes: int
     checks_created: int
@@ -118,7 +126,14 @@ async def review(
         if "/check-runs" in c.path
     )
     return Figures(
-        tokens=int(usage.get("input") or 0),
+        cached=int(usage.get("cache_read") or 0),
+        cost=float(usage.get("cost") or 0.0),
+        uncached_cost=(
+            (int(usage.get("input") or 0) + int(usage.get("cache_read") or 0)) * PRICE["input"]
+            + int(usage.get("output") or 0) * PRICE["output"]
+        )
+        / 1e6,
+        tokens=int(usage.get("input") or 0) + int(usage.get("cache_read") or 0),
         calls=sum(model.calls.values()) - calls_before,
         reviews=sum(1 for c in writes if c.path.endswith("/reviews")),
         sticky_writes=sum(1 for c in writes if "/issues/" in c.path and "comments" in c.path),
@@ -164,8 +179,17 @@ def instruction_tokens(bodies: list[dict[str, Any]]) -> int:
     return chars // 4
 
 
+PRICE = {"input": 2.0, "cache_read": 0.5, "output": 8.0}
+"""US dollars per million tokens, cached input at a quarter of the price (as GPT-4.1's)."""
+PRICES = {"fake-model": PRICE}
+
+
 async def bench(
-    bundle: Path, prs: list[dict[str, Any]], workdir: Path, *, instructions: bool = False
+    bundle: Path,
+    prs: list[dict[str, Any]],
+    workdir: Path,
+    *,
+    instructions: bool = False,
 ) -> int:
     bare = workdir / "remote" / "octo" / "hello.git"
     await anyio.run_process(["git", "clone", "-q", "--bare", str(bundle), str(bare)])
@@ -173,12 +197,15 @@ async def bench(
     fake.add_repo("octo", "hello", bare, default_branch="master")
     fake.add_installation(42, "octo", ["octo/hello"])
     model = ReviewModel(generic=True)
-    llm = FakeLLM()
+    # Counts the tools and caches prefixes as OpenAI does (tests.fakes.prompt_cache).
+    llm = FakeLLM(prefix_cache=True)
     llm.respond_with(model)
     data = workdir / "data"
     rows = []
     with serve_fake_github(fake) as gh_url:
-        settings = Settings(model="fake-model", llm_base_url=llm.base_url, llm_stream=False)
+        settings = Settings(
+            model="fake-model", llm_base_url=llm.base_url, llm_stream=False, model_prices=PRICES
+        )
         runner = build_runner(
             settings, http_client=llm.client(), sandbox=SandboxStatus(False, "benchmark")
         )
@@ -280,6 +307,29 @@ async def bench(
         f"share {overall:.0%} (target at most 40%)"
     )
     print(f"model calls by role: {dict(Counter(model.calls))}")
+
+    def dollars(pick: str, attr: str) -> float:
+        index = {"follow": 2, "full": 3}[pick]
+        return sum(getattr(row[index], attr) for row in rows)
+
+    cached = sum(f.cached for _, a, b, c, _ in rows for f in (a, b, c))
+    sent = sum(f.tokens for _, a, b, c, _ in rows for f in (a, b, c))
+    worst = max(
+        ((follow.cost / full.cost if full.cost else 0.0), pr["pr"])
+        for pr, _, follow, full, _ in rows
+    )
+    for label, attr in (("billed", "cost"), ("without caching", "uncached_cost")):
+        follow_cost, full_cost = dollars("follow", attr), dollars("full", attr)
+        print(
+            f"cost {label}: follow-ups ${follow_cost:.4f}, full re-reviews ${full_cost:.4f}, "
+            f"share {follow_cost / full_cost if full_cost else 0:.1%}"
+        )
+    print(
+        f"prices per million tokens: input ${PRICE['input']}, cached ${PRICE['cache_read']}, "
+        f"output ${PRICE['output']}; cached {cached:,} of {sent:,} input tokens "
+        f"({cached / sent if sent else 0:.1%}); costliest follow-up {worst[0]:.0%} of its "
+        f"full re-review (#{worst[1]})"
+    )
     if instructions:
         spent = instruction_tokens(llm.bodies)
         total = sum(f.tokens for _, first, follow, full, _ in rows for f in (first, follow, full))
@@ -322,7 +372,10 @@ def main() -> int:
         prs = prs[: args.limit]
     with tempfile.TemporaryDirectory() as tmp:
         return anyio.run(
-            functools.partial(bench, instructions=args.instructions), args.bundle, prs, Path(tmp)
+            functools.partial(bench, instructions=args.instructions),
+            args.bundle,
+            prs,
+            Path(tmp),
         )
 
 

@@ -64,10 +64,13 @@ class UsageSummary:
     """Tokens, cost (None when the price is unknown), wall time and agent counts of one run."""
 
     input_tokens: int = 0
+    """Input billed in full (what a provider read from its prompt cache is `cached_tokens`)."""
     output_tokens: int = 0
     total_tokens: int = 0
     cost: float | None = None
     wall_seconds: float = 0.0
+    cached_tokens: int = 0
+    """Input the provider read from its prompt cache, billed at its cache price."""
     agents_ok: int = 0
     agents_failed: int = 0
     agents_replayed: int = 0

@@ -31,6 +31,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, object]:
             "input": usage.input_tokens,
             "output": usage.output_tokens,
             "total": usage.total_tokens,
+            "cache_read": usage.cached_tokens,
             "cost": usage.cost,
             "wall_seconds": round(usage.wall_seconds, 3),
             "agents_ok": usage.agents_ok,
@@ -85,6 +86,7 @@ class _StoredUsage(BaseModel):
     input: int = 0
     output: int = 0
     total: int = 0
+    cache_read: int = 0
     cost: float | None = None
     wall_seconds: float = 0.0
     agents_ok: int = 0
@@ -162,6 +164,7 @@ def outcome_from_json(data: Mapping[str, object]) -> Outcome:
             input_tokens=u.input,
             output_tokens=u.output,
             total_tokens=u.total,
+            cached_tokens=u.cache_read,
             cost=u.cost,
             wall_seconds=u.wall_seconds,
             agents_ok=u.agents_ok,

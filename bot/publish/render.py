@@ -197,7 +197,8 @@ def render_footer(outcome: Outcome) -> str:
         f"Run `{outcome.run_id}`",
         f"agents {usage.agents_ok} ok, {usage.agents_failed} failed"
         + (f" ({usage.agents_replayed} replayed)" if usage.agents_replayed else ""),
-        f"{usage.total_tokens:,} tokens",
+        f"{usage.total_tokens:,} tokens"
+        + (f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""),
     ]
     if usage.cost is not None:
         bits.append(f"${usage.cost:.4f}")

@@ -53,6 +53,7 @@ def usage_of(details: RunDetails | None, wall_seconds: float) -> UsageSummary:
         input_tokens=int(details.usage.get("input") or 0),
         output_tokens=int(details.usage.get("output") or 0),
         total_tokens=int(details.usage.get("total") or 0),
+        cached_tokens=int(details.usage.get("cache_read") or 0),
         cost=float(cost) if isinstance(cost, int | float) else None,
         wall_seconds=wall_seconds,
         agents_ok=ok,

@@ -113,10 +113,11 @@ def test_the_fakes_forget_after_five_minutes_and_ignore_short_prefixes() -> None
     now = [0.0]
     cache = PromptCache(clock=lambda: now[0])
     long = [{"role": "user", "content": "x" * 8000}]
-    assert cache.automatic_cached(None, long, 3000) == 0
-    assert cache.automatic_cached(None, long, 3000) >= MIN_TOKENS
+    assert cache.automatic(None, long)[1] == 0
+    prompt, cached = cache.automatic(None, long)
+    assert MIN_TOKENS <= cached <= prompt and cached % 128 == 0
     now[0] = 301.0
-    assert cache.automatic_cached(None, long, 3000) == 0  # expired, cached again now
+    assert cache.automatic(None, long)[1] == 0  # expired, cached again now
     short = [{"role": "user", "content": "y" * 1000}]
-    cache.automatic_cached(None, short, 300)
-    assert cache.automatic_cached(None, short, 300) == 0
+    cache.automatic(None, short)
+    assert cache.automatic(None, short)[1] == 0

@@ -27,9 +27,9 @@ Reply builders (all return `Reply`):
 - `hang(seconds=3600)`: never answers (sleeps; cancelled when the client gives up).
 - Any reply can carry `usage=UsageSpec(prompt=, completion=, cached=)`; by default usage is
   derived deterministically from the request and reply sizes (prompt = len(json(messages))//4).
-- `FakeLLM(..., prefix_cache=True)` caches like OpenAI (`tests.fakes.prompt_cache`): a
-  request sharing a prefix of at least 1,024 tokens with one of the last five minutes reports
-  it as `prompt_tokens_details.cached_tokens`.
+- `FakeLLM(..., prefix_cache=True)` counts and caches like OpenAI (`tests.fakes.prompt_cache`):
+  `prompt_tokens` counts the tools too, and a request sharing a prefix of at least 1,024
+  tokens with one of the last five minutes reports it as `prompt_tokens_details.cached_tokens`.
 - `delay=` on a reply waits that many seconds before answering (before the first chunk);
   `Reply(content="x", stall=60)` sends the first stream chunk, then goes silent;
   `Reply(..., hold=event)` waits until the `threading.Event` is set (the test releases it).
@@ -300,9 +300,9 @@ class FakeLLM:
         completion_id = f"chatcmpl-fake-{self._counter}"
         usage = _usage(body, reply)
         if self.cache is not None and reply.usage is None:
-            cached = self.cache.automatic_cached(
-                body.get("tools"), body.get("messages"), usage["prompt_tokens"]
-            )
+            prompt, cached = self.cache.automatic(body.get("tools"), body.get("messages"))
+            usage["total_tokens"] += prompt - usage["prompt_tokens"]
+            usage["prompt_tokens"] = prompt
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))

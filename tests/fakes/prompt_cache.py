@@ -4,8 +4,9 @@ Both providers cache a prompt's prefix for five minutes once it is at least 1,02
 and bill a repeat of it as cached input:
 
 - OpenAI caches automatically: the longest prefix of the request (tools, then messages) that
-  an earlier request shared, in steps of 128 tokens (`automatic_cached`), reported as
-  `prompt_tokens_details.cached_tokens` (part of `prompt_tokens`).
+  an earlier request shared, in steps of 128 tokens (`automatic`), reported as
+  `prompt_tokens_details.cached_tokens` (part of `prompt_tokens`, which counts the tools too,
+  as OpenAI's does).
 - Anthropic caches up to the blocks marked `cache_control` (at most four; tools, then system,
   then messages, in that order): the longest marked prefix seen before is read
   (`cache_read_input_tokens`), the rest up to the last mark is written
@@ -49,19 +50,20 @@ class PromptCache:
         for key in [k for k, at in seen.items() if now - at > TTL_S]:
             del seen[key]
 
-    def automatic_cached(self, tools: Any, messages: Any, prompt_tokens: int) -> int:
-        """OpenAI's cached tokens for a request: the longest prefix of its messages shared
-        with a request of the same tools in the last five minutes."""
-        head = json.dumps(tools or [], sort_keys=True) + "\0"
-        text = head + json.dumps(messages)
+    def automatic(self, tools: Any, messages: Any) -> tuple[int, int]:
+        """OpenAI's (prompt tokens, cached tokens) of a request: the tools and the messages
+        count, and the longest prefix of them shared with a request of the last five minutes
+        is cached."""
+        text = json.dumps(tools or [], sort_keys=True) + "\0" + json.dumps(messages)
         with self._lock:
             self._fresh(self._texts)
             shared = max((_shared(text, seen) for seen in self._texts), default=0)
             self._texts[text] = self.clock()
-        tokens = max(0, shared - len(head)) // 4
+        prompt = len(text) // 4 + 1
+        tokens = shared // 4
         if tokens < MIN_TOKENS:
-            return 0
-        return min(prompt_tokens, tokens // _STEP * _STEP)
+            return prompt, 0
+        return prompt, min(prompt, tokens // _STEP * _STEP)
 
     def anthropic_usage(self, body: dict[str, Any], output_tokens: int) -> dict[str, int]:
         """The usage of a Messages request: input, cache reads and cache writes."""

@@ -424,3 +424,19 @@ def test_asked_round_trip() -> None:
 def test_outcome_from_json_rejects_other_shapes(data: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="not a stored outcome"):
         outcome_from_json(data)
+
+
+def test_cached_tokens_are_kept_and_an_older_outcome_reads_as_none_cached() -> None:
+    from bot.publish.render import render_footer
+
+    usage = dataclasses.replace(USAGE, input_tokens=2, total_tokens=1_515, cached_tokens=1_508)
+    from policies.outcome import Outcome
+
+    out = Outcome(status="succeeded", summary="ok", run_id="wf_1", workflow="review", usage=usage)
+    data = json.loads(json.dumps(outcome_to_json(out)))
+    assert data["usage"]["cache_read"] == 1_508
+    assert outcome_from_json(data) == out
+    del data["usage"]["cache_read"]
+    assert outcome_from_json(data).usage.cached_tokens == 0
+    assert "1,515 tokens (1,508 cached)" in render_footer(out)
+    assert "cached" not in render_footer(dataclasses.replace(out, usage=USAGE))

@@ -27,6 +27,19 @@ from policies.diff import SUBMODULE_MODE, FilePatch
 
 OVERHEAD_TOKENS = 1_500  # instructions, schema and context wrapping per unit call
 CALLS_PER_UNIT = 2  # a reviewer, then a verifier that sees the same patch
+ONE_CALL_LINES = 40
+"""A follow-up unit whose delta changes fewer lines than this is reviewed and ruled on in one
+agent call (`one_call`): the fixed cost of a second call would outweigh its changes."""
+
+
+def one_call(follow_up: bool, delta_lines: Sequence[int | None]) -> bool:
+    """Whether a unit is reviewed in one call: on a follow-up, when every file of it shows its
+    delta (None: a file shown whole) and those deltas change fewer than ONE_CALL_LINES lines."""
+    if not follow_up or not delta_lines or any(n is None for n in delta_lines):
+        return False
+    return sum(n for n in delta_lines if n is not None) < ONE_CALL_LINES
+
+
 UNIT_MAX_FILES = 4
 UNIT_SMALL_LINES = 60  # files with fewer changed lines may share a unit
 UNIT_MAX_LINES = 200

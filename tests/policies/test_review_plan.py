@@ -149,3 +149,13 @@ def test_unchanged_files_cost_nothing_and_are_named() -> None:
     assert [(s.path, s.reason) for s in plan.skipped] == [
         ("a.py", "unchanged since the last review")
     ]
+
+
+def test_only_a_small_follow_up_delta_is_reviewed_in_one_call() -> None:
+    from policies.review_plan import ONE_CALL_LINES, one_call
+
+    assert one_call(True, [10, ONE_CALL_LINES - 11])
+    assert not one_call(True, [10, ONE_CALL_LINES - 10])  # as many lines as the threshold
+    assert not one_call(False, [1])  # a first or full review: always two calls
+    assert not one_call(True, [1, None])  # a file shown whole
+    assert not one_call(True, [])

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bot.agents.models import CACHE_MARK
 from bot.engine.engine import Engine
 from bot.engine.types import AgentInvocation
 from bot.workflows.review import workflow as review
@@ -147,8 +148,6 @@ async def test_with_linked_issues_the_advisor_judges_them_on_every_review(tmp_pa
 
 
 async def test_every_units_calls_share_their_prompt_up_to_the_mark(tmp_path: Path) -> None:
-    from bot.agents.models import CACHE_MARK
-
     runner = ScriptedRunner(rule=rule)
     engine = Engine(runner, data_dir=tmp_path)
     units = [unit(1, "a.py"), unit(2, "b.py")]
@@ -167,3 +166,33 @@ async def test_every_units_calls_share_their_prompt_up_to_the_mark(tmp_path: Pat
     review_1 = next(c for c in runner.calls if c.label == "review u1")
     assert review_1.prompt.split(CACHE_MARK)[1].startswith('Files of this part: "a.py"')
     assert review_1.prompt.split(CACHE_MARK)[0].rstrip().endswith("context")
+
+
+async def test_a_small_follow_up_delta_is_reviewed_and_ruled_on_in_one_call(tmp_path: Path) -> None:
+    runner = ScriptedRunner(rule=rule)
+    engine = Engine(runner, data_dir=tmp_path)
+    small = {**unit(1, "a.py"), "focus": True, "one_call": True}
+    linted = {
+        **unit(2, "b.py"),
+        "focus": True,
+        "one_call": True,
+        "lint": [{**FINDING, "path": "b.py"}],
+    }
+    known = [{"path": "a.py", "title": "Earlier finding", "status": "dismissed"}]
+    done = await engine.run(
+        review.meta,
+        review.workflow,
+        args([small, linted], known=known),
+        interaction=POLICY,
+        repo=None,
+    )
+    assert done.status == "completed"
+    labels = sorted(c.label for c in runner.calls if c.label.split()[0] in ("review", "verify"))
+    # The lint hits of the second unit still go to a verifier; the first unit's reviewer rules.
+    assert labels == ["review u1", "review u2", "verify u2"]
+    (alone,) = [c for c in runner.calls if c.label == "review u1"]
+    assert "no verifier will see your findings" in alone.prompt
+    assert "Earlier finding" in alone.prompt.split(CACHE_MARK)[1]
+    (paired,) = [c for c in runner.calls if c.label == "review u2"]
+    assert "no verifier will see your findings" not in paired.prompt
+    assert sorted(f["path"] for f in done.result["review"]["findings"]) == ["a.py", "b.py"]

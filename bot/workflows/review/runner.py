@@ -47,7 +47,14 @@ from policies.finding_fates import PullState, pull_state
 from policies.learnings import Learning
 from policies.proofs import ProofStatus, counts_line, posted_inline, provable
 from policies.review_noise import earlier_below, place
-from policies.review_plan import ChangedFile, PlanLimits, ReviewPlan, changed_file, plan_review
+from policies.review_plan import (
+    ChangedFile,
+    PlanLimits,
+    ReviewPlan,
+    changed_file,
+    one_call,
+    plan_review,
+)
 from policies.review_state import (
     Candidate,
     ReviewState,
@@ -181,6 +188,7 @@ async def prepare(
     for n, unit in enumerate(plan.units):
         pieces = []
         focus = False
+        delta_lines: list[int | None] = []
         for path in unit.paths:
             patch = by_path[path]
             shown = pushed.get(path)
@@ -188,7 +196,9 @@ async def prepare(
                 focus = True
                 header = f"### {path} (changed since the last review)"
                 text = shown.patch
+                delta_lines.append(shown.additions + shown.deletions)
             else:
+                delta_lines.append(None)
                 header = f"### {path} ({patch.status}, +{patch.additions} -{patch.deletions})"
                 text = patch.patch
             pieces.append(f"{header}\n{text}")
@@ -200,6 +210,7 @@ async def prepare(
                 "key": unit_key(unit.paths, body),
                 "paths": list(unit.paths),
                 "focus": focus,
+                "one_call": one_call(follow_up, delta_lines),
                 "block": fenced("changes", body, fence, trusted=author_trusted, author=author),
                 # One block per file, for a verifier that needs only some of them.
                 "file_blocks": {

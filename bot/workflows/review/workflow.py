@@ -98,6 +98,15 @@ Candidates (JSON):
 Findings already raised on this pull request (JSON):
 {known}"""
 
+RULE_TASK = """
+
+This part's changes are small, so no verifier will see your findings: rule on each yourself
+before you report it. Report a finding only when its evidence holds when you read the code at
+the head commit, it is about code or behaviour this pull request changes, and it does not
+repeat a finding already raised on this pull request (listed after the changes with their
+status; a dismissed one was declined by a person and must not be raised again, even in other
+words). When in doubt, leave it out."""
+
 LEARNINGS_TASK = """
 
 This repository's maintainers taught the review the learnings in the block whose source is
@@ -234,7 +243,16 @@ async def workflow(
         # The pull request's context first and the unit after the mark: what every unit's
         # reviewer shares is the prompt's stable part (`bot.agents.models.CACHE_MARK`).
         here = f"Files of this part: {_paths(unit)}\n\n{unit['block']}"
+        if alone(unit):
+            related = [k for k in known if isinstance(k, dict) and k.get("path") in unit["paths"]]
+            raised = json.dumps(related, ensure_ascii=False)[:24_000]
+            here += f"\n\nFindings already raised on this pull request (JSON):\n{raised}"
         return context_prompt(task, fence, context, tail=here)
+
+    def alone(unit: dict[str, Any]) -> bool:
+        """Whether the unit's reviewer also rules (`policies.review_plan.one_call`): a small
+        follow-up delta without lint candidates, which a verifier must judge."""
+        return bool(unit.get("one_call")) and not unit.get("lint") and not learnings_block
 
     def changes_of(unit: dict[str, Any], paths: set[str]) -> str:
         """Only the files the candidates are about, without the conversation: the verifier
@@ -252,9 +270,8 @@ async def workflow(
         if isinstance(reused, list):
             wf.log(f"reused the finished review of {', '.join(unit['paths'])}")
             return most_severe([ReviewFinding.model_validate(f) for f in reused], cap)
-        task = REVIEW_TASK.format(pr=pr, focus=FOCUS if unit.get("focus") else "") + language_note(
-            args
-        )
+        task = REVIEW_TASK.format(pr=pr, focus=FOCUS if unit.get("focus") else "")
+        task += (RULE_TASK if alone(unit) else "") + language_note(args)
         result = await wf.agent(
             with_unit(task, unit),
             agent_type="reviewer",
@@ -284,6 +301,8 @@ async def workflow(
             kept = found  # verified by the run that reviewed these same changes
         elif not found:
             kept = []
+        elif alone(unit):
+            kept = found  # its reviewer ruled on them (RULE_TASK): no second call
         else:
             kept = await verify(found, unit)
         done[str(unit.get("key"))] = [_finding_json(f) for f in kept]

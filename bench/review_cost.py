@@ -29,6 +29,7 @@ and note in every request, / 4) are printed apart.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import re
@@ -72,6 +73,11 @@ class Figures:
     """US dollars as billed: cached input at the cache price."""
     uncached_cost: float
     """US dollars had no prompt been cached."""
+    wall: float
+    """Seconds the review ran (its run's wall time)."""
+    chain: int
+    """Model calls on the review's longest path: a unit's reviewer (and verifier), then a
+    re-check and the summary, which wait for every unit."""
     reviews: int
     sticky_writes: int
     checks_created: int
@@ -90,6 +96,7 @@ async def review(
     command: str | None = None,
 ) -> Figures:
     calls_before = sum(model.calls.values())
+    roles_before = Counter(model.calls)
     mark = len(fake.calls)
     trigger = Trigger(
         workflow="review",
@@ -125,7 +132,11 @@ async def review(
         for c in writes
         if "/check-runs" in c.path
     )
+    roles = Counter(model.calls) - roles_before
+    unit_chain = 2 if roles["verify"] else 1 if roles["review"] else 0
     return Figures(
+        wall=float(usage.get("wall_seconds") or 0.0),
+        chain=unit_chain + (1 if roles["recheck"] else 0) + (1 if roles["summary"] else 0),
         cached=int(usage.get("cache_read") or 0),
         cost=float(usage.get("cost") or 0.0),
         uncached_cost=(
@@ -190,6 +201,7 @@ async def bench(
     workdir: Path,
     *,
     instructions: bool = False,
+    turn_seconds: float = 0.0,
 ) -> int:
     bare = workdir / "remote" / "octo" / "hello.git"
     await anyio.run_process(["git", "clone", "-q", "--bare", str(bundle), str(bare)])
@@ -199,7 +211,10 @@ async def bench(
     model = ReviewModel(generic=True)
     # Counts the tools and caches prefixes as OpenAI does (tests.fakes.prompt_cache).
     llm = FakeLLM(prefix_cache=True)
-    llm.respond_with(model)
+    if turn_seconds:
+        llm.respond_with(lambda body: dataclasses.replace(model(body), delay=turn_seconds))
+    else:
+        llm.respond_with(model)
     data = workdir / "data"
     rows = []
     with serve_fake_github(fake) as gh_url:
@@ -330,6 +345,17 @@ async def bench(
         f"({cached / sent if sent else 0:.1%}); costliest follow-up {worst[0]:.0%} of its "
         f"full re-review (#{worst[1]})"
     )
+    if turn_seconds:
+        fulls = [(pr["pr"], full) for pr, _, _, full, _ in rows]
+        ratios = [(full.wall / (full.chain * turn_seconds), n, full) for n, full in fulls]
+        worst_ratio, worst_pr, worst_full = max(ratios)
+        median = sorted(r for r, _, _ in ratios)[len(ratios) // 2]
+        print(
+            f"wall time at {turn_seconds:g} s per model turn, full re-reviews: median "
+            f"{median:.2f}x their longest chain of calls, worst {worst_ratio:.2f}x (#{worst_pr}: "
+            f"{worst_full.wall:.1f} s for a chain of {worst_full.chain} calls, "
+            f"{worst_full.calls} calls in all); target at most 1.20x"
+        )
     if instructions:
         spent = instruction_tokens(llm.bodies)
         total = sum(f.tokens for _, first, follow, full, _ in rows for f in (first, follow, full))
@@ -363,6 +389,12 @@ def main() -> int:
     parser.add_argument(
         "--instructions", action="store_true", help="an AGENTS.md and a scoped file on each base"
     )
+    parser.add_argument(
+        "--turn-seconds",
+        type=float,
+        default=0.0,
+        help="the fake model takes this long per turn; prints the reviews' wall time",
+    )
     args = parser.parse_args()
     if not args.bundle.exists() or not args.prs.exists():
         print(f"no bundle or PR list at {args.bundle} / {args.prs}; pass --bundle and --prs")
@@ -372,7 +404,9 @@ def main() -> int:
         prs = prs[: args.limit]
     with tempfile.TemporaryDirectory() as tmp:
         return anyio.run(
-            functools.partial(bench, instructions=args.instructions),
+            functools.partial(
+                bench, instructions=args.instructions, turn_seconds=args.turn_seconds
+            ),
             args.bundle,
             prs,
             Path(tmp),

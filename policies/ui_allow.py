@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
 
 __all__ = [
     "CALLBACK_PATH",
@@ -43,6 +42,8 @@ _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 _SLUG = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _REPO = re.compile(r"[A-Za-z0-9-]{1,39}/[A-Za-z0-9_.-]{1,100}")
 _STATE = re.compile(r"[0-9a-f]{32}")
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)(.*)", re.DOTALL)
+_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::[0-9]{1,5})?")
 _FORMS = "use org:NAME, team:ORG/TEAM-SLUG or repo-admins, separated by commas"
 
 
@@ -111,14 +112,19 @@ def parse_grant(grant: str) -> tuple[Rule, str | None] | None:
 def public_origin(url: str) -> str:
     """BOT_UI_URL as the origin the callback comes back to (`https://host[:port]`);
     ValueError for anything else (a path, a query, credentials, another scheme)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    found = _URL.fullmatch(url.strip())
+    if found is None:
         raise ValueError("must be the app's public address, such as https://bot.example.com")
-    if parts.username or parts.password or parts.query or parts.fragment:
+    scheme, netloc, rest = found.group(1).lower(), found.group(2), found.group(3)
+    if scheme not in ("http", "https") or not netloc:
+        raise ValueError("must be the app's public address, such as https://bot.example.com")
+    if "@" in netloc or "?" in rest or "#" in rest:
         raise ValueError("must be an address without credentials, query or fragment")
-    if parts.path not in ("", "/"):
+    if rest not in ("", "/"):
         raise ValueError("must be the app's address without a path (the page is under /ui/)")
-    return f"{parts.scheme}://{parts.netloc.lower()}"
+    if _HOST.fullmatch(netloc) is None:
+        raise ValueError("must be the app's public address, such as https://bot.example.com")
+    return f"{scheme}://{netloc.lower()}"
 
 
 def callback_url(origin: str) -> str:

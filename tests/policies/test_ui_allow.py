@@ -51,7 +51,17 @@ def test_the_public_origin_has_no_path_and_the_callback_is_under_it() -> None:
     assert public_origin("https://Bot.Example.com/") == "https://bot.example.com"
     assert public_origin("http://127.0.0.1:8000") == "http://127.0.0.1:8000"
     assert callback_url("https://bot.example.com") == "https://bot.example.com/ui/oauth/callback"
-    for bad in ("bot.example.com", "ftp://x", "https://x/ui", "https://u:p@x", "https://x/?a=1"):
+    for bad in (
+        "bot.example.com",
+        "ftp://x",
+        "https://x/ui",
+        "https://u:p@x",
+        "https://x/?a=1",
+        "https://",
+        "https://a b",
+        "https://x#top",
+        "https://x:port",
+    ):
         with pytest.raises(ValueError):
             public_origin(bad)
 

@@ -11,7 +11,6 @@ session deletes it from the store, so its cookie signs no one in, in any receive
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
@@ -21,10 +20,11 @@ from starlette.routing import BaseRoute, Route
 
 from bot.log import get_logger
 from bot.ui.auth import Session, client_address, cookie_settings
+from bot.ui.forms import PageRoutes
 from policies.ui_pages import count
 
 if TYPE_CHECKING:
-    from bot.ui.app import OperatorPage
+    pass
 
 __all__ = ["AccessRoutes"]
 
@@ -33,21 +33,8 @@ log = get_logger(__name__)
 AUDIT_PAGE = 100
 
 
-class AccessRoutes:
+class AccessRoutes(PageRoutes):
     """The sign-in, sign-out, audit and sessions routes, on the page's plumbing."""
-
-    def __init__(
-        self,
-        page: OperatorPage,
-        *,
-        prefix: str,
-        form: Callable[[Request], Awaitable[dict[str, str]]],
-        forbidden: Callable[[], Response],
-    ) -> None:
-        self.page = page
-        self.prefix = prefix
-        self.form = form
-        self.forbidden = forbidden
 
     async def sign_in_form(self, request: Request) -> Response:
         context = self.page.sign_in_context(None)

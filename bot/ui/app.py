@@ -22,7 +22,6 @@ escaped where it is built.
 from __future__ import annotations
 
 import functools
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -229,39 +228,19 @@ class OperatorPage:
 
     def routes(self) -> list[BaseRoute]:
         return [
-            *AccessRoutes(self, prefix=PREFIX, form=_form, forbidden=_forbidden).routes(),
+            *AccessRoutes(self, prefix=PREFIX).routes(),
             *(self.github_sign_in.routes() if self.github_sign_in is not None else ()),
             *ListRoutes(self, prefix=PREFIX).routes(),
-            *DetailRoutes(self, prefix=PREFIX, form=_form, forbidden=_forbidden).routes(),
-            *ReportRoutes(self).routes(),
-            *RetryRoutes(self, prefix=PREFIX, form=_form, forbidden=_forbidden).routes(),
+            *DetailRoutes(self, prefix=PREFIX).routes(),
+            *ReportRoutes(self, prefix=PREFIX).routes(),
+            *RetryRoutes(self, prefix=PREFIX).routes(),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
-
-
-MAX_FORM = 4096
 
 
 def _is_live(path: str) -> bool:
     """Whether `path` is one the page's script polls (answered 401, not redirected)."""
     return path.endswith("/live") or f"{PREFIX}/live/" in path
-
-
-async def _form(request: Request) -> dict[str, str]:
-    """An url-encoded form's fields (the first of each); the page's forms are small, so a
-    longer body is read no further and counts as empty."""
-    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        return {}
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM:
-            return {}
-    try:
-        fields = urllib.parse.parse_qs(body.decode("utf-8", "replace"), max_num_fields=10)
-    except ValueError:  # more fields than any of the page's forms has
-        return {}
-    return {key: values[0] for key, values in fields.items() if values}
 
 
 def _unconfirmed(request: Request) -> Response:
@@ -272,12 +251,6 @@ def _unconfirmed(request: Request) -> Response:
         status_code=503,
         media_type="text/plain",
         headers={"retry-after": "10"},
-    )
-
-
-def _forbidden() -> Response:
-    return Response(
-        "forbidden: this form needs its CSRF token", status_code=403, media_type="text/plain"
     )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -22,13 +21,13 @@ from starlette.routing import BaseRoute, Route
 
 from bot.log import get_logger
 from bot.ui import queries
+from bot.ui.forms import PageRoutes
 from bot.ui.retry import retry_facts
 from bot.ui.runview import agent_view, run_view
 from policies.outcome import OUTCOME_STATUSES
 from policies.ui_pages import count
 
 if TYPE_CHECKING:
-    from bot.ui.app import OperatorPage
     from bot.ui.auth import Session
 
 __all__ = ["DetailRoutes"]
@@ -38,21 +37,8 @@ log = get_logger(__name__)
 STOP_REASON = "stopped from the operator's page"
 
 
-class DetailRoutes:
+class DetailRoutes(PageRoutes):
     """The routes of a delivery's page and a run's pages, on the page's plumbing."""
-
-    def __init__(
-        self,
-        page: OperatorPage,
-        *,
-        prefix: str,
-        form: Callable[[Request], Awaitable[dict[str, str]]],
-        forbidden: Callable[[], Response],
-    ) -> None:
-        self.page = page
-        self.prefix = prefix
-        self.form = form
-        self.forbidden = forbidden
 
     async def delivery(self, request: Request, session: Session) -> Response:
         store = self.page.store

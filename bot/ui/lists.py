@@ -20,24 +20,20 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.ui import queries
+from bot.ui.forms import PageRoutes
 from policies.outcome import OUTCOME_STATUSES
 from policies.ui_pages import decode_cursor, page_size
 from policies.ui_queue import SILENT_AFTER_S, STATES
 from policies.ui_search import MAX_QUERY, parse_search
 
 if TYPE_CHECKING:
-    from bot.ui.app import OperatorPage
     from bot.ui.auth import Session
 
 __all__ = ["ListRoutes"]
 
 
-class ListRoutes:
+class ListRoutes(PageRoutes):
     """The routes of the deliveries, runs, search and queue pages, on the page's plumbing."""
-
-    def __init__(self, page: OperatorPage, *, prefix: str) -> None:
-        self.page = page
-        self.prefix = prefix
 
     # -- deliveries ----------------------------------------------------------------------
 

@@ -20,23 +20,20 @@ from starlette.routing import BaseRoute, Route
 
 from bot.ui import queries
 from bot.ui.findings import findings_view
+from bot.ui.forms import PageRoutes
 from bot.ui.learnings import learnings_view
 from bot.ui.svg import cost_chart_svg
 from policies.ui_costs import DAY, RunCost, Usage, day_of, per_day, per_key, stacks
 from policies.ui_pages import count
 
 if TYPE_CHECKING:
-    from bot.ui.app import OperatorPage
     from bot.ui.auth import Session
 
 __all__ = ["ReportRoutes"]
 
 
-class ReportRoutes:
+class ReportRoutes(PageRoutes):
     """The routes of the costs, findings and learnings pages, on the page's plumbing."""
-
-    def __init__(self, page: OperatorPage) -> None:
-        self.page = page
 
     async def costs(self, request: Request, session: Session) -> Response:
         store = self.page.store

@@ -9,7 +9,6 @@ under way is refused (409, saying why). `/ui/refusals` lists the newest refused 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
@@ -21,11 +20,11 @@ from bot.log import get_logger
 from bot.store.backend import job_queue
 from bot.store.contract import Storage
 from bot.store.retry import Retried, RetryRecord
+from bot.ui.forms import PageRoutes
 from policies.retry import Verdict
 from policies.ui_pages import count
 
 if TYPE_CHECKING:
-    from bot.ui.app import OperatorPage
     from bot.ui.auth import Session
 
 log = get_logger(__name__)
@@ -39,21 +38,8 @@ def retry_facts(store: Storage, guid: str) -> tuple[Verdict, list[RetryRecord]]:
     return said.verdict, store.retries_of(guid)
 
 
-class RetryRoutes:
+class RetryRoutes(PageRoutes):
     """The routes of the Retry buttons and the refusals list, on the page's plumbing."""
-
-    def __init__(
-        self,
-        page: OperatorPage,
-        *,
-        prefix: str,
-        form: Callable[[Request], Awaitable[dict[str, str]]],
-        forbidden: Callable[[], Response],
-    ) -> None:
-        self.page = page
-        self.prefix = prefix
-        self.form = form
-        self.forbidden = forbidden
 
     async def _retry(self, request: Request, session: Session, guid: str, back: str) -> Response:
         page = self.page

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from bot.store.postgres.store import PostgresStore
 from bot.store.queue.base import Job, backoff_seconds
 from bot.store.queue.postgres import PostgresJobQueue
 from bot.store.queue.sqlite import SqliteJobQueue
-from bot.store.sqlite import Store
+from bot.store.sqlite import MIGRATIONS, Store, connect
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -113,3 +114,16 @@ def end_job(store: Storage, job: Job, how: str, error: str = "boom") -> None:
         else:
             status = "succeeded" if how == "done" else "failed"
             conn.execute("SELECT procrastinate_finish_job_v1(%s, %s, false)", (job.id, status))
+
+
+def sqlite_before(path: Path, step: str) -> sqlite3.Connection:
+    """A SQLite database at `path` migrated up to, not including, the migration `step` (one of
+    `bot.store.sqlite.MIGRATIONS`), as an older release left it; the caller closes it."""
+    conn = connect(path)
+    before = MIGRATIONS.index(step)
+    for earlier in MIGRATIONS[:before]:
+        for statement in earlier.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    conn.execute(f"PRAGMA user_version={before}")
+    return conn

@@ -9,9 +9,9 @@ import pytest
 
 from bot.store.contract import Storage
 from bot.store.learnings import NUMBERS_TABLE
-from bot.store.sqlite import MIGRATIONS, Store, connect
+from bot.store.sqlite import Store
 from policies.learnings import MAX_TEXT
-from tests.backends import BACKENDS, backend_store
+from tests.backends import BACKENDS, backend_store, sqlite_before
 
 
 @pytest.fixture(params=BACKENDS)
@@ -91,13 +91,7 @@ def test_a_database_with_learnings_from_before_the_counter_goes_on_from_the_high
     data_dir: Path,
 ) -> None:
     path = data_dir / "bot.sqlite3"
-    conn = connect(path)
-    before = MIGRATIONS.index(NUMBERS_TABLE)
-    for step in MIGRATIONS[:before]:
-        for statement in step.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-    conn.execute(f"PRAGMA user_version={before}")
+    conn = sqlite_before(path, NUMBERS_TABLE)
     for number in (1, 4):
         conn.execute(
             "INSERT INTO learnings VALUES ('acme/api', ?, 't', 'm', ?, '', '', '[]', 1)",

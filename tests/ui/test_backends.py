@@ -128,17 +128,12 @@ def test_the_audit_lists_newest_first_by_pages(store: Storage) -> None:
 def test_a_session_signed_in_before_the_audit_existed_survives_the_migration(
     data_dir: Path,
 ) -> None:
-    from bot.store.sqlite import MIGRATIONS, Store, connect
+    from bot.store.sqlite import Store
     from bot.store.ui_access import SQLITE_STEP
+    from tests.backends import sqlite_before
 
     path = data_dir / "bot.sqlite3"
-    conn = connect(path)
-    before = MIGRATIONS.index(SQLITE_STEP)
-    for step in MIGRATIONS[:before]:
-        for statement in step.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-    conn.execute(f"PRAGMA user_version={before}")
+    conn = sqlite_before(path, SQLITE_STEP)
     conn.execute(
         "INSERT INTO ui_sessions (id, created_at, expires_at) VALUES (?, 1, 9e12)", ("d" * 32,)
     )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.ui.test_browser import ARGS
+from tests.ui.test_browser import browser
 from tests.ui.test_github_sign_in import World, world
 
 if TYPE_CHECKING:
@@ -18,20 +18,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    from tests.conftest import chromium_path
-
-    path = chromium_path()
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(path), args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+__all__ = ["browser"]  # the module's Chromium, from the page's other browser tests
 
 
 @pytest.fixture

@@ -243,3 +243,20 @@ def test_odd_sign_in_bodies_are_refused_not_errors(client: httpx.Client) -> None
     assert client.post("/ui/sign-in", data={"token": "x" * 10_000}).status_code == 401
     r = client.post("/ui/sign-in", content=b"{}", headers={"content-type": "application/json"})
     assert r.status_code == 401
+
+
+def test_a_run_page_says_how_much_input_came_from_the_providers_cache(
+    client: httpx.Client, seeded: Seeded
+) -> None:
+    sign_in(client)
+    run = seeded.store.get_run(seeded.finished)
+    assert run is not None and run.outcome is not None
+    before = client.get(f"/ui/runs/{seeded.finished}").text
+    assert "from the provider's cache" not in before
+    usage = {**run.outcome["usage"], "cache_read": 5_120}
+    seeded.store.update_run(run.id, status=run.status, outcome={**run.outcome, "usage": usage})
+    seeded.store.record_run_usage(
+        run.id, input_tokens=6_660, output_tokens=740, cost=0.2, finished_at=run.updated_at
+    )
+    html = client.get(f"/ui/runs/{seeded.finished}").text
+    assert "6,660 in (5,120 from the provider's cache), 740 out" in html

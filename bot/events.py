@@ -95,6 +95,7 @@ class _Comment(_Model):
     path: Lenient[str] = None
     line: Lenient[int] = None
     diff_hunk: Lenient[str] = None
+    in_reply_to_id: Lenient[int] = None  # a review comment's: the thread's first comment
     updated_at: Lenient[str] = None
     submitted_at: Lenient[str] = None  # a review's (it has no updated_at)
     state: Lenient[str] = None  # a review's
@@ -218,6 +219,7 @@ def _event(name: str, delivery_id: str, p: _Payload) -> Event:
         comment_path=comment.path if comment else None,
         comment_line=comment.line if comment else None,
         comment_diff_hunk=comment.diff_hunk if comment else None,
+        comment_in_reply_to=comment.in_reply_to_id if comment else None,
         author_login=target.user.login if target and target.user else None,
         labels=_labels(target.labels) if target else (),
         html_url=target.html_url if target else None,

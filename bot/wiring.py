@@ -51,7 +51,7 @@ from policies.config import (
 )
 from policies.config import extends_target as read_extends
 from policies.event import Event
-from policies.finding_fates import PullClosed
+from policies.finding_fates import PullClosed, ThreadDeclined
 from policies.readiness import Setup
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.runs.execute import RunExecutor
     from bot.runs.leftovers import sweep_forever
     from bot.workflows.flows import FLOWS
-    from bot.workflows.review.fates import close_pull
+    from bot.workflows.review.fates import close_pull, learn_from_reply
     from bot.workflows.review.memory import review_state_key
 
     slug = _learn_slug(settings)
@@ -249,6 +249,13 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
             client = github.installation(closed.installation_id, owner, repo)
         return await close_pull(store, closed, client=client, bot_login=executor.bot_login)
 
+    async def thread_declined(declined: ThreadDeclined) -> str:
+        if declined.installation_id is None:
+            return "a reply declining a finding, without an installation"
+        owner, repo = declined.repo.split("/", 1)
+        client = github.installation(declined.installation_id, owner, repo)
+        return await learn_from_reply(store, declined, client=client, bot_login=executor.bot_login)
+
     async def stop_run(run_id: str, reason: str) -> bool:
         try:
             await engine.stop(run_id, reason)
@@ -277,4 +284,5 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         setup=_setup(settings, credentials=True),
         app_id=settings.app_id,
         pull_closed=pull_closed,
+        thread_declined=thread_declined,
     )

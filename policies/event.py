@@ -42,6 +42,8 @@ class Event:
     comment_path: str | None = None
     comment_line: int | None = None
     comment_diff_hunk: str | None = None
+    comment_in_reply_to: int | None = None
+    """A reply in a review thread: the thread's first comment (GitHub's `in_reply_to_id`)."""
     author_login: str | None = None
     labels: tuple[str, ...] = ()
     html_url: str | None = None

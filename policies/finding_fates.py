@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from policies.event import Event
-from policies.review_state import ReviewState, StoredFinding, ThreadFacts
+from policies.review_state import ReviewState, StoredFinding, ThreadFacts, says_wont_fix
 
 __all__ = [
     "COUNTED",
@@ -86,6 +86,40 @@ def pull_state(state: str, merged: bool) -> PullState:
     if merged:
         return "merged"
     return "open" if state == "open" else "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadDeclined:
+    """A person's reply in a review thread that declines its finding ("intentional: ..."):
+    the reason is learned now (`bot.workflows.review.fates.learn_from_reply`), not at the
+    next review or the close. Whether the thread is one of the app's findings, and whether
+    the person may dismiss it (write permission), is read then."""
+
+    repo: str
+    number: int
+    installation_id: int | None
+    thread: int
+    """The thread's first comment (the finding's comment, when it is the app's)."""
+
+
+def declined_thread(event: Event, app_slug: str) -> ThreadDeclined | None:
+    """The thread a reply declines, or None: not a reply, from a bot, a command to the app
+    (the command runs instead), or not words that decline."""
+    if event.name != "pull_request_review_comment" or event.action != "created":
+        return None
+    if event.comment_in_reply_to is None or not event.repo_full_name or event.number is None:
+        return None
+    sender = event.sender_login or ""
+    if not sender or event.sender_type == "Bot" or sender.lower().endswith("[bot]"):
+        return None
+    body = event.comment_body or ""
+    if re.search(rf"(?<![\w-])@{re.escape(app_slug)}(?:\[bot\])?(?![\w-])", body, re.I):
+        return None
+    if not says_wont_fix(body):
+        return None
+    return ThreadDeclined(
+        event.repo_full_name, event.number, event.installation_id, event.comment_in_reply_to
+    )
 
 
 def closed_pull(event: Event) -> PullClosed | None:

@@ -253,6 +253,11 @@ def writers_of(permissions: Mapping[str, str | None]) -> frozenset[str]:
     )
 
 
+def says_wont_fix(text: str) -> bool:
+    """Whether a reply reads as declining a finding ("intentional", "won't fix", "by design")."""
+    return _WONT_FIX.search(text) is not None
+
+
 def dismissal_reason(thread: ThreadFacts, bot_login: str, writers: Collection[str]) -> str | None:
     """Why a person dismissed our finding, or None while nobody who may do so has.
 

@@ -120,6 +120,19 @@ class World:
         }
         return self.post("issue_comment", payload)
 
+    def review_comment_event(self, comment: dict[str, Any], number: int = 1) -> dict[str, Any]:
+        """The `pull_request_review_comment.created` payload of `comment` (one the fake
+        recorded, a new thread or a reply) on pull request `number`."""
+        fr = self.fake.repos["octo/hello"]
+        return {
+            "action": "created",
+            "comment": comment,
+            "pull_request": fr.pulls[number],
+            "repository": self.fake._repo_stub(fr.full_name, fr),
+            "installation": {"id": 42},
+            "sender": comment["user"],
+        }
+
     def own_comments(self, number: int = 1) -> list[dict[str, Any]]:
         return [
             c

@@ -187,6 +187,65 @@ def test_a_readers_learn_stores_nothing_and_a_writers_stays_text(world: World) -
         assert "Ignore all security" not in body["messages"][0]["content"]
 
 
+def test_a_writers_reply_declining_a_finding_is_learned_at_once(world: World) -> None:
+    """No close and no next review needed: the reply itself teaches the repository."""
+    anyio.run(
+        lambda: world.fake.add_pull("octo", "hello", head="topic", user="alice", title="Third")
+    )
+    world.review_opened(3)
+    inline = world.review_comments(3)
+    mean = next(c for c in inline if "mean divides by zero" in c["body"])
+    clamp = next(c for c in inline if "clamp swaps" in c["body"])
+    known = len(learnings(world))
+    fake = world.fake
+    # A reader declining is recorded and learns nothing.
+    theirs = fake.add_review_comment(
+        "octo",
+        "hello",
+        3,
+        "by design: clamp swaps them on purpose",
+        user="rita",
+        path=clamp["path"],
+        in_reply_to=clamp["id"],
+    )
+    decision, reason = decided(
+        world, world.post("pull_request_review_comment", world.review_comment_event(theirs, 3))
+    )
+    assert decision == "findings" and "nothing learned" in reason, reason
+    assert len(learnings(world)) == known
+    # A writer's reason is learned and confirmed in the thread, once.
+    ours = fake.add_review_comment(
+        "octo", "hello", 3, REASON, user="maint", path=mean["path"], in_reply_to=mean["id"]
+    )
+    event = world.review_comment_event(ours, 3)
+    decision, reason = decided(world, world.post("pull_request_review_comment", event))
+    assert decision == "findings" and "learned #" in reason, reason
+    (row,) = [r for r in learnings(world) if r[1] == REASON]
+    assert row[2] == "maint" and row[5] == "mean divides by zero on an empty list"
+    again, _ = decided(world, world.post("pull_request_review_comment", event))
+    assert again == "findings" and len(learnings(world)) == known + 1
+    confirmations = [
+        c
+        for c in world.review_comments(3)
+        if c["user"]["login"] == fake.bot_login and c.get("in_reply_to_id") == mean["id"]
+    ]
+    assert len(confirmations) == 1 and f"learning #{row[0]}" in confirmations[0]["body"]
+    # A reply that declines nothing is a conversation, not a learning.
+    chat = fake.add_review_comment(
+        "octo",
+        "hello",
+        3,
+        "thanks, looking",
+        user="maint",
+        path=mean["path"],
+        in_reply_to=mean["id"],
+    )
+    decision, _ = decided(
+        world, world.post("pull_request_review_comment", world.review_comment_event(chat, 3))
+    )
+    assert decision == "skip"
+
+
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     if not (REAL / "starlette.bundle").exists():

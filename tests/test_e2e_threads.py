@@ -118,20 +118,8 @@ def in_thread(
         in_reply_to=reply_to,
     )
     return world.post(
-        "pull_request_review_comment", review_comment_payload(world, comment, number)
+        "pull_request_review_comment", world.review_comment_event(comment, number)
     ), comment
-
-
-def review_comment_payload(world: World, comment: dict[str, Any], number: int) -> dict[str, Any]:
-    fr = world.fake.repos["octo/hello"]
-    return {
-        "action": "created",
-        "comment": comment,
-        "pull_request": fr.pulls[number],
-        "repository": world.fake._repo_stub(fr.full_name, fr),
-        "installation": {"id": 42},
-        "sender": comment["user"],
-    }
 
 
 def finding(world: World, title: str, number: int = 1) -> dict[str, Any]:
@@ -200,7 +188,7 @@ def test_a_retried_run_and_a_replayed_delivery_reply_no_second_time(world: World
     assert len(posts_to(world, f"/comments/{mean['id']}/replies", start)) == 1
 
     conversation = len(world.own_comments())
-    again = world.post("pull_request_review_comment", review_comment_payload(world, asked, 1))
+    again = world.post("pull_request_review_comment", world.review_comment_event(asked, 1))
 
     def decided() -> bool:
         rows = world.query("SELECT decision FROM deliveries WHERE guid = ?", again)
@@ -234,7 +222,7 @@ def test_a_reply_whose_first_comment_was_deleted_is_answered_in_the_conversation
     )
     world.fake.delete_review_comment(first["id"])
     conversation = len(world.own_comments())
-    guid = world.post("pull_request_review_comment", review_comment_payload(world, comment, 1))
+    guid = world.post("pull_request_review_comment", world.review_comment_event(comment, 1))
     _, status = world.finished(guid)
     assert status == "succeeded", world.log.read_text()[-3000:]
     assert replies_to(world, first["id"]) == [] and replies_to(world, comment["id"]) == []
@@ -301,7 +289,7 @@ def test_fix_in_a_new_thread_on_someone_elses_pull_request_opens_a_draft_into_it
         path="calc/ops.py",
         line=22,
     )
-    guid = world.post("pull_request_review_comment", review_comment_payload(world, asked, 1))
+    guid = world.post("pull_request_review_comment", world.review_comment_event(asked, 1))
     _, status = world.finished(guid)
     assert status == "succeeded", world.log.read_text()[-4000:]
     (number,) = set(world.fake.repos["octo/hello"].pulls) - pulls

@@ -36,7 +36,7 @@ from bot.store.queue.fence import Fence, fenced
 from policies.command_rate import WINDOW_S, is_limited, limited
 from policies.config import ConfigError, RepoConfig, parse_repo_config
 from policies.event import Decision, Event, Skip, SkipReason, Trigger
-from policies.finding_fates import PullClosed, closed_pull
+from policies.finding_fates import PullClosed, ThreadDeclined, closed_pull, declined_thread
 from policies.interaction import resolve_run_interaction_policy
 from policies.lifecycle import LifecycleChange, inactive_skip, lifecycle_change
 from policies.outcome import OUTCOME_STATUSES
@@ -96,6 +96,9 @@ class Executor(Protocol):
 
 
 PullClosedHandler = Callable[[PullClosed], Awaitable[str]]
+ThreadDeclinedHandler = Callable[[ThreadDeclined], Awaitable[str]]
+"""Learns the reason a person gave in declining a finding's thread; the line the delivery
+keeps."""
 """Records the fates of a closed pull request's findings; returns the line the delivery keeps."""
 
 
@@ -147,6 +150,9 @@ class WorkerHooks:
     """What the operator configured (the wiring always says): a trigger it cannot carry out
     is skipped `not_configured` before a run is recorded (`policies.readiness`). None: not
     checked, for a caller that only wants the decisions recorded."""
+    thread_declined: ThreadDeclinedHandler | None = None
+    """Learns now from a reply that declines one of the app's findings
+    (`pull_request_review_comment.created`, `policies.finding_fates.declined_thread`)."""
     pull_closed: PullClosedHandler | None = None
     """Records what became of a closed pull request's findings (`pull_request.closed`,
     `bot.workflows.review.fates`); None: that delivery is skipped as an unrouted action."""
@@ -459,6 +465,9 @@ class Worker:
         if isinstance(decision, PullClosed):
             await self._pull_closed(delivery, decision)
             return
+        if isinstance(decision, ThreadDeclined):
+            await self._thread_declined(delivery, decision)
+            return
         if isinstance(decision, Skip):
             await self._record(delivery.guid, "skip", reason=decision.message)
             log.info("skipped", extra={"decision": "skip", "reason": decision.message})
@@ -490,9 +499,17 @@ class Worker:
             await self._record(delivery.guid, "findings", reason=reason)
             log.info("finding fates recorded", extra={"reason": reason})
 
+    async def _thread_declined(self, delivery: DeliveryRecord, declined: ThreadDeclined) -> None:
+        """Learn from a reply declining a finding, and record the delivery's decision."""
+        assert self.hooks.thread_declined is not None  # `_decide` returns it only then
+        with bound(repo=declined.repo, number=declined.number):
+            reason = await self.hooks.thread_declined(declined)
+            await self._record(delivery.guid, "findings", reason=reason)
+            log.info("a declined finding's thread read", extra={"reason": reason})
+
     async def _decide(
         self, delivery: DeliveryRecord
-    ) -> tuple[Event, Decision | LifecycleChange | PullClosed] | None:
+    ) -> tuple[Event, Decision | LifecycleChange | PullClosed | ThreadDeclined] | None:
         """The decision for a delivery, or None when its payload is unusable (then recorded)."""
 
         if delivery.event == "ping":
@@ -529,6 +546,13 @@ class Worker:
         closed = closed_pull(event) if self.hooks.pull_closed is not None else None
         if closed is not None:
             return event, closed
+        declined = (
+            declined_thread(event, self.app_slug)
+            if self.hooks.thread_declined is not None
+            else None
+        )
+        if declined is not None:
+            return event, declined
         refused = foreign_check(event, self.hooks.app_id)
         if refused is not None:
             return event, refused

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from policies.event import Event
@@ -219,3 +221,31 @@ def test_outcome_counts() -> None:
 )
 def test_pull_state(state: str, merged: bool, want: str) -> None:
     assert pull_state(state, merged) == want
+
+
+def test_only_a_persons_reply_that_declines_a_finding_is_taken_at_once() -> None:
+    from policies.event import Event
+    from policies.finding_fates import ThreadDeclined, declined_thread
+
+    reply = Event(
+        name="pull_request_review_comment",
+        delivery_id="d",
+        action="created",
+        repo_full_name="octo/hello",
+        number=3,
+        installation_id=42,
+        sender_login="maint",
+        sender_type="User",
+        comment_body="intentional: callers check first",
+        comment_in_reply_to=101,
+    )
+    assert declined_thread(reply, "app") == ThreadDeclined("octo/hello", 3, 42, 101)
+    for changed in (
+        {"comment_in_reply_to": None},  # a new thread, not a reply
+        {"action": "edited"},
+        {"sender_login": "dependabot[bot]", "sender_type": "Bot"},
+        {"comment_body": "@app fix this, it is intentional"},  # a command runs instead
+        {"comment_body": "thanks, looking into it"},  # declines nothing
+        {"name": "issue_comment"},
+    ):
+        assert declined_thread(dataclasses.replace(reply, **changed), "app") is None, changed

@@ -35,7 +35,13 @@ from bot.workflows.review.memory import (
     save_state,
     writers_among,
 )
-from policies.finding_fates import PullClosed, PullState, fates_of, marked_fixed_by
+from policies.finding_fates import (
+    PullClosed,
+    PullState,
+    ThreadDeclined,
+    fates_of,
+    marked_fixed_by,
+)
 from policies.review_state import ReviewState, writers_of
 from policies.triggers import is_app_account
 
@@ -160,3 +166,34 @@ async def close_pull(
         tally[fate.outcome] = tally.get(fate.outcome, 0) + 1
     figures = ", ".join(f"{n} {outcome}" for outcome, n in sorted(tally.items()))
     return f"pull request {closed.state}: {len(fates)} findings ({figures})"
+
+
+async def learn_from_reply(
+    store: Storage, declined: ThreadDeclined, *, client: InstallationClient, bot_login: str
+) -> str:
+    """A person declined a finding in its thread: when the thread is one of the app's and
+    the person may dismiss it, the finding is dismissed in the memory and the reason learned
+    and confirmed now (`learn.harvest`, which learns a source once); the line the delivery
+    records."""
+    state = await load_state(store, declined.repo, declined.number, bot_login=bot_login)
+    if not any(f.comment_id == declined.thread for f in state.findings):
+        return "a reply in a thread that is not one of the app's findings"
+    threads = await client.review_threads(declined.number)
+    writers = await writers_among(client, state, threads, bot_login=bot_login)
+    before = state
+    state, _ = apply_threads(state, threads, bot_login=bot_login, writers=writers)
+    learned = await learn.harvest(
+        store,
+        client,
+        declined.number,
+        before,
+        state,
+        threads,
+        writers=writers,
+        bot_login=bot_login,
+    )
+    await save_state(store, declined.repo, declined.number, state)
+    if not learned:
+        return "a reply declining a finding: nothing learned (not a writer's reason, or known)"
+    numbers = ", ".join(f"#{x.number}" for x in learned)
+    return f"a reply declining a finding: learned {numbers}"

@@ -6,8 +6,10 @@ App's client id and the callback on BOT_UI_URL. The callback is refused unless i
 to BOT_UI_URL's host, carries a state of this browser's cookie that the store still holds
 (taken there at once: a replayed callback finds nothing), and a code GitHub trades for a
 person whom a rule of BOT_UI_ALLOW lets in. The state cookie is SameSite=Lax, because the
-callback is a navigation from github.com: a Strict cookie would not come back with it; the
-session cookie it leads to is Strict, as the token's is.
+callback is a navigation from github.com: a Strict cookie would not come back with it. The
+session cookie it sets is Strict, as the token's is, so the callback answers with a page of
+its own that moves on to /ui/ (a meta refresh): a redirect would still be part of the
+navigation github.com started, and carry no Strict cookie.
 """
 
 from __future__ import annotations
@@ -148,7 +150,11 @@ class SignInRoutes:
         cookie = await self.page.gate.start(login=person.login, grant=grant, client=client)
         await self.page.audit(person.login, "sign-in", "", f"GitHub, as {grant}", request)
         log.info("operator page: signed in with GitHub", extra={"login": person.login})
-        response = RedirectResponse(f"{self.origin}/ui/", status_code=303)
+        # A page of the app's own that moves on by itself, not a redirect: the way back
+        # started on github.com, and a browser sends no SameSite=Strict cookie on a
+        # navigation another site started, redirects included; this page's is the app's.
+        body = self.page.render("signed_in.html", request, None, login=person.login)
+        response = HTMLResponse(body)
         settings = cookie_settings(request)
         settings["secure"] = self.origin.startswith("https://")
         response.set_cookie(value=cookie, **settings)  # type: ignore[arg-type]

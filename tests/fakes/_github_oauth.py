@@ -27,6 +27,7 @@ Codes and user tokens expire by `clock()`, which a test may monkeypatch to move 
 
 from __future__ import annotations
 
+import html
 import json
 import secrets
 import string
@@ -283,7 +284,16 @@ def oauth_routes(fake: FakeGitHub) -> list[tuple[str, str, str, Handler]]:
         fake.oauth_codes[code] = OAuthCode(
             fake.web_user, client_id, target, clock() + fake.oauth_code_ttl_s
         )
-        return RedirectResponse(_with_query(target, {"code": code}, state), 302)
+        back = _with_query(target, {"code": code}, state)
+        if fake.oauth_asks:
+            # The person approves on GitHub's page: the way back starts on github.com.
+            link = html.escape(back, quote=True)
+            page = (
+                '<!doctype html><title>Authorize</title><link rel="icon" href="data:,">'
+                f'<a id="authorize" href="{link}">Authorize</a>'
+            )
+            return HTMLResponse(page)
+        return RedirectResponse(back, 302)
 
     async def access_token(ctx: Ctx) -> Response:
         params: dict[str, str] = ctx.json if isinstance(ctx.json, dict) else {}

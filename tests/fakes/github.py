@@ -174,6 +174,9 @@ class FakeGitHub:
         self.oauth_callback_urls: list[str] = []  # the App's registered callback URLs
         self.web_user: str | None = None  # who is signed in to github.com in the browser
         self.oauth_code_ttl_s = CODE_TTL_S
+        # True: the authorize page asks the person to click "Authorize" (#authorize) instead
+        # of sending them straight back, as GitHub does before the first approval.
+        self.oauth_asks = False
         self.oauth_codes: dict[str, OAuthCode] = {}  # codes not yet exchanged
         self.user_tokens: dict[str, UserToken] = {}  # `ghu_` value → its user, expiry
         self.orgs = Orgs(self._id)

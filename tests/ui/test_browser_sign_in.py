@@ -23,7 +23,9 @@ __all__ = ["browser"]  # the module's Chromium, from the page's other browser te
 
 @pytest.fixture
 def signed(tmp_path: Path, browser: Browser) -> Iterator[tuple[World, Page, list[str]]]:
-    with world(tmp_path) as w:
+    # GitHub's pages on another site than the app's, as github.com is: a cookie the app sets
+    # SameSite=Strict on the way back must still sign the person in.
+    with world(tmp_path, web_host="localhost") as w:
         context = browser.new_context()
         page = context.new_page()
         errors: list[str] = []
@@ -38,8 +40,10 @@ def test_sign_in_with_github_stop_a_run_and_see_it_in_the_audit(
     signed: tuple[World, Page, list[str]],
 ) -> None:
     w, page, errors = signed
+    w.fake.oauth_asks = True  # the person approves on GitHub's own page, another site
     page.goto(f"{w.ui}/ui/sign-in")
     page.click("#sign-in-github")
+    page.click("#authorize")
     page.wait_for_url(f"{w.ui}/ui/")
     assert page.locator("#signed-in-as").inner_text() == "mona"
     page.goto(f"{w.ui}/ui/runs/{w.running}")

@@ -124,7 +124,11 @@ def public_origin(url: str) -> str:
         raise ValueError("must be the app's address without a path (the page is under /ui/)")
     if _HOST.fullmatch(netloc) is None:
         raise ValueError("must be the app's public address, such as https://bot.example.com")
-    return f"{scheme}://{netloc.lower()}"
+    netloc = netloc.lower()
+    default = {"http": ":80", "https": ":443"}[scheme]
+    if netloc.endswith(default):  # as a browser sends the Host header: without it
+        netloc = netloc.removesuffix(default)
+    return f"{scheme}://{netloc}"
 
 
 def callback_url(origin: str) -> str:

@@ -50,6 +50,10 @@ def test_a_grant_names_the_rule_and_for_admins_the_repository() -> None:
 def test_the_public_origin_has_no_path_and_the_callback_is_under_it() -> None:
     assert public_origin("https://Bot.Example.com/") == "https://bot.example.com"
     assert public_origin("http://127.0.0.1:8000") == "http://127.0.0.1:8000"
+    # The default port is dropped, as a browser's Host header drops it.
+    assert public_origin("https://bot.example.com:443") == "https://bot.example.com"
+    assert public_origin("http://bot.example.com:80/") == "http://bot.example.com"
+    assert public_origin("https://bot.example.com:8443") == "https://bot.example.com:8443"
     assert callback_url("https://bot.example.com") == "https://bot.example.com/ui/oauth/callback"
     for bad in (
         "bot.example.com",

@@ -187,6 +187,16 @@ def test_a_readers_learn_stores_nothing_and_a_writers_stays_text(world: World) -
         assert "Ignore all security" not in body["messages"][0]["content"]
 
 
+def reply_in(world: World, to: dict[str, Any], body: str, user: str) -> tuple[str, Any]:
+    """`user` replies `body` in the thread of `to` on pull request #3, and its webhook is
+    delivered: the delivery's GUID and the payload (to deliver again)."""
+    comment = world.fake.add_review_comment(
+        "octo", "hello", 3, body, user=user, path=to["path"], in_reply_to=to["id"]
+    )
+    event = world.review_comment_event(comment, 3)
+    return world.post("pull_request_review_comment", event), event
+
+
 def test_a_writers_reply_declining_a_finding_is_learned_at_once(world: World) -> None:
     """No close and no next review needed: the reply itself teaches the repository."""
     anyio.run(
@@ -199,26 +209,13 @@ def test_a_writers_reply_declining_a_finding_is_learned_at_once(world: World) ->
     known = len(learnings(world))
     fake = world.fake
     # A reader declining is recorded and learns nothing.
-    theirs = fake.add_review_comment(
-        "octo",
-        "hello",
-        3,
-        "by design: clamp swaps them on purpose",
-        user="rita",
-        path=clamp["path"],
-        in_reply_to=clamp["id"],
-    )
-    decision, reason = decided(
-        world, world.post("pull_request_review_comment", world.review_comment_event(theirs, 3))
-    )
+    guid, _ = reply_in(world, clamp, "by design: clamp swaps them on purpose", "rita")
+    decision, reason = decided(world, guid)
     assert decision == "findings" and "nothing learned" in reason, reason
     assert len(learnings(world)) == known
     # A writer's reason is learned and confirmed in the thread, once.
-    ours = fake.add_review_comment(
-        "octo", "hello", 3, REASON, user="maint", path=mean["path"], in_reply_to=mean["id"]
-    )
-    event = world.review_comment_event(ours, 3)
-    decision, reason = decided(world, world.post("pull_request_review_comment", event))
+    ours, event = reply_in(world, mean, REASON, "maint")
+    decision, reason = decided(world, ours)
     assert decision == "findings" and "learned #" in reason, reason
     (row,) = [r for r in learnings(world) if r[1] == REASON]
     assert row[2] == "maint" and row[5] == "mean divides by zero on an empty list"
@@ -231,18 +228,7 @@ def test_a_writers_reply_declining_a_finding_is_learned_at_once(world: World) ->
     ]
     assert len(confirmations) == 1 and f"learning #{row[0]}" in confirmations[0]["body"]
     # A reply that declines nothing is a conversation, not a learning.
-    chat = fake.add_review_comment(
-        "octo",
-        "hello",
-        3,
-        "thanks, looking",
-        user="maint",
-        path=mean["path"],
-        in_reply_to=mean["id"],
-    )
-    decision, _ = decided(
-        world, world.post("pull_request_review_comment", world.review_comment_event(chat, 3))
-    )
+    decision, _ = decided(world, reply_in(world, mean, "thanks, looking", "maint")[0])
     assert decision == "skip"
 
 

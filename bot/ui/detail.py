@@ -59,15 +59,21 @@ class DetailRoutes(PageRoutes):
             retry_action=f"{self.prefix}/deliveries/{guid}/retry",
         )
 
-    async def run(self, request: Request, session: Session) -> Response:
+    async def _view(self, run_id: str, *, live_only: bool) -> Any:
+        """The run's view (`bot.ui.runview.run_view`), read in a worker thread; None when
+        no run has that id."""
         store, redact = self.page.store, self.page.redact
-        run_id = request.path_params["run_id"]
 
         def read() -> Any:
             run = store.get_run(run_id)
-            return None if run is None else run_view(store, run, redact)
+            return None if run is None else run_view(store, run, redact, live_only=live_only)
 
-        view = await anyio.to_thread.run_sync(read)
+        return await anyio.to_thread.run_sync(read)
+
+    async def run(self, request: Request, session: Session) -> Response:
+        store = self.page.store
+        run_id = request.path_params["run_id"]
+        view = await self._view(run_id, live_only=False)
         if view is None:
             return self.page.not_found(request, session, "No run has that id.")
         retry, _ = await anyio.to_thread.run_sync(retry_facts, store, view.run.delivery_id)
@@ -83,14 +89,8 @@ class DetailRoutes(PageRoutes):
         )
 
     async def run_live(self, request: Request, session: Session) -> Response:
-        store, redact = self.page.store, self.page.redact
         run_id = request.path_params["run_id"]
-
-        def read() -> Any:
-            run = store.get_run(run_id)
-            return None if run is None else run_view(store, run, redact, live_only=True)
-
-        view = await anyio.to_thread.run_sync(read)
+        view = await self._view(run_id, live_only=True)
         if view is None:
             return JSONResponse({"error": "no such run"}, status_code=404)
         html = await anyio.to_thread.run_sync(

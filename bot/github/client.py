@@ -122,7 +122,7 @@ class GitHubApp:
     def __init__(
         self,
         app_id: int,
-        private_key_pem: str,
+        private_key_pem: str | None,
         *,
         api_url: str = "https://api.github.com",
         app_slug: str | None = None,
@@ -131,18 +131,19 @@ class GitHubApp:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        """`app_slug` (BOT_APP_SLUG) overrides the slug from `GET /app`.
+        """`app_slug` (BOT_APP_SLUG) overrides the slug from `GET /app`. Without a private key
+        there is no App JWT (see `TokenApp`).
 
         `transport` replaces the network (an `httpx.ASGITransport` in tests); `policy`
         sets retry counts, the rate-limit sleep cap and the spacing between writes.
         """
-        if not private_key_pem.strip().startswith("-----BEGIN"):
+        if private_key_pem is not None and not private_key_pem.strip().startswith("-----BEGIN"):
             raise ValueError(
                 "the App private key is not a PEM block; set BOT_PRIVATE_KEY_PATH to the .pem "
                 "file GitHub gave you, or run `bot setup`"
             )
         self.app_id = app_id
-        self._jwt = AppJwt(app_id, private_key_pem)
+        self._jwt = None if private_key_pem is None else AppJwt(app_id, private_key_pem)
         self._slug = app_slug
         self._clock = clock
         self.sender = Sender(policy or RetryPolicy(), transport=transport, clock=clock, sleep=sleep)
@@ -198,6 +199,8 @@ class GitHubApp:
 
     def jwt(self) -> str:
         """An App JWT (re-signed every 5 minutes). A secret: only for an Authorization header."""
+        if self._jwt is None:
+            raise AuthError(401, "no App private key: this client cannot call the App's routes")
         return self._jwt.token(self._clock())
 
     def installation_github(
@@ -380,6 +383,32 @@ class GitHubApp:
     ) -> InstallationClient:
         """A client for one repository of one installation (cheap: build one per delivery)."""
         return InstallationClient(self, installation_id, owner, repo, permissions=permissions)
+
+
+class TokenApp(GitHubApp):
+    """The client on one token it is given rather than minted: a GitHub Actions job's
+    `GITHUB_TOKEN`, or an installation token the workflow made (`bot action`). There is no App
+    JWT, so the App's own routes are refused; every installation id gets that token (the job's
+    repository is the only one it opens), and a 401 is final (nothing can mint another)."""
+
+    def __init__(self, token: str, *, app_slug: str, **kwargs: Any) -> None:
+        super().__init__(0, None, app_slug=app_slug, **kwargs)
+        self._given = token
+
+    async def get_app(self) -> AppInfo:
+        raise AuthError(401, "a job's token cannot read GET /app")
+
+    async def installation_token(
+        self,
+        installation_id: int,
+        repo: str | None = None,
+        permissions: Mapping[str, str] | None = None,
+    ) -> str:
+        self.check_access(installation_id)
+        return self._given
+
+    def __repr__(self) -> str:
+        return f"TokenApp(slug={self._slug!r}, token=***)"
 
 
 def _delivered_at(item: HookDelivery) -> float:

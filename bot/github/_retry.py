@@ -80,11 +80,7 @@ class _CallOptions:
 
 
 _DEFAULTS = _CallOptions()
-_OPTIONS: ContextVar[_CallOptions | None] = ContextVar("github_call_options", default=None)
-
-
-def _options() -> _CallOptions:
-    return _OPTIONS.get() or _DEFAULTS
+_OPTIONS: ContextVar[_CallOptions] = ContextVar("github_call_options", default=_DEFAULTS)
 
 
 @contextmanager
@@ -93,7 +89,7 @@ def call_options(*, attempts: int | None = None, spaced: bool | None = None) -> 
     (rate limits are still waited for: GitHub applied nothing), for a create the caller
     de-duplicates; `spaced=False` is a POST that only reads (a GraphQL query): neither spaced
     nor fenced."""
-    outer = _options()
+    outer = _OPTIONS.get()
     reset = _OPTIONS.set(
         _CallOptions(
             attempts=attempts or outer.attempts, spaced=outer.spaced if spaced is None else spaced
@@ -105,20 +101,24 @@ def call_options(*, attempts: int | None = None, spaced: bool | None = None) -> 
         _OPTIONS.reset(reset)
 
 
+def _seconds(value: str | None) -> float | None:
+    """A header's number of seconds (at least 0); None when absent or not a number."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
 def rate_limit_wait(status: int, headers: Mapping[str, str], body: str, now: float) -> float | None:
     """Seconds to wait before retrying a rate-limited answer; None when it is not a rate limit."""
     if status not in (403, 429):
         return None
-    retry_after = headers.get("retry-after")
-    if retry_after is not None:
-        try:
-            return max(0.0, float(retry_after))
-        except ValueError:
-            return 60.0
+    if "retry-after" in headers:
+        asked = _seconds(headers["retry-after"])
+        return 60.0 if asked is None else asked
     if headers.get("x-ratelimit-remaining") == "0":
-        try:
-            reset = float(headers.get("x-ratelimit-reset", ""))
-        except ValueError:
+        reset = _seconds(headers.get("x-ratelimit-reset"))
+        if reset is None:
             return 60.0
         if reset > 1e11:  # milliseconds, as some proxies and recordings give
             reset /= 1000
@@ -168,21 +168,6 @@ def _validation_details(errors: object) -> str:
     return "; ".join(parts)[:500]
 
 
-def _seconds(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-class _Spacer:
-    """Serialises one installation's writes and keeps them `interval` apart."""
-
-    def __init__(self) -> None:
-        self.lock = anyio.Lock()
-        self.last_done = float("-inf")
-
-
 class Sender:
     """The state the rules above keep per process (spacing, spent quotas) and the network."""
 
@@ -198,7 +183,9 @@ class Sender:
         self._clock = clock
         self._sleep = sleep
         self._inner = transport or httpx.AsyncHTTPTransport(retries=0)
-        self._spacers: dict[int, _Spacer] = {}
+        # Per installation: its writes' lock and when the last one finished.
+        self._write_locks: dict[int, anyio.Lock] = {}
+        self._last_write: dict[int, float] = {}
         self._exhausted: dict[int, float] = {}  # installation id (-1: the App) -> reset time
 
     def transport(
@@ -215,7 +202,7 @@ class Sender:
     ) -> httpx.Response:
         """One request, retried per the policy: an answer that is no rate limit or 5xx any more
         (githubkit turns an error answer into its exception), or RetryableError/RateLimited."""
-        options = _options() if installation_id is not None else _DEFAULTS
+        options = _OPTIONS.get() if installation_id is not None else _DEFAULTS
         method = request.method
         delivery = current_fields().get("delivery_id")
         if delivery is not None:
@@ -225,15 +212,15 @@ class Sender:
         tries = options.attempts or self.policy.attempts
         if not write or installation_id is None:
             return await self._with_retries(request, tries, installation_id, None)
-        spacer = self._spacers.setdefault(installation_id, _Spacer())
-        async with spacer.lock:
-            wait = spacer.last_done + self.policy.mutation_interval_s - time.monotonic()
+        async with self._write_locks.setdefault(installation_id, anyio.Lock()):
+            last = self._last_write.get(installation_id, float("-inf"))
+            wait = last + self.policy.mutation_interval_s - time.monotonic()
             if wait > 0:
                 await self._sleep(wait)
             try:
                 return await self._with_retries(request, tries, installation_id, guard)
             finally:
-                spacer.last_done = time.monotonic()
+                self._last_write[installation_id] = time.monotonic()
 
     async def _with_retries(
         self,
@@ -250,12 +237,9 @@ class Sender:
                 await guard()
             try:
                 response = await self._inner.handle_async_request(request)
-                if response.status_code < 400:
-                    self._note_quota(installation_id, response.headers)
-                    metrics.github_request(method, response.status_code)
-                    return response
-                body = await response.aread()
-                await response.aclose()
+                if response.status_code >= 400:
+                    body = await response.aread()
+                    await response.aclose()
             except httpx.TransportError as exc:
                 metrics.github_request(method, None)
                 failures += 1
@@ -266,6 +250,8 @@ class Sender:
             status, headers = response.status_code, response.headers
             self._note_quota(installation_id, headers)
             metrics.github_request(method, status)
+            if status < 400:
+                return response
             text = body.decode("utf-8", errors="replace")
             wait = rate_limit_wait(status, headers, text, self._clock())
             if wait is not None:

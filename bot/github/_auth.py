@@ -1,11 +1,11 @@
 """App authentication as githubkit auth strategies: the App JWT and narrowed installation tokens.
 
-githubkit's `AppAuthStrategy` picks the App JWT for the App's own routes (`/app/...`) and
-`AppInstallationAuthStrategy` an installation token for the rest; both are subclassed here
-for what githubkit 0.16.1 leaves out: the JWT is signed with a key parsed once and the
-client's clock (githubkit re-parses the PEM and reads the wall clock), and an installation
-token comes from `GitHubApp`'s cache (one request per key at a time, dropped when access is
-revoked) and is dropped and requested again once when GitHub answers 401 with it.
+githubkit's `AppAuthStrategy` picks the App JWT for the App's own routes (`/app/...`); it is
+subclassed to sign with a key parsed once and the client's clock (githubkit 0.16.1 re-parses
+the PEM and reads the wall clock). Installation requests use a strategy of ours, not
+`AppInstallationAuthStrategy` (which mints and caches tokens itself): the token comes from
+`GitHubApp`'s cache (one request per key at a time, dropped when access is revoked) and is
+dropped and requested again once when GitHub answers 401 with it.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import httpx
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from githubkit import AppAuthStrategy, AppInstallationAuthStrategy
+from githubkit import AppAuthStrategy
 from githubkit.auth.app import AppAuth
+from githubkit.auth.base import BaseAuthStrategy
 
 if TYPE_CHECKING:
     from githubkit import GitHubCore
@@ -37,39 +38,31 @@ JWT_REUSE_S = 5 * 60
 """A signed JWT is reused for this long (it stays valid for 9 minutes)."""
 
 
-def load_private_key(private_key_pem: str) -> RSAPrivateKey:
-    """Parse the App's PEM once (parsing validates the key, which is slow: ~50 ms)."""
-    try:
-        key = serialization.load_pem_private_key(private_key_pem.encode(), password=None)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(
-            "the App private key cannot be read as an unencrypted PEM key; set "
-            "BOT_PRIVATE_KEY_PATH to the .pem file GitHub gave you, or run `bot setup`"
-        ) from exc
-    if not isinstance(key, RSAPrivateKey):
-        raise ValueError("the App private key is not an RSA key; GitHub Apps use RSA keys")
-    return key
-
-
-def make_app_jwt(app_id: int | str, key: RSAPrivateKey | str, now: float) -> str:
-    """The App JWT GitHub expects: RS256, `iss` = app id, `iat` backdated, `exp` within 10 min."""
-    issued = int(now) - JWT_BACKDATE_S
-    claims = {"iat": issued, "exp": int(now) + JWT_LIFETIME_S, "iss": str(app_id)}
-    return jwt.encode(claims, key, algorithm="RS256")
-
-
 class AppJwt:
-    """Signs App JWTs with a key parsed once, reusing each for `JWT_REUSE_S`."""
+    """Signs App JWTs with a key parsed once (parsing validates it, which is slow: ~50 ms),
+    reusing each for `JWT_REUSE_S`."""
 
     def __init__(self, app_id: int | str, private_key_pem: str) -> None:
         self.app_id = app_id
-        self._key = load_private_key(private_key_pem)
+        try:
+            key = serialization.load_pem_private_key(private_key_pem.encode(), password=None)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                "the App private key cannot be read as an unencrypted PEM key; set "
+                "BOT_PRIVATE_KEY_PATH to the .pem file GitHub gave you, or run `bot setup`"
+            ) from exc
+        if not isinstance(key, RSAPrivateKey):
+            raise ValueError("the App private key is not an RSA key; GitHub Apps use RSA keys")
+        self._key = key
         self._cached: tuple[float, str] | None = None
 
     def token(self, now: float) -> str:
+        """The App JWT GitHub expects: RS256, `iss` = app id, `iat` backdated, `exp` within
+        10 minutes."""
         if self._cached is not None and 0 <= now - self._cached[0] < JWT_REUSE_S:
             return self._cached[1]
-        signed = make_app_jwt(self.app_id, self._key, now)
+        claims = {"iat": int(now) - JWT_BACKDATE_S, "exp": int(now) + JWT_LIFETIME_S}
+        signed = jwt.encode({**claims, "iss": str(self.app_id)}, self._key, algorithm="RS256")
         self._cached = (now, signed)
         return signed
 
@@ -111,9 +104,6 @@ def token_key(
 class _JwtFlow(AppAuth):
     sign: Callable[[], str] = field(kw_only=True, repr=False)
 
-    def get_jwt(self) -> str:
-        return self.sign()
-
     async def aget_jwt(self) -> str:
         return self.sign()
 
@@ -128,10 +118,16 @@ class AppJwtStrategy(AppAuthStrategy):
         return _JwtFlow(github, self.app_id, "", sign=self.sign)
 
 
-class _TokenFlow(httpx.Auth):
-    def __init__(self, token: Callable[[], Awaitable[str]], refused: Callable[[str], None]) -> None:
-        self._token = token
-        self._refused = refused
+@dataclass
+class InstallationTokenStrategy(BaseAuthStrategy, httpx.Auth):
+    """Every request with the token from `token()`; on a 401, `refused(token)` is told and the
+    request is sent once more with a new one. Its own auth flow (async only)."""
+
+    token: Callable[[], Awaitable[str]] = field(repr=False)
+    refused: Callable[[str], None] = field(repr=False)
+
+    def get_auth_flow(self, github: GitHubCore[Any]) -> httpx.Auth:
+        return self
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
         raise RuntimeError("the installation client is async only")
@@ -139,22 +135,10 @@ class _TokenFlow(httpx.Auth):
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        token = await self._token()
+        token = await self.token()
         request.headers["Authorization"] = f"token {token}"
         response = yield request
         if response.status_code == 401:
-            self._refused(token)
-            request.headers["Authorization"] = f"token {await self._token()}"
+            self.refused(token)
+            request.headers["Authorization"] = f"token {await self.token()}"
             yield request
-
-
-@dataclass
-class InstallationTokenStrategy(AppInstallationAuthStrategy):
-    """githubkit's installation strategy, narrowed to `repositories` (and `permissions`), with
-    the token from `token()`; `refused(token)` is told of a 401 before the one retry."""
-
-    token: Callable[[], Awaitable[str]] = field(kw_only=True, repr=False)
-    refused: Callable[[str], None] = field(kw_only=True, repr=False)
-
-    def get_auth_flow(self, github: GitHubCore[Any]) -> httpx.Auth:
-        return _TokenFlow(self.token, self.refused)

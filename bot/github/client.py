@@ -220,15 +220,7 @@ class GitHubApp:
             )
             self.forget_token(installation_id, repo, permissions, refused=stale)
 
-        strategy = InstallationTokenStrategy(
-            self.app_id,
-            "",
-            installation_id,
-            repositories=[repo],
-            permissions=cast(Any, dict(permissions)) if permissions else UNSET,
-            token=token,
-            refused=refused,
-        )
+        strategy = InstallationTokenStrategy(token, refused)
         config = dataclasses.replace(
             self._config, async_transport=self.sender.transport(installation_id, guard)
         )

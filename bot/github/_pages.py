@@ -5,11 +5,9 @@ Why our lenient models (`bot.github.models`) and not githubkit's: the callers ta
 githubkit's strict models refuse real answers that drifted from the published description
 (the recorded pull request, repository and installation in `fixtures/api` all fail them:
 `labels[].archived_by`, `has_discussions`, `app_slug` required). So answers are read as raw
-JSON (`response.json()`) into the lenient models. githubkit's model is read where no model of
-ours stands and theirs parses both the recording and the fake's answer: the installation token
-(`bot.github.client`). A file's contents and a collaborator's permission are read raw (see
-`InstallationClient`: the fake's contents lack fields githubkit requires, and the permission's
-`role_name` must be read even where the legacy `permission` is missing).
+JSON (`response.json()`) into the lenient models; githubkit's model is read only where it
+parses both the recording and the fake's answer and no model of ours stands (the installation
+token, `bot.github.client`).
 
 A body that is not JSON, or JSON that does not fit even the lenient models, becomes a
 `GitHubError` naming what arrived, never a bare decoding or validation traceback.
@@ -81,12 +79,10 @@ def json_of(response: httpx.Response) -> Any:
 
 
 def model_of(model: type[M], data: object) -> M:
-    """Validate one object (a response or its JSON) into `model`, or raise GitHubError."""
+    """Validate one object (githubkit's response or JSON) into `model`, or raise GitHubError."""
     status = 200
     if isinstance(data, Response):
-        data = data.raw_response
-    if isinstance(data, httpx.Response):
-        status, data = data.status_code, json_of(data)
+        status, data = data.status_code, json_of(data.raw_response)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -153,3 +149,19 @@ class Pages(Paginator[T]):
         except (RequestError, ValidationError) as exc:
             raise translated(exc) from None
         return items
+
+
+async def listed(
+    rest: Any,
+    request: Callable[..., Awaitable[Response[Any, Any]]],
+    model: type[M],
+    *args: Any,
+    key: str | None = None,
+    keep: Callable[[M], bool] | None = None,
+    limit: int | None = None,
+    **kwargs: Any,
+) -> list[M]:
+    """The items of every page of `request(*args, per_page=100, **kwargs)` as `model` (the
+    list under `key` when given), as `Pages.collect(keep, limit=limit)` reads them."""
+    pages: Pages[M] = Pages(rest, request, items_of(model, key), *args, per_page=100, **kwargs)
+    return await pages.collect(keep, limit=limit)

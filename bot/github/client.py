@@ -45,7 +45,7 @@ from bot.github._auth import (
     parse_github_time,
     token_key,
 )
-from bot.github._pages import Pages, answer, items_of, model_of
+from bot.github._pages import answer, listed, model_of
 from bot.github._retry import USER_AGENT, Guard, RetryPolicy, Sender
 from bot.github.errors import (
     AccessRevoked,
@@ -242,20 +242,15 @@ class GitHubApp:
 
     async def list_installations(self) -> list[Installation]:
         rest = self.github.rest
-        pages: Pages[Installation] = Pages(
-            rest, rest.apps.async_list_installations, items_of(Installation), per_page=100
-        )
-        return await pages.collect()
+        return await listed(rest, rest.apps.async_list_installations, Installation)
 
     async def hook_deliveries(self, *, since: float) -> list[HookDelivery]:
         """`GET /app/hook/deliveries`: the App's delivery attempts since `since` (epoch
         seconds), newest first. Pages (100 each, the cursor in the `Link` header) are read
         until one reaches back past `since`, at most `MAX_PAGES` of them."""
         rest = self.github.rest
-        pages: Pages[HookDelivery] = Pages(
-            rest, rest.apps.async_list_webhook_deliveries, items_of(HookDelivery), per_page=100
-        )
-        return await pages.collect(keep=lambda item: _delivered_at(item) >= since)
+        request = rest.apps.async_list_webhook_deliveries
+        return await listed(rest, request, HookDelivery, keep=lambda d: _delivered_at(d) >= since)
 
     async def redeliver(self, delivery_id: int) -> None:
         """`POST /app/hook/deliveries/{id}/attempts`: GitHub sends that delivery again, with

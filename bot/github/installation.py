@@ -20,10 +20,10 @@ from pydantic import BaseModel, ValidationError
 
 from bot.github._pages import (
     MAX_PAGES,
-    Pages,
     answer,
     items_of,
     json_of,
+    listed,
     model_of,
     models_of,
     translated,
@@ -136,17 +136,15 @@ class InstallationClient:
                 await self.app.sender.backoff("POST", model.__name__, exc.status, failures)
         raise AssertionError("unreachable")
 
-    def _pages(
+    async def _list(
         self,
         request: Callable[..., Awaitable[Response[Any, Any]]],
-        items: Callable[[Response[Any, Any]], list[M]],
+        model: type[M],
         *args: Any,
         **kwargs: Any,
-    ) -> Pages[M]:
-        """githubkit's paginator over `request(owner, repo, *args, per_page=100, **kwargs)`."""
-        return Pages(
-            self._rest, request, items, self.owner, self.repo, *args, per_page=100, **kwargs
-        )
+    ) -> list[M]:
+        """`listed` for `request(owner, repo, *args, **kwargs)`."""
+        return await listed(self._rest, request, model, self.owner, self.repo, *args, **kwargs)
 
     # -- repository ------------------------------------------------------------------------
 
@@ -235,8 +233,7 @@ class InstallationClient:
         )
 
     async def list_issue_comments(self, number: int) -> list[IssueComment]:
-        rest = self._rest.issues
-        return await self._pages(rest.async_list_comments, items_of(IssueComment), number).collect()
+        return await self._list(self._rest.issues.async_list_comments, IssueComment, number)
 
     async def create_issue_comment(self, number: int, body: str) -> IssueComment:
         """Post a comment; a retried post finds the first one instead of posting twice."""
@@ -274,8 +271,7 @@ class InstallationClient:
         return model_of(PullRequest, await answer(call))
 
     async def list_pull_files(self, number: int) -> list[PullFile]:
-        rest = self._rest.pulls
-        return await self._pages(rest.async_list_files, items_of(PullFile), number).collect()
+        return await self._list(self._rest.pulls.async_list_files, PullFile, number)
 
     async def get_pull_diff(self, number: int) -> str:
         """The unified diff of the pull request (GitHub's `application/vnd.github.diff`)."""
@@ -285,16 +281,13 @@ class InstallationClient:
         return (await answer(call)).raw_response.text
 
     async def list_review_comments(self, number: int) -> list[ReviewComment]:
-        rest = self._rest.pulls
-        pages = self._pages(rest.async_list_review_comments, items_of(ReviewComment), number)
-        return await pages.collect()
+        return await self._list(self._rest.pulls.async_list_review_comments, ReviewComment, number)
 
     async def list_review_comments_of(self, number: int, review_id: int) -> list[ReviewComment]:
         """The inline comments of one review (`GET .../reviews/{review_id}/comments`), all
         pages; replies in its threads written later are not among them."""
-        rest = self._rest.pulls
-        request = rest.async_list_comments_for_review
-        return await self._pages(request, items_of(ReviewComment), number, review_id).collect()
+        request = self._rest.pulls.async_list_comments_for_review
+        return await self._list(request, ReviewComment, number, review_id)
 
     async def create_review(
         self,
@@ -346,9 +339,9 @@ class InstallationClient:
         try:
             with call_options(spaced=None if mutation else False):
                 return await self.github.graphql.arequest(query, dict(variables))
-        except (RequestError, ValidationError) as exc:
-            if isinstance(exc, ValidationError):
-                raise GitHubError(200, "GraphQL answered something that is not an answer") from None
+        except ValidationError:
+            raise GitHubError(200, "GraphQL answered something that is not an answer") from None
+        except RequestError as exc:
             raise translated(exc) from None
         except GraphQLFailed as exc:
             errors = exc.response.errors or []
@@ -398,20 +391,17 @@ class InstallationClient:
         self, branch: str, *, base: str | None = None
     ) -> PullRequest | None:
         """The open pull request from `branch` of this repository (into `base` when given)."""
-        rest = self._rest.pulls
         head = f"{self.owner}:{branch}"
-        pages = self._pages(
-            rest.async_list, items_of(PullRequest), head=head, state="open", base=base or UNSET
-        )
-        found = await pages.collect()
+        request = self._rest.pulls.async_list
+        found = await self._list(request, PullRequest, head=head, state="open", base=base or UNSET)
         return found[0] if found else None
 
     async def open_pulls_at(self, sha: str) -> list[PullRequest]:
         """The open pull requests of this repository whose head is commit `sha`, a fork's
         included: GitHub's `commits/{sha}/pulls` does not know a commit that only a fork has,
         so the open pull requests are listed and their heads compared."""
-        pages = self._pages(self._rest.pulls.async_list, items_of(PullRequest), state="open")
-        return [pull for pull in await pages.collect() if pull.head.sha == sha]
+        pulls = await self._list(self._rest.pulls.async_list, PullRequest, state="open")
+        return [pull for pull in pulls if pull.head.sha == sha]
 
     async def request_reviewers(self, number: int, logins: Sequence[str]) -> PullRequest:
         """Ask `logins` to review the pull request (asking again is harmless).
@@ -433,8 +423,7 @@ class InstallationClient:
         cached = self.app.labels.get(key)
         if cached is not None:
             return list(cached)
-        rest = self._rest.issues
-        labels = await self._pages(rest.async_list_labels_for_repo, items_of(Label)).collect()
+        labels = await self._list(self._rest.issues.async_list_labels_for_repo, Label)
         self.app.labels.put(key, tuple(labels))
         return labels
 
@@ -452,8 +441,7 @@ class InstallationClient:
         return items_of(Label)(answered)
 
     async def list_reviews(self, number: int) -> list[Review]:
-        rest = self._rest.pulls
-        return await self._pages(rest.async_list_reviews, items_of(Review), number).collect()
+        return await self._list(self._rest.pulls.async_list_reviews, Review, number)
 
     # -- check runs ------------------------------------------------------------------------
 
@@ -496,20 +484,16 @@ class InstallationClient:
     async def list_check_runs_for_ref(
         self, ref: str, *, check_name: str | None = None
     ) -> list[CheckRun]:
-        pages = self._pages(
-            self._rest.checks.async_list_for_ref,
-            items_of(CheckRun, key="check_runs"),
-            quote(ref, safe=""),
-            check_name=check_name or UNSET,
+        request = self._rest.checks.async_list_for_ref
+        name = check_name or UNSET
+        return await self._list(
+            request, CheckRun, quote(ref, safe=""), key="check_runs", check_name=name
         )
-        return await pages.collect()
 
     async def find_check_run(self, ref: str, external_id: str) -> CheckRun | None:
         """The check run on `ref` created for `external_id` (the run id), if any."""
-        for run in await self.list_check_runs_for_ref(ref):
-            if run.external_id == external_id:
-                return run
-        return None
+        runs = await self.list_check_runs_for_ref(ref)
+        return next((run for run in runs if run.external_id == external_id), None)
 
     # -- other apps' CI results --------------------------------------------------------------
 
@@ -517,19 +501,13 @@ class InstallationClient:
         self, check_run_id: int, *, limit: int
     ) -> list[CheckAnnotation]:
         """A check run's annotations, the first `limit` (GitHub serves 50 a page)."""
-        pages = self._pages(
-            self._rest.checks.async_list_annotations, items_of(CheckAnnotation), check_run_id
-        )
-        return await pages.collect(limit=limit)
+        request = self._rest.checks.async_list_annotations
+        return await self._list(request, CheckAnnotation, check_run_id, limit=limit)
 
     async def commit_statuses(self, ref: str) -> list[CommitStatus]:
         """The newest commit status per context on `ref` (the combined status's list)."""
-        pages = self._pages(
-            self._rest.repos.async_get_combined_status_for_ref,
-            items_of(CommitStatus, key="statuses"),
-            quote(ref, safe=""),
-        )
-        return await pages.collect()
+        request = self._rest.repos.async_get_combined_status_for_ref
+        return await self._list(request, CommitStatus, quote(ref, safe=""), key="statuses")
 
 
 _THREADS_QUERY = """

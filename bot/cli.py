@@ -13,6 +13,7 @@ from bot import __version__
 # Each module exposes `register(subparsers)`, adding parsers whose `func(args) -> int` runs them.
 COMMAND_MODULES = (
     "bot.commands.serve",  # serve, worker
+    "bot.commands.action",  # action
     "bot.commands.deliveries",  # replay, deliveries
     "bot.commands.redeliver",  # redeliver
     "bot.commands.retry",  # retry

@@ -134,6 +134,9 @@ class Settings(BaseSettings):
     ui_allow: str | None = None
     ui_url: str | None = None
     ui_recheck_seconds: float = Field(default=60.0, ge=0, le=3600)
+    # The key that signs the review memory mirrored on pull requests (see
+    # bot.workflows.review.memory.review_state_key); derived from the App key when unset.
+    state_key: SecretStr | None = None
 
     @field_validator(
         "webhook_secret",
@@ -148,11 +151,21 @@ class Settings(BaseSettings):
         "oauth_client_secret",
         "ui_allow",
         "ui_url",
+        "state_key",
         mode="before",
     )
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("state_key", mode="after")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().strip()) < 16:
+            raise ValueError(
+                "must be at least 16 characters (a random secret: `openssl rand -hex 32`)"
+            )
+        return value
 
     @field_validator("redeliver_interval", mode="after")
     @classmethod
@@ -277,6 +290,7 @@ class Settings(BaseSettings):
             self.anthropic_api_key,
             self.ui_token,
             self.oauth_client_secret,
+            self.state_key,
         ):
             if secret is not None:
                 parts = (v.strip() for v in secret.get_secret_value().split(","))

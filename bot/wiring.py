@@ -121,10 +121,22 @@ async def close_when_stopped(github: GitHubApp) -> None:
             await github.aclose()
 
 
-def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
-    """Repository config, permission lookup and run executor for the worker pool."""
+def build_worker_hooks(
+    settings: Settings,
+    store: Storage,
+    *,
+    github: GitHubApp | None = None,
+    review_key: bytes | None = None,
+    sweeps: bool = True,
+) -> WorkerHooks:
+    """Repository config, permission lookup and run executor for the worker pool.
+
+    `github` is the client to act through (default: the App's, from the settings' credentials;
+    `bot action` gives a `TokenApp` on the job's token); `review_key` signs the review memory
+    mirrored on the pull request (default: `review_state_key(settings)`); `sweeps` False leaves
+    out the background sweeps and redelivery (one run in one process)."""
     redactor = install_redactor(settings)
-    if not has_credentials(settings):
+    if github is None and not has_credentials(settings):
         return WorkerHooks(
             config_loader=default_config,
             permission_lookup=unknown_permission,
@@ -148,8 +160,11 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
     from bot.workflows.review.fates import close_pull, learn_from_reply
     from bot.workflows.review.memory import review_state_key
 
-    slug = _learn_slug(settings)
-    github = GitHubApp.from_settings(settings, app_slug=slug)
+    if github is None:
+        slug = _learn_slug(settings)
+        github = GitHubApp.from_settings(settings, app_slug=slug)
+    else:  # a given client answers to the name the settings give
+        slug = settings.app_slug or DEFAULT_APP_SLUG
     # The app's agent types, and the rules a repository's own (`agents`) are read under.
     agent_types = RunAgentTypes.from_settings(settings)
     engine = Engine(
@@ -217,7 +232,7 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         app_slug=slug,
         redactor=redactor,
         config_reader=read_config,
-        review_key=review_state_key(settings),
+        review_key=review_key if review_key is not None else review_state_key(settings),
         flows=FLOWS,
         agent_types=agent_types,
         run_caps=BudgetLimits(
@@ -264,11 +279,11 @@ def build_worker_hooks(settings: Settings, store: Storage) -> WorkerHooks:
         return True
 
     background: list[Callable[[], Coroutine[Any, Any, object]]] = [
-        mirrors.sweep_forever,
-        partial(sweep_forever, mirrors.root, store),
-        partial(close_when_stopped, github),
+        partial(close_when_stopped, github)
     ]
-    if settings.redeliver_interval:  # 0 turns the sweep off
+    if sweeps:
+        background += [mirrors.sweep_forever, partial(sweep_forever, mirrors.root, store)]
+    if sweeps and settings.redeliver_interval:  # 0 turns the sweep off
         background.append(partial(redeliver_forever, github, store, settings.redeliver_interval))
 
     return WorkerHooks(

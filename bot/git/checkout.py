@@ -257,6 +257,21 @@ class Mirrors:
             )
         return git_dir
 
+    async def borrow(self, source: RepoSource, objects: Path) -> Path:
+        """Let the mirror read objects from another repository's `objects` directory (a job's
+        checkout of the same repository) before fetching; git checks each object it reads by
+        its id, so a borrowed object is the one its id names. Creates the mirror if needed."""
+        git_dir = self.path_for(source.owner, source.repo)
+        async with self._locked(git_dir):
+            if not (git_dir / "HEAD").is_file():
+                await self._init(git_dir, source)
+            if not objects.is_absolute():
+                raise CheckoutError(f"not an absolute objects directory: {objects}")
+            info = git_dir / "objects" / "info"
+            info.mkdir(parents=True, exist_ok=True)
+            (info / "alternates").write_text(f"{objects}\n")
+        return git_dir
+
     async def push_branch(
         self,
         source: RepoSource,

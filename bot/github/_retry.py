@@ -142,6 +142,9 @@ def error_for(response: httpx.Response) -> GitHubError:
     except ValueError:
         message = response.text[:200]
     status = response.status_code
+    accepted = response.headers.get("x-accepted-github-permissions")
+    if status == 403 and accepted:  # a token without the permission: say which would do
+        message = f"{message} (the token needs {accepted.replace('; ', ' or ')})"
     if status == 404:
         return NotFound(status, message, docs)
     if status == 401:

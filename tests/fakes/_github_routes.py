@@ -144,6 +144,7 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
                     response = await handler(ctx)
             except FakeError as exc:
                 extra = {"WWW-Authenticate": 'Basic realm="GitHub"'} if auth == "git" else {}
+                extra.update(exc.headers)
                 content: dict[str, Any] = {"message": exc.message, "documentation_url": DOCS}
                 if exc.errors is not None:
                     content["errors"] = exc.errors
@@ -196,7 +197,13 @@ def build_routes(fake: FakeGitHub) -> list[Route]:
         if token.permissions:
             needed = required_permissions(ctx.request.method, ctx.request.url.path)
             if not any(_grants(n, token.permissions.get(n), level) for n, level in needed):
-                raise FakeError(403, "Resource not accessible by integration")
+                # GitHub names the permission sets that would do, `;` between them.
+                accepted = "; ".join(f"{n}={level}" for n, level in needed)
+                raise FakeError(
+                    403,
+                    "Resource not accessible by integration",
+                    headers={"X-Accepted-GitHub-Permissions": accepted},
+                )
 
     def issue_of(ctx: Ctx) -> dict[str, Any]:
         issue = ctx.fr.issues.get(ctx.number())

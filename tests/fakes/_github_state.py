@@ -128,11 +128,16 @@ class FakeError(Exception):
     """An error answer: GitHub's `message`, and for a 422 its `errors` list when it sends one."""
 
     def __init__(
-        self, status: int, message: str, errors: list[dict[str, Any]] | None = None
+        self,
+        status: int,
+        message: str,
+        errors: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.status = status
         self.message = message
         self.errors = errors
+        self.headers = headers or {}
 
 
 def invalid(message: str | None = None, *, field: str | None = None) -> FakeError:

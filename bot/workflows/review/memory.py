@@ -49,10 +49,12 @@ MAX_PERMISSION_LOOKUPS = 30
 
 
 def review_state_key(settings: Settings) -> bytes:
-    """The key of the mirrored review state: derived from the App's private key (its bytes,
-    however the PEM was written), else from the first webhook secret. Without either, a key
-    of this process only: the state is then kept in the store alone, as nothing else could
-    tell the app's own marker from a copy."""
+    """The key of the mirrored review state: from BOT_STATE_KEY, else derived from the App's
+    private key (its bytes, however the PEM was written), else from the first webhook secret.
+    Without any, a key of this process only: the state is then kept in the store alone, as
+    nothing else could tell the app's own marker from a copy."""
+    if settings.state_key is not None:
+        return state_key(settings.state_key.get_secret_value().encode())
     try:
         pem = settings.private_key_pem()
     except ValueError:

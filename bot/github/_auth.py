@@ -10,7 +10,7 @@ dropped and requested again once when GitHub answers 401 with it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,8 +30,6 @@ JWT_BACKDATE_S = 60
 """`iat` is set this far in the past to absorb clock drift between us and GitHub."""
 JWT_LIFETIME_S = 9 * 60
 """GitHub accepts at most 10 minutes after `iat`'s real time; 9 keeps a margin."""
-TOKEN_REFRESH_MARGIN_S = 5 * 60
-"""A cached installation token is replaced this long before it expires."""
 
 
 JWT_REUSE_S = 5 * 60
@@ -73,31 +71,6 @@ class AppJwt:
 def parse_github_time(value: str) -> float:
     """`2026-01-01T00:00:00Z` -> epoch seconds."""
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-@dataclass(frozen=True, slots=True)
-class CachedToken:
-    """An installation token and when it stops being usable for us."""
-
-    token: str
-    expires_at: float
-
-    def fresh(self, now: float) -> bool:
-        return now < self.expires_at - TOKEN_REFRESH_MARGIN_S
-
-    def __repr__(self) -> str:
-        return f"CachedToken(token=***, expires_at={self.expires_at})"
-
-
-TokenKey = tuple[int, str, str]
-"""(installation id, repository name or "", permissions as `name=level,...` or "")."""
-
-
-def token_key(
-    installation_id: int, repo: str | None, permissions: Mapping[str, str] | None
-) -> TokenKey:
-    perms = ",".join(f"{k}={v}" for k, v in sorted((permissions or {}).items()))
-    return (installation_id, repo or "", perms)
 
 
 @dataclass

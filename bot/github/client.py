@@ -36,15 +36,7 @@ from githubkit.config import get_config
 from githubkit.utils import UNSET
 from pydantic import ValidationError
 
-from bot.github._auth import (
-    AppJwt,
-    AppJwtStrategy,
-    CachedToken,
-    InstallationTokenStrategy,
-    TokenKey,
-    parse_github_time,
-    token_key,
-)
+from bot.github._auth import AppJwt, AppJwtStrategy, InstallationTokenStrategy, parse_github_time
 from bot.github._pages import answer, listed, model_of
 from bot.github._retry import USER_AGENT, Guard, RetryPolicy, Sender
 from bot.github.errors import (
@@ -81,30 +73,49 @@ PERMISSION_CACHE_SIZE = 4096
 """Past this many remembered permissions, expired ones are dropped."""
 LABELS_CACHE_SIZE = 1024
 """Past this many remembered label lists, expired ones are dropped."""
+TOKEN_CACHE_SIZE = 1024
+"""Past this many cached installation tokens, expired ones are dropped."""
+TOKEN_REFRESH_MARGIN_S = 5 * 60
+"""A cached installation token is replaced this long before it expires."""
+
+TokenKey = tuple[int, str, str]
+"""(installation id, repository name or "", permissions as `name=level,...` or "")."""
+
+
+def token_key(
+    installation_id: int, repo: str | None, permissions: Mapping[str, str] | None
+) -> TokenKey:
+    perms = ",".join(f"{k}={v}" for k, v in sorted((permissions or {}).items()))
+    return (installation_id, repo or "", perms)
 
 
 class Remembered(Generic[K, V]):
-    """Values kept for `ttl` seconds under keys that start (installation id, full name); past
-    `size` entries, the expired ones are dropped."""
+    """Values kept for `ttl` seconds (or `until` a time given to `put`) under keys that start
+    (installation id, name); past `size` entries, the expired ones are dropped."""
 
     def __init__(self, ttl: float, size: int, clock: Callable[[], float]) -> None:
         self.ttl = ttl
         self.size = size
         self._clock = clock
-        self._items: dict[K, tuple[float, V]] = {}
+        self._items: dict[K, tuple[float, V]] = {}  # key -> (expires at, value)
 
     def __len__(self) -> int:
         return len(self._items)
 
     def get(self, key: K) -> V | None:
         hit = self._items.get(key)
-        return hit[1] if hit is not None and self._clock() - hit[0] < self.ttl else None
+        return hit[1] if hit is not None and self._clock() < hit[0] else None
 
-    def put(self, key: K, value: V) -> None:
+    def put(self, key: K, value: V, *, until: float | None = None) -> None:
         now = self._clock()
         if len(self._items) >= self.size:
-            self._items = {k: hit for k, hit in self._items.items() if now - hit[0] < self.ttl}
-        self._items[key] = (now, value)
+            self._items = {k: hit for k, hit in self._items.items() if now < hit[0]}
+        self._items[key] = (now + self.ttl if until is None else until, value)
+
+    def drop(self, key: K, value: V | None = None) -> None:
+        """Forget `key` (only while it holds `value`, when that is given)."""
+        if value is None or self.get(key) == value:
+            self._items.pop(key, None)
 
     def forget(self, installation_id: int, full_names: frozenset[str] | None) -> None:
         """Drop the installation's entries: all, or those of `full_names` (lower case)."""
@@ -137,11 +148,6 @@ class GitHubApp:
         `transport` replaces the network (an `httpx.ASGITransport` in tests); `policy`
         sets retry counts, the rate-limit sleep cap and the spacing between writes.
         """
-        if private_key_pem is not None and not private_key_pem.strip().startswith("-----BEGIN"):
-            raise ValueError(
-                "the App private key is not a PEM block; set BOT_PRIVATE_KEY_PATH to the .pem "
-                "file GitHub gave you, or run `bot setup`"
-            )
         self.app_id = app_id
         self._jwt = None if private_key_pem is None else AppJwt(app_id, private_key_pem)
         self._slug = app_slug
@@ -161,7 +167,8 @@ class GitHubApp:
         self.github: GitHub[AppJwtStrategy] = GitHub(
             AppJwtStrategy(app_id, "", sign=self.jwt), config=self._config
         )
-        self._tokens: dict[TokenKey, CachedToken] = {}
+        # Keyed (installation id, repository name, ...); its entries expire near the token's.
+        self._tokens: Remembered[TokenKey, str] = Remembered(0.0, TOKEN_CACHE_SIZE, clock)
         self._token_locks: dict[TokenKey, anyio.Lock] = {}
         # Shared by the installation clients, keyed (installation id, full name, ...).
         self.permissions: Remembered[tuple[int, str, str], Permission] = Remembered(
@@ -268,12 +275,8 @@ class GitHubApp:
             self._revoked[installation_id] = None
         else:
             self._revoked[installation_id] = current | names
-        bare = None if names is None else {n.rsplit("/", 1)[-1] for n in names}
-        self._tokens = {
-            key: token
-            for key, token in self._tokens.items()
-            if key[0] != installation_id or (bare is not None and key[1].lower() not in bare)
-        }
+        bare = None if names is None else frozenset(n.rsplit("/", 1)[-1] for n in names)
+        self._tokens.forget(installation_id, bare)
         self.permissions.forget(installation_id, names)
         self.labels.forget(installation_id, names)
         log.info(
@@ -316,13 +319,13 @@ class GitHubApp:
         self.check_access(installation_id)
         key = token_key(installation_id, repo, permissions)
         cached = self._tokens.get(key)
-        if cached is not None and cached.fresh(self._clock()):
-            return cached.token
+        if cached is not None:
+            return cached
         lock = self._token_locks.setdefault(key, anyio.Lock())
         async with lock:
             cached = self._tokens.get(key)
-            if cached is not None and cached.fresh(self._clock()):
-                return cached.token
+            if cached is not None:
+                return cached
             minted = await answer(
                 self.github.rest.apps.async_create_installation_access_token(
                     installation_id,
@@ -338,7 +341,7 @@ class GitHubApp:
                 ) from None
             self.check_access(installation_id)  # revoked while the token was on its way
             expires_at = parse_github_time(str(issued.expires_at))
-            self._tokens[key] = CachedToken(issued.token, expires_at)
+            self._tokens.put(key, issued.token, until=expires_at - TOKEN_REFRESH_MARGIN_S)
             log.info(
                 "installation token issued",
                 extra={"installation_id": installation_id, "repo": repo or "*"},
@@ -355,10 +358,7 @@ class GitHubApp:
     ) -> None:
         """Drop a cached token after GitHub refused it (only that token, when `refused` is given:
         a concurrent request may already have cached its replacement)."""
-        key = token_key(installation_id, repo, permissions)
-        cached = self._tokens.get(key)
-        if cached is not None and (refused is None or cached.token == refused):
-            del self._tokens[key]
+        self._tokens.drop(token_key(installation_id, repo, permissions), refused)
 
     def installation(
         self,

@@ -55,6 +55,7 @@ from policies.finding_fates import PullClosed, ThreadDeclined
 from policies.readiness import Setup
 
 if TYPE_CHECKING:
+    from bot.agents.sandbox import SandboxStatus
     from bot.github.client import GitHubApp
     from bot.github.installation import InstallationClient
 
@@ -128,13 +129,15 @@ def build_worker_hooks(
     github: GitHubApp | None = None,
     review_key: bytes | None = None,
     sweeps: bool = True,
+    sandbox: SandboxStatus | None = None,
 ) -> WorkerHooks:
     """Repository config, permission lookup and run executor for the worker pool.
 
     `github` is the client to act through (default: the App's, from the settings' credentials;
     `bot action` gives a `TokenApp` on the job's token); `review_key` signs the review memory
     mirrored on the pull request (default: `review_state_key(settings)`); `sweeps` False leaves
-    out the background sweeps and redelivery (one run in one process)."""
+    out the background sweeps and redelivery (one run in one process); `sandbox` is the
+    sandbox's probed status (default: probed here)."""
     redactor = install_redactor(settings)
     if github is None and not has_credentials(settings):
         return WorkerHooks(
@@ -168,7 +171,7 @@ def build_worker_hooks(
     # The app's agent types, and the rules a repository's own (`agents`) are read under.
     agent_types = RunAgentTypes.from_settings(settings)
     engine = Engine(
-        build_runner(settings),
+        build_runner(settings, sandbox=sandbox),
         data_dir=settings.data_dir,
         agent_types=agent_types.app,
         role_models=settings.role_models,

@@ -227,10 +227,14 @@ def test_a_push_in_a_new_job_reviews_only_what_changed_from_the_marker(
     reviewed_before = len(actions.model.reviewed_paths)
     payload = anyio.run(actions.fake.push_pull, "octo", "hello", 1, actions.calc.head2)
     payload.pop("installation", None)
+    # Someone copies the app's signed summary, marker and all: not the app's, so ignored.
+    (own,) = actions.own_comments()
+    actions.fake.add_comment("octo", "hello", 1, own["body"], user="mallory")
     shallow = checkout(actions, "workspace-shallow", "--depth", "1")
     job = actions.job("pull_request", payload, env={"GITHUB_WORKSPACE": str(shallow)})
     assert job.rc == 0, job.log[-4000:]
     assert "shallow" in job.summary and "fetch-depth: 0" in job.summary
+    assert "markers that are not the app's signed summary line were ignored" in job.log
 
     # A new process with a new store: only the marker told it what was reviewed.
     sent = [p for paths in actions.model.reviewed_paths[reviewed_before:] for p in paths]

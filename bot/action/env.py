@@ -71,7 +71,9 @@ class ActionEnv(BaseModel):
                 f"{str(first['loc'][0]).upper()} cannot be read: {first['msg']}"
             ) from None
         if env.github_workspace is not None and not env.github_workspace.is_absolute():
-            raise ActionEnvError(f"GITHUB_WORKSPACE is not an absolute path: {env.github_workspace}")
+            raise ActionEnvError(
+                f"GITHUB_WORKSPACE is not an absolute path: {env.github_workspace}"
+            )
         if env.github_repository.count("/") != 1:
             raise ActionEnvError(f"GITHUB_REPOSITORY is not owner/name: {env.github_repository!r}")
         return env

@@ -62,7 +62,7 @@ class ActionReport:
             for run in runs
         )
         failed = any(line.status not in ENDED_WELL for line in lines)
-        notes = notes + _permission_notes(lines)
+        notes = notes + permission_notes(lines)
         if delivery is None or delivery.decision is None:
             return cls("The event was not decided.", failed=True, runs=lines, notes=tuple(notes))
         if delivery.decision == "skip":
@@ -95,7 +95,7 @@ class ActionReport:
 _NEEDS = re.compile(r"the token needs ([a-z_]+)=(read|write|admin)")
 
 
-def _permission_notes(lines: tuple[RunLine, ...]) -> list[str]:
+def permission_notes(lines: tuple[RunLine, ...]) -> list[str]:
     """A refused call's permission (GitHub's `X-Accepted-GitHub-Permissions`, carried in the
     run's error), as the workflow's `permissions:` key that grants it."""
     wanted = dict.fromkeys(

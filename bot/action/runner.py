@@ -135,9 +135,18 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+SANDBOX_NOTE = (
+    "agents could not run commands: the sandbox (bubblewrap) cannot start on this runner. "
+    "On GitHub's Ubuntu runners, a step before this one can allow it: "
+    "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`"
+)
+
+
 async def _handle(
     settings: Settings, env: ActionEnv, plan: ActionDelivery, slug: str
 ) -> ActionReport:
+    from bot.agents.sandbox import probe_sandbox
+    from bot.agents.sandbox_limits import SandboxLimits
     from bot.github.client import RetryPolicy, TokenApp
     from bot.intake.delivery_writer import DeliveryWriter
     from bot.runs.worker import Worker
@@ -155,8 +164,15 @@ async def _handle(
     )
     key, key_warning = review_key(settings)
     notes = [key_warning] if key_warning else []
+    sandbox = await anyio.to_thread.run_sync(
+        lambda: probe_sandbox(limits=SandboxLimits.from_settings(settings))
+    )
+    if not sandbox.ok:
+        notes.append(f"{SANDBOX_NOTE} ({sandbox.reason})")
     try:
-        hooks = build_worker_hooks(settings, store, github=github, review_key=key, sweeps=False)
+        hooks = build_worker_hooks(
+            settings, store, github=github, review_key=key, sweeps=False, sandbox=sandbox
+        )
         worker = Worker(
             store,
             job_queue(store),

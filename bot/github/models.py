@@ -38,7 +38,6 @@ class User(_Lenient):
 
 class Label(_Lenient):
     name: str
-    color: str = ""
 
 
 class Repository(_Lenient):
@@ -47,10 +46,8 @@ class Repository(_Lenient):
     full_name: str
     private: bool = False
     default_branch: str = "main"
-    clone_url: str = ""
     html_url: str = ""
     owner: User | None = None
-    archived: bool = False
     fork: bool = False
 
 
@@ -123,16 +120,7 @@ class PullRequest(_Lenient):
     html_url: str = ""
     additions: int = 0
     deletions: int = 0
-    changed_files: int = 0
     author_association: str = "NONE"
-
-    @property
-    def is_fork(self) -> bool:
-        head_repo = self.head.repo
-        base_repo = self.base.repo
-        if head_repo is None or base_repo is None:
-            return True
-        return head_repo.full_name != base_repo.full_name
 
 
 class PullFile(_Lenient):
@@ -228,7 +216,6 @@ class CheckRun(_Lenient):
     status: str = "queued"
     conclusion: str | None = None
     external_id: str | None = None
-    details_url: str | None = None
     html_url: str | None = None
     output: CheckRunOutput | None = None
     app: CheckApp | None = None
@@ -252,7 +239,6 @@ class Installation(_Lenient):
     repository_selection: str = "all"
     app_id: int | None = None
     permissions: dict[str, str] = Field(default_factory=dict)
-    suspended_at: str | None = None
 
 
 class ManifestConversion(_Lenient):
@@ -285,7 +271,6 @@ class HookDelivery(_Lenient):
     event: str = ""
     action: str | None = None
     installation_id: int | None = None
-    repository_id: int | None = None
 
 
 class CheckAnnotation(_Lenient):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,37 @@ def test_the_step_summary_quotes_text_and_names_a_missing_permission(tmp_path: P
     text = path.read_text()
     assert "@\u200bteam" in text and "<b>" not in text  # nobody pinged, no HTML
     assert text.count("### repo-agent-bot") == 2  # appended, as GitHub's file is
+
+
+def test_an_annotation_cannot_end_its_command_or_start_another() -> None:
+    from bot.action.report import Annotation, unposted_findings
+
+    details = json.dumps(
+        {
+            "result": {
+                "review": {
+                    "findings": [
+                        {
+                            "path": "a,b:c.py",
+                            "start_line": 3,
+                            "end_line": 1,
+                            "severity": "high",
+                            "title": "bad\n::add-mask::x, y: z",
+                            "explanation": "100% wrong\r\n::set-output name=a::b",
+                        },
+                        {"path": "x.py", "title": "no line"},
+                        "not a finding",
+                    ]
+                }
+            }
+        }
+    )
+    (found,) = unposted_findings(details)
+    assert found == Annotation("error", "a,b:c.py", 3, 3, "bad\n::add-mask::x, y: z", "100% wrong")
+    command = found.command()
+    assert "\n" not in command and "\r" not in command
+    assert command == (
+        "::error file=a%2Cb%3Ac.py,line=3,endLine=3,"
+        "title=bad%0A%3A%3Aadd-mask%3A%3Ax%2C y%3A z::100%25 wrong"
+    )
+    assert unposted_findings(None) == [] and unposted_findings("{") == []

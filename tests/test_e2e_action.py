@@ -304,4 +304,13 @@ def test_a_token_without_pull_request_write_fails_naming_the_permission(
     job = actions.job("pull_request", actions.pull_event("opened", pull["number"]), token=read_only)
     assert job.rc == 1, job.log[-4000:]
     assert "the token needs pull_requests=write" in job.log, job.log[-3000:]
+    # No review could be posted: its findings are the job's annotations, the only workflow
+    # commands in the step's output, which are off (`stop-commands`) everywhere else.
+    lines = job.log.splitlines()
+    assert lines[0].startswith("::stop-commands::")
+    resume = lines.index(f"::{lines[0].removeprefix('::stop-commands::')}::")
+    annotations = [ln for ln in lines if ln.startswith(("::error ", "::warning ", "::notice "))]
+    assert annotations and all(lines.index(a) > resume for a in annotations)
+    assert any("file=calc/ops.py" in a and "mean divides by zero" in a for a in annotations), annotations
+    assert "annotations" in job.summary
     assert "pull-requests: write" in job.summary  # as a workflow's `permissions` spells it

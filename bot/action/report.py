@@ -8,17 +8,19 @@ unescaped (a run's summary is already the text the app posted, and is quoted her
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.engine.artifacts import DETAILS
 from bot.log import get_logger
 from bot.store.sqlite import Store
 
 log = get_logger(__name__)
 
-__all__ = ["ActionReport", "RunLine", "write_step_summary"]
+__all__ = ["ActionReport", "Annotation", "RunLine", "unposted_findings", "write_step_summary"]
 
 ENDED_WELL = frozenset({"succeeded", "no_changes", "needs_info", "blocked", "skipped"})
 
@@ -32,6 +34,32 @@ class RunLine:
 
 
 @dataclass(frozen=True, slots=True)
+class Annotation:
+    """A finding of a review that could not be posted, as a workflow command shows it."""
+
+    level: str  # error, warning or notice
+    path: str
+    start: int
+    end: int
+    title: str
+    message: str
+
+    def command(self) -> str:
+        """`::warning file=...::message`, every value escaped as GitHub's runner reads it, so
+        no text of the model's can end the command or start another."""
+        props = ",".join(
+            f"{key}={_prop(str(value))}"
+            for key, value in (
+                ("file", self.path),
+                ("line", self.start),
+                ("endLine", self.end),
+                ("title", self.title),
+            )
+        )
+        return f"::{self.level} {props}::{_data(self.message)}"
+
+
+@dataclass(frozen=True, slots=True)
 class ActionReport:
     """The job's result. `failed`: the exit code is 1."""
 
@@ -39,6 +67,7 @@ class ActionReport:
     failed: bool = False
     runs: tuple[RunLine, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    annotations: tuple[Annotation, ...] = ()
 
     @classmethod
     def refused(cls, reason: str) -> ActionReport:
@@ -63,6 +92,17 @@ class ActionReport:
         )
         failed = any(line.status not in ENDED_WELL for line in lines)
         notes = notes + permission_notes(lines)
+        unposted = tuple(
+            annotation
+            for run in runs
+            if run.workflow == "review" and run.status == "failed"
+            for annotation in unposted_findings(store.get_artifact(run.id, DETAILS))
+        )
+        if unposted:
+            notes.append(
+                f"the review could not be posted: its {len(unposted)} finding(s) are shown as "
+                "annotations on the job instead"
+            )
         if delivery is None or delivery.decision is None:
             return cls("The event was not decided.", failed=True, runs=lines, notes=tuple(notes))
         if delivery.decision == "skip":
@@ -71,7 +111,7 @@ class ActionReport:
             reason = delivery.reason or "see the job log"
             return cls(f"The event could not be handled: {reason}.", True, lines, tuple(notes))
         done = ", ".join(f"{line.workflow} {line.status}" for line in lines) or "no run"
-        return cls(f"Ran {done}.", failed=failed, runs=lines, notes=tuple(notes))
+        return cls(f"Ran {done}.", failed, lines, tuple(notes), unposted)
 
     def log_lines(self) -> list[str]:
         out = [self.headline]
@@ -90,6 +130,42 @@ class ActionReport:
         if self.notes:
             parts += [""] + [f"> {_text(note)}" for note in self.notes]
         return "\n".join(parts) + "\n"
+
+
+_LEVELS = {"critical": "error", "high": "error", "medium": "warning"}
+MAX_ANNOTATIONS = 50
+"""GitHub shows at most 10 of each level per step and 50 per job; more would be dropped."""
+
+
+def unposted_findings(details: str | None) -> list[Annotation]:
+    """The findings a review's workflow returned (its `workflow.json`), as annotations."""
+    try:
+        data = json.loads(details or "null")
+        findings = data["result"]["review"]["findings"]
+    except (ValueError, TypeError, KeyError):
+        return []
+    out: list[Annotation] = []
+    for item in findings if isinstance(findings, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            start = int(item["start_line"])
+            end = max(start, int(item.get("end_line") or start))
+            path, title = str(item["path"]), str(item["title"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        level = _LEVELS.get(str(item.get("severity")), "notice")
+        message = _first_line(item.get("explanation")) or title
+        out.append(Annotation(level, path, start, end, title[:200], message))
+    return out[:MAX_ANNOTATIONS]
+
+
+def _data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _prop(value: str) -> str:
+    return _data(value).replace(":", "%3A").replace(",", "%2C")
 
 
 _NEEDS = re.compile(r"the token needs ([a-z_]+)=(read|write|admin)")

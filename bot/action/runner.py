@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from bot.action.env import ActionEnv, ActionEnvError, read_event
-from bot.action.report import ActionReport, write_step_summary
+from bot.action.report import ActionReport, Annotation, write_step_summary
 from bot.action.workspace import lend_workspace
 from bot.log import configure, get_logger
 
@@ -97,8 +97,32 @@ def review_key(settings: Settings) -> tuple[bytes, str | None]:
     )
 
 
+def stop_commands() -> str | None:
+    """In a job, stop the runner reading workflow commands in the step's output: what the app
+    logs quotes GitHub and the model, and none of that may set an output or mask a value.
+    The token resumes them (`annotate`); None outside Actions."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return None
+    token = secrets.token_hex(16)
+    print(f"::stop-commands::{token}", flush=True)
+    return token
+
+
+def annotate(token: str | None, annotations: tuple[Annotation, ...]) -> None:
+    """Print the annotations as workflow commands, the only ones the app gives."""
+    if not annotations:
+        return
+    if token is not None:
+        print(f"::{token}::", flush=True)
+    for annotation in annotations:
+        print(annotation.command(), flush=True)
+    if token is not None:
+        print(f"::stop-commands::{secrets.token_hex(16)}", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     configure(os.environ.get("BOT_LOG_LEVEL", "INFO"), json_lines=False)
+    commands = stop_commands()
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY") or None
     try:
         env = ActionEnv.read()
@@ -131,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(data_dir, ignore_errors=True)
     for line in report.log_lines():
         (log.error if report.failed else log.info)(line)
+    annotate(commands, report.annotations)
     write_step_summary(summary_path, report)
     return 1 if report.failed else 0
 

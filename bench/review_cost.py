@@ -18,12 +18,19 @@ Targets: per PR, follow-up tokens at most (push files / PR files) of the full re
 10 points; over all PRs, at most 40% of the full re-reviews' tokens; per review, one review
 posted at most, at most two writes of the sticky summary, one check run created and completed.
 
+With `--action`, each pull request is also reviewed as `bot action` reviews it (a copy of it,
+opened at the same commits): every review in a job of its own, with a new store and data
+directory, acting with a token it was given (`TokenApp`), its memory only what the sticky
+summary's signed marker holds; its follow-up is printed beside the server's (target: within
+5% of the server's follow-up tokens).
+
 With `--instructions`, each pull request's base gains an AGENTS.md and a path-scoped
 `.github/instructions/tests.instructions.md` (a commit on top of its base, as when the base
 branch moved on), and the instructions' own tokens (the characters of their fenced blocks
 and note in every request, / 4) are printed apart.
 
     .venv/bin/python bench/review_cost.py [--bundle PATH --prs PATH] [--limit N] [--instructions]
+        [--action] [--turn-seconds S]
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from bot.agents.runtime import build_runner  # noqa: E402
 from bot.agents.sandbox import SandboxStatus  # noqa: E402
 from bot.engine.engine import Engine  # noqa: E402
 from bot.git.checkout import Mirrors  # noqa: E402
-from bot.github.client import GitHubApp, RetryPolicy  # noqa: E402
+from bot.github.client import GitHubApp, RetryPolicy, TokenApp  # noqa: E402
 from bot.runs.execute import RunExecutor  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from bot.store.sqlite import Store  # noqa: E402
@@ -195,6 +202,50 @@ PRICE = {"input": 2.0, "cache_read": 0.5, "output": 8.0}
 PRICES = {"fake-model": PRICE}
 
 
+ACTION_OFFSET = 1000
+"""The Action's copy of pull request n is n + ACTION_OFFSET."""
+
+
+async def action_review(
+    fake: FakeGitHub,
+    gh_url: str,
+    runner: Any,
+    model: ReviewModel,
+    number: int,
+    job: Path,
+    *,
+    head: str,
+) -> Figures:
+    """One `bot action` job's review: a store, data directory and client of its own."""
+    token = fake.issue_token(42, ["hello"], {}).value
+    github = TokenApp(
+        token,
+        app_slug=fake.slug,
+        api_url=gh_url,
+        policy=RetryPolicy(backoff_s=0.01, mutation_interval_s=0.0),
+    )
+    store = Store.open(job / "bot.sqlite3")
+    executor = RunExecutor(
+        github=github,
+        engine=Engine(runner, data_dir=job),
+        mirrors=Mirrors(job, web_url=gh_url, allow_http=True),
+        store=store,
+        app_slug=fake.slug,
+        flows=FLOWS,
+        progress_interval=600.0,
+        review_key=ACTION_KEY,
+    )
+    try:
+        return await review(executor, store, fake, model, number, f"a{number}", head=head)
+    finally:
+        await github.aclose()
+        store.close()
+
+
+ACTION_KEY = b"bench action review-state key 01"
+"""The Action's memory key: the same in every job, as one derived from the API key is."""
+
+
 async def bench(
     bundle: Path,
     prs: list[dict[str, Any]],
@@ -202,6 +253,7 @@ async def bench(
     *,
     instructions: bool = False,
     turn_seconds: float = 0.0,
+    action: bool = False,
 ) -> int:
     bare = workdir / "remote" / "octo" / "hello.git"
     await anyio.run_process(["git", "clone", "-q", "--bare", str(bundle), str(bare)])
@@ -217,6 +269,7 @@ async def bench(
         llm.respond_with(model)
     data = workdir / "data"
     rows = []
+    in_action: dict[int, Figures] = {}
     with serve_fake_github(fake) as gh_url:
         settings = Settings(
             model="fake-model", llm_base_url=llm.base_url, llm_stream=False, model_prices=PRICES
@@ -277,6 +330,25 @@ async def bench(
                     executor, store, fake, model, n, f"d{n}-3", head=None, command="review"
                 )
                 rows.append((pr, first, follow, full, time.perf_counter() - started))
+                if action:
+                    copy = n + ACTION_OFFSET
+                    await fake.add_pull(
+                        "octo",
+                        "hello",
+                        head=pr["commits"][-2],
+                        base=base,
+                        number=copy,
+                        title=pr["title"],
+                        user="author",
+                    )
+                    jobs = workdir / f"jobs-{n}"
+                    await action_review(
+                        fake, gh_url, runner, model, copy, jobs / "1", head=pr["commits"][-2]
+                    )
+                    await fake.push_pull("octo", "hello", copy, pr["commits"][-1])
+                    in_action[n] = await action_review(
+                        fake, gh_url, runner, model, copy, jobs / "2", head=pr["commits"][-1]
+                    )
         finally:
             await github.aclose()
             store.close()
@@ -356,6 +428,25 @@ async def bench(
             f"{worst_full.wall:.1f} s for a chain of {worst_full.chain} calls, "
             f"{worst_full.calls} calls in all); target at most 1.20x"
         )
+    action_ok = True
+    if action:
+        print("follow-ups as `bot action` runs them (a job each, memory from the marker):")
+        server_total = action_total = 0
+        for n, (pr, _, follow, _, _) in enumerate(rows, start=1):
+            job = in_action[n]
+            server_total += follow.tokens
+            action_total += job.tokens
+            ratio = job.tokens / follow.tokens if follow.tokens else 1.0
+            print(
+                f"  #{pr['pr']}: server {follow.tokens:,} tokens / {follow.calls} calls, "
+                f"action {job.tokens:,} / {job.calls} ({ratio:.1%})"
+            )
+        ratio = action_total / server_total if server_total else 1.0
+        action_ok = abs(ratio - 1) <= 0.05
+        print(
+            f"action follow-ups: {action_total:,} tokens against the server's {server_total:,} "
+            f"({ratio:.1%}; target within 5%): {'PASS' if action_ok else 'MISS'}"
+        )
     if instructions:
         spent = instruction_tokens(llm.bodies)
         total = sum(f.tokens for _, first, follow, full, _ in rows for f in (first, follow, full))
@@ -363,7 +454,7 @@ async def bench(
             f"instructions: {spent:,} of {total:,} input tokens "
             f"({spent / total if total else 0:.1%}), in {len(llm.bodies)} requests"
         )
-    ok = not failures and overall <= 0.40 and write_problems == 0
+    ok = not failures and overall <= 0.40 and write_problems == 0 and action_ok
     verdict = "PASS" if ok else "MISS"
     detail = []
     if failures:
@@ -390,6 +481,9 @@ def main() -> int:
         "--instructions", action="store_true", help="an AGENTS.md and a scoped file on each base"
     )
     parser.add_argument(
+        "--action", action="store_true", help="also each follow-up as `bot action` runs it"
+    )
+    parser.add_argument(
         "--turn-seconds",
         type=float,
         default=0.0,
@@ -405,7 +499,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         return anyio.run(
             functools.partial(
-                bench, instructions=args.instructions, turn_seconds=args.turn_seconds
+                bench,
+                instructions=args.instructions,
+                turn_seconds=args.turn_seconds,
+                action=args.action,
             ),
             args.bundle,
             prs,

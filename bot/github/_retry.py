@@ -210,18 +210,19 @@ class Sender:
         delivery = current_fields().get("delivery_id")
         if delivery is not None:
             request.headers["X-Bot-Delivery"] = str(delivery)
-        await self._respect_exhausted_quota(installation_id, request)
+        quota = -1 if installation_id is None else installation_id
+        await self._respect_exhausted_quota(quota, request)
         write = method in MUTATING if options.spaced is None else options.spaced
         tries = options.attempts or self.policy.attempts
         if not write or installation_id is None:
-            return await self._with_retries(request, tries, installation_id, None)
+            return await self._with_retries(request, tries, quota, None)
         async with self._write_locks.setdefault(installation_id, anyio.Lock()):
             last = self._last_write.get(installation_id, float("-inf"))
             wait = last + self.policy.mutation_interval_s - time.monotonic()
             if wait > 0:
                 await self._sleep(wait)
             try:
-                return await self._with_retries(request, tries, installation_id, guard)
+                return await self._with_retries(request, tries, quota, guard)
             finally:
                 self._last_write[installation_id] = time.monotonic()
 
@@ -229,7 +230,7 @@ class Sender:
         self,
         request: httpx.Request,
         attempts: int,
-        installation_id: int | None,
+        quota: int,
         guard: Guard | None,
     ) -> httpx.Response:
         method, path = request.method, request.url.path
@@ -251,7 +252,7 @@ class Sender:
                 await self.backoff(method, path, 0, failures)
                 continue
             status, headers = response.status_code, response.headers
-            self._note_quota(installation_id, headers)
+            self._note_quota(quota, headers)
             metrics.github_request(method, status)
             if status < 400:
                 return response
@@ -276,27 +277,23 @@ class Sender:
                     continue
             return httpx.Response(status, headers=headers, content=body, request=request)
 
-    def _note_quota(self, installation_id: int | None, headers: httpx.Headers) -> None:
-        """Remember when a quota (per installation, or the App's) ran out, and until when."""
-        key = -1 if installation_id is None else installation_id
+    def _note_quota(self, quota: int, headers: httpx.Headers) -> None:
+        """Remember when a quota (an installation's, or the App's: -1) ran out, and until when."""
         if headers.get("x-ratelimit-remaining") != "0":
-            self._exhausted.pop(key, None)
+            self._exhausted.pop(quota, None)
             return
         wait = rate_limit_wait(429, headers, "", self._clock())
         if wait is not None and wait > 1.0:  # 1 s is the margin added to every reset
-            self._exhausted[key] = self._clock() + wait
+            self._exhausted[quota] = self._clock() + wait
 
-    async def _respect_exhausted_quota(
-        self, installation_id: int | None, request: httpx.Request
-    ) -> None:
+    async def _respect_exhausted_quota(self, quota: int, request: httpx.Request) -> None:
         """Do not send while a known quota is spent (GitHub may ban clients that keep trying)."""
-        key = -1 if installation_id is None else installation_id
-        until = self._exhausted.get(key)
+        until = self._exhausted.get(quota)
         if until is None:
             return
         wait = until - self._clock()
         if wait <= 0:
-            self._exhausted.pop(key, None)
+            self._exhausted.pop(quota, None)
             return
         method, path = request.method, request.url.path
         if wait > self.policy.max_sleep_s:
@@ -307,7 +304,7 @@ class Sender:
         )
         metrics.rate_limit_wait(wait)
         await self._sleep(wait)
-        self._exhausted.pop(key, None)
+        self._exhausted.pop(quota, None)
 
     async def backoff(
         self, method: str, path: str, status: int, failures: int, *, at_least: float = 0.0
@@ -323,19 +320,19 @@ class Sender:
         await self._sleep(delay)
 
 
+@dataclass(frozen=True, slots=True)
 class _PolicyTransport(httpx.AsyncBaseTransport):
     """What githubkit sends through: `Sender.send` for one installation (or the App).
 
     githubkit opens a short-lived httpx client per call and closes its transport with it;
     the network under `Sender` stays open until `Sender.aclose`."""
 
-    def __init__(self, policy: Sender, installation_id: int | None, guard: Guard | None) -> None:
-        self._policy = policy
-        self._installation_id = installation_id
-        self._guard = guard
+    sender: Sender
+    installation_id: int | None
+    guard: Guard | None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._policy.send(request, self._installation_id, self._guard)
+        return await self.sender.send(request, self.installation_id, self.guard)
 
     async def aclose(self) -> None:
         return None

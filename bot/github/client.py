@@ -9,17 +9,13 @@
 
 Authentication is githubkit's auth strategies (`bot.github._auth`): the App JWT for the App's
 routes, and installation tokens narrowed to the client's single repository (and optionally to
-fewer `permissions`), cached per (installation, repository) until 5 minutes before they expire,
-dropped and requested again once on a 401 (then `AuthError`). `token()` gives the same token to
-git (as an HTTP header, see `bot.git.checkout`). Once GitHub says the app lost an installation
-or some of its repositories (`revoke_access`), their cached tokens, permissions and labels are
-dropped and no token is requested for them (`AccessRevoked`) until `restore_access`.
+fewer `permissions`), cached until 5 minutes before they expire; `token()` gives the same token
+to git (see `bot.git.checkout`). Once GitHub says the app lost an installation or repositories
+(`revoke_access`), nothing is requested for them (`AccessRevoked`) until `restore_access`.
 
 Every call is one of githubkit's typed REST methods (its body checked against GitHub's schema
-before it is sent), lists are read with its paginator and answers into our lenient models
-(`bot.github._pages`); retries, rate limits, write spacing and the delivery header are our
-transport under it (`bot.github._retry`). Errors are `bot.github.errors`. For tests pass
-`transport=httpx.ASGITransport(fake.app)` and any `api_url`.
+before it is sent), read into our lenient models (`bot.github._pages`); retries, rate limits,
+write spacing and the delivery header are our transport under it (`bot.github._retry`).
 """
 
 from __future__ import annotations
@@ -253,8 +249,7 @@ class GitHubApp:
 
     async def hook_deliveries(self, *, since: float) -> list[HookDelivery]:
         """`GET /app/hook/deliveries`: the App's delivery attempts since `since` (epoch
-        seconds), newest first. Pages (100 each, the cursor in the `Link` header) are read
-        until one reaches back past `since`, at most `MAX_PAGES` of them."""
+        seconds), newest first; pages are read until one reaches back past `since`."""
         rest = self.github.rest
         request = rest.apps.async_list_webhook_deliveries
         return await listed(rest, request, HookDelivery, keep=lambda d: _delivered_at(d) >= since)
@@ -271,10 +266,9 @@ class GitHubApp:
         (full names): drop what is cached for them and request no token for them any more."""
         names = None if repos is None else frozenset(r.lower() for r in repos)
         current = self._revoked.get(installation_id, frozenset())
-        if names is None or current is None:
-            self._revoked[installation_id] = None
-        else:
-            self._revoked[installation_id] = current | names
+        self._revoked[installation_id] = (
+            None if names is None or current is None else current | names
+        )
         bare = None if names is None else frozenset(n.rsplit("/", 1)[-1] for n in names)
         self._tokens.forget(installation_id, bare)
         self.permissions.forget(installation_id, names)
@@ -287,21 +281,15 @@ class GitHubApp:
     def restore_access(self, installation_id: int, repos: Collection[str] | None = None) -> None:
         """GitHub said access came back: to the whole installation (`repos` None: unsuspended)
         or to those repositories (added to it; a suspended installation stays revoked)."""
-        current = self._revoked.get(installation_id, frozenset())
-        if repos is None:
-            self._revoked.pop(installation_id, None)
-        elif current is not None:
-            left = current - {r.lower() for r in repos}
-            if left:
+        lost = self._revoked.pop(installation_id, frozenset())
+        if repos is not None:
+            left = None if lost is None else lost - {r.lower() for r in repos}
+            if left is None or left:  # still lost: all of it (suspended) or other repositories
                 self._revoked[installation_id] = left
-            else:
-                self._revoked.pop(installation_id, None)
 
     def check_access(self, installation_id: int, full_name: str | None = None) -> None:
         """Raise AccessRevoked when the installation, or its repository `full_name`, is lost."""
-        if installation_id not in self._revoked:
-            return
-        lost = self._revoked[installation_id]
+        lost = self._revoked.get(installation_id, frozenset())
         if lost is None:
             raise AccessRevoked(
                 403, f"the app no longer has access to installation {installation_id}"

@@ -9,10 +9,13 @@ so the second review's memory can only come from the sticky summary's signed mar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +25,7 @@ import anyio
 import pytest
 
 from tests.e2e_world import head_files
-from tests.fakes.github import FakeGitHub, serve_fake_github
+from tests.fakes.github import FakeGitHub, commit_files, serve_fake_github
 from tests.fakes.llm import FakeLLM, Reply, serve
 from tests.fakes.review_model import CALC_RULES, ReviewModel
 from tests.review._calc import CalcRepo, build_calc
@@ -59,6 +62,7 @@ class Actions:
     model: ReviewModel
     github_url: str
     llm_url: str
+    llm: FakeLLM
     runs: int = 0
     token: str = ""
     env: dict[str, str] = field(default_factory=dict)
@@ -93,6 +97,30 @@ class Actions:
             "sender": comment["user"],
         }
 
+    def environ(self, job_dir: Path, event: str, token: str | None = None) -> dict[str, str]:
+        """What GitHub gives the step: the job's variables, a fresh RUNNER_TEMP, the model."""
+        temp = job_dir / "runner-temp"
+        temp.mkdir(parents=True)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("BOT_", "GITHUB_"))}
+        environ.update(
+            GITHUB_ACTIONS="true",
+            GITHUB_EVENT_NAME=event,
+            GITHUB_EVENT_PATH=str(job_dir / "event.json"),
+            GITHUB_TOKEN=token or self.token,
+            GITHUB_REPOSITORY="octo/hello",
+            GITHUB_API_URL=self.github_url,
+            GITHUB_SERVER_URL=self.github_url,
+            GITHUB_RUN_ID=str(9000 + self.runs),
+            GITHUB_STEP_SUMMARY=str(job_dir / "step-summary.md"),
+            RUNNER_TEMP=str(temp),
+            BOT_MODEL="fake-model",
+            BOT_LLM_BASE_URL=self.llm_url,
+            BOT_LLM_API_KEY="sk-test-action-key-0123456789",
+            BOT_GITHUB_WRITE_INTERVAL="0",
+            PYTHONPATH=str(REPO),
+        )
+        return environ
+
     def job(
         self,
         event: str,
@@ -105,31 +133,12 @@ class Actions:
         """`bot action` as a job step: a fresh RUNNER_TEMP and step summary each time."""
         self.runs += 1
         job_dir = self.root / f"job-{self.runs}"
-        temp = job_dir / "runner-temp"
-        temp.mkdir(parents=True)
-        event_path = job_dir / "event.json"
+        environ = {**self.environ(job_dir, event, token), **(env or {})}
+        temp = Path(environ["RUNNER_TEMP"])
+        summary = Path(environ["GITHUB_STEP_SUMMARY"])
         if payload is not None:
-            event_path.write_text(payload if isinstance(payload, str) else json.dumps(payload))
-        summary = job_dir / "step-summary.md"
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("BOT_", "GITHUB_"))}
-        environ.update(
-            GITHUB_ACTIONS="true",
-            GITHUB_EVENT_NAME=event,
-            GITHUB_EVENT_PATH=str(event_path),
-            GITHUB_TOKEN=token or self.token,
-            GITHUB_REPOSITORY="octo/hello",
-            GITHUB_API_URL=self.github_url,
-            GITHUB_SERVER_URL=self.github_url,
-            GITHUB_RUN_ID=str(9000 + self.runs),
-            GITHUB_STEP_SUMMARY=str(summary),
-            RUNNER_TEMP=str(temp),
-            BOT_MODEL="fake-model",
-            BOT_LLM_BASE_URL=self.llm_url,
-            BOT_LLM_API_KEY="sk-test-action-key-0123456789",
-            BOT_GITHUB_WRITE_INTERVAL="0",
-            PYTHONPATH=str(REPO),
-            **(env or {}),
-        )
+            text = payload if isinstance(payload, str) else json.dumps(payload)
+            Path(environ["GITHUB_EVENT_PATH"]).write_text(text)
         done = subprocess.run(
             [sys.executable, "-m", "bot.cli", "action", *args],
             cwd=job_dir,
@@ -154,13 +163,19 @@ class Actions:
         return list(self.fake.repos["octo/hello"].review_comments.get(1, []))
 
 
+SLOW: dict[str, float] = {"delay": 0.0}
+"""Seconds every model answer takes (a test sets it to keep a job busy)."""
+
+
 def _responder(model: ReviewModel) -> Any:
     script = ModelScript()
 
     def respond(body: dict[str, Any]) -> Reply:
         if user_prompt(body).startswith("Answer this question"):
-            return script(body)
-        return model(body)
+            reply = script(body)
+        else:
+            reply = model(body)
+        return dataclasses.replace(reply, delay=SLOW["delay"]) if SLOW["delay"] else reply
 
     return respond
 
@@ -181,7 +196,7 @@ def actions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Actions]:
     llm = FakeLLM()
     llm.respond_with(_responder(model))
     with serve_fake_github(fake) as gh_url, serve(llm) as llm_url:
-        world = Actions(root, fake, calc, model, gh_url, llm_url)
+        world = Actions(root, fake, calc, model, gh_url, llm_url, llm)
         world.token = fake.issue_token(42, ["hello"], dict(JOB_PERMISSIONS)).value
         yield world
 
@@ -311,6 +326,62 @@ def test_a_token_without_pull_request_write_fails_naming_the_permission(
     resume = lines.index(f"::{lines[0].removeprefix('::stop-commands::')}::")
     annotations = [ln for ln in lines if ln.startswith(("::error ", "::warning ", "::notice "))]
     assert annotations and all(lines.index(a) > resume for a in annotations)
-    assert any("file=calc/ops.py" in a and "mean divides by zero" in a for a in annotations), annotations
+    assert any("file=calc/ops.py" in a and "mean divides by zero" in a for a in annotations), (
+        annotations
+    )
     assert "annotations" in job.summary
     assert "pull-requests: write" in job.summary  # as a workflow's `permissions` spells it
+
+
+def test_a_cancelled_job_stops_its_run_and_the_next_job_finishes_it(actions: Actions) -> None:
+    commit_files(
+        actions.calc.git_dir,
+        "late",
+        {"calc/late.py": "def late(x):\n    return 1/x\n"},
+        "Late",
+        base="main",
+    )
+    pull = anyio.run(
+        lambda: actions.fake.add_pull("octo", "hello", head="late", user="alice", title="Late")
+    )
+    number, head = pull["number"], pull["head"]["sha"]
+    actions.runs += 1
+    job_dir = actions.root / f"job-{actions.runs}"
+    environ = actions.environ(job_dir, "pull_request")
+    Path(environ["GITHUB_EVENT_PATH"]).write_text(json.dumps(actions.pull_event("opened", number)))
+    bodies = len(actions.llm.bodies)
+    SLOW["delay"] = 30.0
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "action"],
+            cwd=job_dir,
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while len(actions.llm.bodies) == bodies:  # the review is asking the model
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)  # what GitHub sends a cancelled job's step first
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        SLOW["delay"] = 0.0
+    checks = [r for r in actions.fake.check_runs.values() if r["head_sha"] == head]
+    assert [c["status"] for c in checks] == ["completed"], out[-3000:]
+    assert "cancelled" in Path(environ["GITHUB_STEP_SUMMARY"]).read_text()
+
+    # The next job (a new store) reviews it; one sticky summary, one review, nothing twice.
+    job = actions.job("pull_request", actions.pull_event("synchronize", number))
+    assert job.rc == 0, job.log[-4000:]
+    assert "review" in job.summary and "succeeded" in job.summary
+    assert len(actions.fake.repos["octo/hello"].reviews.get(number, [])) <= 1
+    stickies = [
+        c
+        for c in actions.fake.comments_on("octo", "hello", number)
+        if c["user"]["login"] == "github-actions[bot]"
+    ]
+    assert len(stickies) == 1, [c["body"][:200] for c in stickies]
+    checks = [r for r in actions.fake.check_runs.values() if r["head_sha"] == head]
+    assert all(c["status"] == "completed" for c in checks)

@@ -25,6 +25,7 @@ import argparse
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Mapping
@@ -215,7 +216,7 @@ async def _handle(
             await writer.submit(_incoming(env, plan))
         finally:
             writer.stop()
-        waited_out = await _drain(worker)
+        waited_out = await _drain_unless_cancelled(worker)
         if waited_out:
             notes.append(waited_out)
         return ActionReport.from_store(store, env.delivery_id, notes=notes)
@@ -242,6 +243,36 @@ def _incoming(env: ActionEnv, plan: ActionDelivery) -> IncomingDelivery:
         body=json.dumps(plan.payload, separators=(",", ":")).encode(),
         received_at=time.time(),
     )
+
+
+CANCELLED = "the job was cancelled"
+STOP_GRACE_S = 6.0
+"""After a cancel, how long the runs have to record and post that they stopped: GitHub
+sends SIGINT, then SIGTERM 7.5 s later, and kills the step 2.5 s after that."""
+
+
+async def _drain_unless_cancelled(worker: Worker) -> str | None:
+    """`_drain`, and on SIGINT or SIGTERM (a cancelled job) stop the runs in flight so they
+    post that they stopped (their check run concluded, the sticky comment edited) rather
+    than leave them in progress; what is not done within STOP_GRACE_S is abandoned."""
+    result: list[str | None] = []
+
+    async def drain(scope: anyio.CancelScope) -> None:
+        result.append(await _drain(worker))
+        scope.cancel()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(drain, tasks.cancel_scope)
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.warning("cancelled; stopping the runs", extra={"signal": signum})
+                stop = worker.hooks.stop_run
+                for run_id in worker.held_runs():
+                    if stop is not None:
+                        await stop(run_id, CANCELLED)
+                tasks.cancel_scope.deadline = anyio.current_time() + STOP_GRACE_S
+                break
+    return result[0] if result else f"{CANCELLED}; what it had not finished was stopped"
 
 
 async def _drain(worker: Worker) -> str | None:

@@ -30,8 +30,6 @@ JWT_BACKDATE_S = 60
 """`iat` is set this far in the past to absorb clock drift between us and GitHub."""
 JWT_LIFETIME_S = 9 * 60
 """GitHub accepts at most 10 minutes after `iat`'s real time; 9 keeps a margin."""
-
-
 JWT_REUSE_S = 5 * 60
 """A signed JWT is reused for this long (it stays valid for 9 minutes)."""
 
@@ -55,12 +53,12 @@ class AppJwt:
         self._cached: tuple[float, str] | None = None
 
     def token(self, now: float) -> str:
-        """The App JWT GitHub expects: RS256, `iss` = app id, `iat` backdated, `exp` within
-        10 minutes."""
+        """The App JWT GitHub expects (RS256), signed anew once `JWT_REUSE_S` have passed."""
         if self._cached is not None and 0 <= now - self._cached[0] < JWT_REUSE_S:
             return self._cached[1]
-        claims = {"iat": int(now) - JWT_BACKDATE_S, "exp": int(now) + JWT_LIFETIME_S}
-        signed = jwt.encode({**claims, "iss": str(self.app_id)}, self._key, algorithm="RS256")
+        issued = int(now) - JWT_BACKDATE_S
+        claims = {"iat": issued, "exp": int(now) + JWT_LIFETIME_S, "iss": str(self.app_id)}
+        signed = jwt.encode(claims, self._key, algorithm="RS256")
         self._cached = (now, signed)
         return signed
 

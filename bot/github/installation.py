@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
+import httpx
 from githubkit import Response
 from githubkit.exception import GraphQLFailed, RequestError
 from githubkit.utils import UNSET
@@ -151,6 +152,16 @@ class InstallationClient:
     async def get_repo(self) -> Repository:
         return model_of(Repository, await answer(self._rest.repos.async_get(self.owner, self.repo)))
 
+    async def _content(self, path: str, ref: str | None, **kwargs: Any) -> httpx.Response | None:
+        """`GET .../contents/{path}` at `ref` (default branch when None); None on a 404."""
+        get = self._rest.repos.async_get_content
+        where = quote(path.strip("/"), safe="/")
+        try:
+            answered = await answer(get(self.owner, self.repo, where, ref=ref or UNSET, **kwargs))
+        except NotFound:
+            return None
+        return answered.raw_response
+
     async def get_file_text(self, path: str, ref: str | None = None) -> str | None:
         """A file's text at `ref` (default branch when None); None when it does not exist."""
         entry = await self.get_contents(path, ref)
@@ -158,19 +169,9 @@ class InstallationClient:
             return None
         if entry.encoding == "base64":
             return base64.b64decode(entry.content or "").decode("utf-8", errors="replace")
-        try:  # files over 1 MB come without content: ask for the raw bytes instead
-            raw = await answer(
-                self._rest.repos.async_get_content(
-                    self.owner,
-                    self.repo,
-                    quote(path.strip("/"), safe="/"),
-                    ref=ref or UNSET,
-                    headers={"Accept": "application/vnd.github.raw"},
-                )
-            )
-        except NotFound:
-            return None
-        return raw.raw_response.content.decode("utf-8", errors="replace")
+        # Files over 1 MB come without content: ask for the raw bytes instead.
+        raw = await self._content(path, ref, headers={"Accept": "application/vnd.github.raw"})
+        return None if raw is None else raw.content.decode("utf-8", errors="replace")
 
     async def get_contents(
         self, path: str, ref: str | None = None
@@ -181,12 +182,10 @@ class InstallationClient:
         Read as raw JSON: githubkit's models of contents (`ContentFile` and the rest of its
         union) parse GitHub's recorded answer but not the fake's, which lacks `git_url`,
         `download_url` and `_links`; `type`, `encoding` and `content` are what is read."""
-        where = quote(path.strip("/"), safe="/")
-        call = self._rest.repos.async_get_content(self.owner, self.repo, where, ref=ref or UNSET)
-        try:
-            data = json_of((await answer(call)).raw_response)
-        except NotFound:
+        answered = await self._content(path, ref)
+        if answered is None:
             return None
+        data = json_of(answered)
         if isinstance(data, list):
             return models_of(ContentEntry, data)
         return model_of(ContentEntry, data)
@@ -550,13 +549,13 @@ def _parse_permission(data: object) -> Permission | None:
 
 
 async def _posted(
-    listed: Awaitable[list[P]], body: str, also: Callable[[P], bool] = lambda _: True
+    items: Awaitable[list[P]], body: str, also: Callable[[P], bool] = lambda _: True
 ) -> P | None:
-    """The newest of `listed` that a bot posted with `body` (and that passes `also`): what a
+    """The newest of `items` that a bot posted with `body` (and that passes `also`): what a
     create whose answer was lost made. GitHub stores line ends as given but may trim trailing
     whitespace."""
     sent = body.replace("\r\n", "\n").rstrip()
-    for item in reversed(await listed):
+    for item in reversed(await items):
         text = (item.body or "").replace("\r\n", "\n").rstrip()
         if item.user is not None and item.user.is_bot and text == sent and also(item):
             return item

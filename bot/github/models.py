@@ -65,19 +65,24 @@ class ContentEntry(_Lenient):
     target: str | None = None
 
 
-class Issue(_Lenient):
-    """An issue, or the issue side of a pull request (then `pull_request` is set)."""
+class _Authored(_Lenient):
+    """What someone wrote on GitHub: an issue, a pull request, a comment on one, a review."""
 
     id: int
-    number: int
-    title: str = ""
     body: str | None = None
-    state: str = "open"
     user: User | None = None
-    labels: list[Label] = Field(default_factory=list)
-    comments: int = 0
     html_url: str = ""
     author_association: str = "NONE"
+
+
+class Issue(_Authored):
+    """An issue, or the issue side of a pull request (then `pull_request` is set)."""
+
+    number: int
+    title: str = ""
+    state: str = "open"
+    labels: list[Label] = Field(default_factory=list)
+    comments: int = 0
     pull_request: dict[str, Any] | None = None
     created_at: str | None = None
     updated_at: str | None = None
@@ -87,12 +92,7 @@ class Issue(_Lenient):
         return self.pull_request is not None
 
 
-class IssueComment(_Lenient):
-    id: int
-    body: str | None = None
-    user: User | None = None
-    html_url: str = ""
-    author_association: str = "NONE"
+class IssueComment(_Authored):
     created_at: str | None = None
     updated_at: str | None = None
 
@@ -106,21 +106,16 @@ class GitRef(_Lenient):
     repo: Repository | None = None
 
 
-class PullRequest(_Lenient):
-    id: int
+class PullRequest(_Authored):
     number: int
     title: str = ""
-    body: str | None = None
     state: str = "open"
     draft: bool = False
     merged: bool = False
-    user: User | None = None
     head: GitRef
     base: GitRef
-    html_url: str = ""
     additions: int = 0
     deletions: int = 0
-    author_association: str = "NONE"
 
 
 class PullFile(_Lenient):
@@ -186,13 +181,9 @@ class ReviewThread(_Lenient):
         return self.comments[0].database_id if self.comments else None
 
 
-class Review(_Lenient):
-    id: int
-    body: str | None = None
+class Review(_Authored):
     state: str = ""
     commit_id: str | None = None
-    user: User | None = None
-    html_url: str = ""
 
 
 class CheckRunOutput(_Lenient):

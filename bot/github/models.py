@@ -232,18 +232,13 @@ class Installation(_Lenient):
     permissions: dict[str, str] = Field(default_factory=dict)
 
 
-class ManifestConversion(_Lenient):
-    """`POST /app-manifests/{code}/conversions`: the new App's identity and secrets."""
+class ManifestConversion(AppInfo):
+    """`POST /app-manifests/{code}/conversions`: the new App, with its secrets."""
 
-    id: int
-    slug: str
-    name: str = ""
     pem: str = Field(repr=False)
     webhook_secret: str | None = Field(default=None, repr=False)
     client_id: str | None = None
     client_secret: str | None = Field(default=None, repr=False)
-    html_url: str = ""
-    owner: User | None = None
 
 
 class HookDelivery(_Lenient):

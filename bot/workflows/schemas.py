@@ -8,7 +8,7 @@ without a person's decision fills it instead of guessing.
 from __future__ import annotations
 
 import functools
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -164,23 +164,32 @@ class UnitReview(_Result):
 
 
 @functools.cache
-def unit_review_schema(max_findings: int) -> type[UnitReview]:
+def unit_review_schema(max_findings: int, *, rechecks: bool = False) -> type[UnitReview]:
     """`UnitReview` with room for at most `max_findings` findings: a model that reports more
-    is told its result does not match the schema and asked again."""
+    is told its result does not match the schema and asked again. With `rechecks`, it also
+    holds a verdict on each earlier finding the reviewer was asked to re-check."""
     cap = max(1, min(max_findings, MAX_FINDINGS))
-    return create_model(
-        "UnitReview",
-        __base__=UnitReview,
-        __doc__=UnitReview.__doc__,
-        findings=(
+    fields: dict[str, Any] = {
+        "findings": (
             list[ReviewFinding],
             Field(
                 default_factory=list,
                 max_length=cap,
                 description=f"{_FINDINGS_HELP} At most {cap}.",
             ),
-        ),
-    )
+        )
+    }
+    if rechecks:
+        fields["rechecks"] = (
+            list[RecheckVerdict],
+            Field(
+                default_factory=list,
+                description="One verdict per earlier finding listed to re-check, by its "
+                "fingerprint: whether the problem is still in the code at the head commit. "
+                "Empty when none is listed.",
+            ),
+        )
+    return create_model("UnitReview", __base__=UnitReview, __doc__=UnitReview.__doc__, **fields)
 
 
 class Verdict(_Result):

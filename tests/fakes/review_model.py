@@ -5,7 +5,8 @@
 - reviewer ("Review part of"): the fenced "changes" block; every added line that
   matches a `Rule` becomes a finding at that line (plus the rule's extra findings elsewhere
   in the file); with `generic=True`, the first added line of every file also becomes one,
-  so real repositories get findings too;
+  so real repositories get findings too; earlier findings it is asked to re-check are ruled
+  on as the re-check role rules;
 - verifier ("You are verifying"): keeps every candidate (a sloppy verifier: the app's own
   memory must stop repeats) and accepts its acceptance criteria;
 - re-check ("Earlier reviews of"): a finding is still present when its rule's pattern is
@@ -222,7 +223,12 @@ class ReviewModel:
                         "explanation": f"`{paths[0]}:1`.",
                     }
                 )
-        reply = structured({"findings": findings})
+        result: dict[str, Any] = {"findings": findings}
+        if "Findings to re-check (JSON):" in prompt:
+            result["rechecks"] = self._still_present(
+                prompt.split("Findings to re-check (JSON):")[1]
+            )
+        reply = structured(result)
         return Reply(calls=reply.calls, delay=self.review_delay) if self.review_delay else reply
 
     def verify(self, prompt: str) -> Reply:
@@ -241,13 +247,18 @@ class ReviewModel:
         )
 
     def recheck(self, prompt: str) -> Reply:
-        listed = prompt.split("Findings (JSON):", 1)[1].split("\n", 2)[1]
+        return structured({"verdicts": self._still_present(prompt.split("Findings (JSON):", 1)[1])})
+
+    def _still_present(self, listing: str) -> list[dict[str, Any]]:
+        """A verdict on each finding of the JSON line that opens `listing`: still present when
+        its rule's pattern is in the code shown after it (a finding of no rule always is)."""
+        listed, code = listing.split("\n", 2)[1:]
         verdicts = []
         for item in json.loads(listed):
             rule = next((r for r in self.rules if r.title == item["title"]), None)
-            present = rule is None or rule.pattern in prompt
+            present = rule is None or rule.pattern in code
             verdicts.append({"fingerprint": item["fingerprint"], "still_present": present})
-        return structured({"verdicts": verdicts})
+        return verdicts
 
     def suggest(self, body: dict[str, Any], prompt: str) -> Reply:
         turns = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")

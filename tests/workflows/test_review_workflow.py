@@ -196,3 +196,74 @@ async def test_a_small_follow_up_delta_is_reviewed_and_ruled_on_in_one_call(tmp_
     (paired,) = [c for c in runner.calls if c.label == "review u2"]
     assert "no verifier will see your findings" not in paired.prompt
     assert sorted(f["path"] for f in done.result["review"]["findings"]) == ["a.py", "b.py"]
+
+
+def recheck_item(fingerprint: str, path: str) -> dict[str, Any]:
+    return {
+        "fingerprint": fingerprint,
+        "path": path,
+        "line": 3,
+        "title": f"Earlier finding {fingerprint}",
+        "block": f"code of {path} near line 3 ({fingerprint})",
+    }
+
+
+async def test_a_units_reviewer_re_checks_the_earlier_findings_on_its_files(
+    tmp_path: Path,
+) -> None:
+    def ruling(call: AgentInvocation) -> Script | None:
+        if call.label == "review u1":
+            verdict = {"fingerprint": "fp-a", "still_present": False, "reason": "a.py:3"}
+            return Script(structured={"findings": [FINDING], "rechecks": [verdict]})
+        if call.label == "re-check":
+            verdict = {"fingerprint": "fp-c", "still_present": True}
+            return Script(structured={"verdicts": [verdict]})
+        return rule(call)
+
+    runner = ScriptedRunner(rule=ruling)
+    recheck = [recheck_item("fp-a", "a.py"), recheck_item("fp-c", "c.py")]
+    done = await Engine(runner, data_dir=tmp_path).run(
+        review.meta,
+        review.workflow,
+        args([unit(1, "a.py"), unit(2, "b.py")], recheck=recheck, follow_up=True),
+        interaction=POLICY,
+        repo=None,
+    )
+    assert done.status == "completed"
+    by_label = {c.label: c for c in runner.calls}
+    # The reviewer of a.py reads its earlier finding's code after its own changes, where
+    # the prompt a provider caches has ended, and rules on it in the same call.
+    head, tail = by_label["review u1"].prompt.split(CACHE_MARK)
+    assert "fp-a" not in head and "code of a.py near line 3 (fp-a)" in tail
+    assert "fp-a" not in by_label["review u2"].prompt
+    assert head == by_label["review u2"].prompt.split(CACHE_MARK)[0]
+    # Only the finding on a file no unit reviews gets a re-check call.
+    assert "fp-c" in by_label["re-check"].prompt and "fp-a" not in by_label["re-check"].prompt
+    verdicts = {v["fingerprint"]: v["still_present"] for v in done.result["review"]["rechecks"]}
+    assert verdicts == {"fp-a": False, "fp-c": True}
+
+
+async def test_a_re_check_no_units_reviewer_answered_goes_to_the_re_check_call(
+    tmp_path: Path,
+) -> None:
+    def silent(call: AgentInvocation) -> Script | None:
+        if call.label == "review u1":
+            return Script(structured={"findings": [], "rechecks": []})
+        if call.label == "re-check":
+            verdict = {"fingerprint": "fp-a", "still_present": True}
+            return Script(structured={"verdicts": [verdict]})
+        return rule(call)
+
+    runner = ScriptedRunner(rule=silent)
+    done = await Engine(runner, data_dir=tmp_path).run(
+        review.meta,
+        review.workflow,
+        args([unit(1, "a.py")], recheck=[recheck_item("fp-a", "a.py")], follow_up=True),
+        interaction=POLICY,
+        repo=None,
+    )
+    (recheck,) = [c for c in runner.calls if c.label == "re-check"]
+    assert "code of a.py near line 3 (fp-a)" in recheck.prompt
+    assert done.result["review"]["rechecks"] == [
+        {"fingerprint": "fp-a", "still_present": True, "reason": ""}
+    ]

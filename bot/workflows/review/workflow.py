@@ -12,8 +12,11 @@ with an acceptance contract (evidence confirmed, about this change, not a repeat
 verifier does not accept keeps none of its candidates: nothing unverified is posted. A
 reviewer reports at most `max_findings` candidates (its schema says so, and the workflow cuts
 any excess), and the run keeps at most as many in all, the most severe first.
-Phase "Re-check": one verifier rules whether each earlier open finding whose lines changed is
-still present.
+Phase "Re-check": whether each earlier open finding whose lines changed is still present.
+The reviewer of the unit that holds a finding's file rules on it in the same call (its code
+after the unit's changes); one re-check call rules on the rest: the findings on files no unit
+reviews, and any a unit's reviewer left unanswered (its review failed, was reused, or skipped
+the finding).
 Phase "Prove": the verified findings a test can show, at least `review.prove_severity`
 severe, get a failing test written, run and ruled on (`bot.workflows.review.proofs`; the
 runner binds `run_test`, which runs the test in the sandbox).
@@ -37,6 +40,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.engine.workflow import Workflow, WorkflowMeta
 from bot.runs.context import context_prompt, plain
 from bot.workflows.decide.note import decision_context
@@ -44,6 +49,7 @@ from bot.workflows.language import language_note
 from bot.workflows.review.proofs import ProofTestRunner, prove_findings
 from bot.workflows.schemas import (
     RecheckReport,
+    RecheckVerdict,
     ReviewFinding,
     ReviewSummary,
     UnitReview,
@@ -71,12 +77,13 @@ data loss, races, mishandled errors, broken interfaces, untested behaviour chang
 matters of taste. Read the surrounding code before reporting, and cite it as `path:line`.
 Per problem: path, new-side line range, severity, category, a one-line title, the
 explanation, and, when a small fix within those lines exists, `replacement`: the exact new
-text of all those lines.{focus}
+text of all those lines.
 No problem found is a fine answer: return an empty list."""
 
 FOCUS = """
-This is a follow-up review: the block shows only what changed since the last review; the
-rest of each file was reviewed before and is context."""
+
+This is a follow-up review: the block above shows only what changed since the last review;
+the rest of each file was reviewed before and is context."""
 
 VERIFY_TASK = """\
 You are verifying candidate findings that a reviewer reported on {pr}, for the files named
@@ -138,6 +145,18 @@ Say it is gone only when the code now clearly avoids it.
 
 Findings (JSON):
 {findings}"""
+
+UNIT_RECHECK = """
+
+Earlier reviews of this pull request raised the findings below on these files, and the code
+they point at has changed since. Besides your review, say in `rechecks` of each, by its
+fingerprint, whether the problem is still there: read the code at the head commit, and say it
+is gone only when the code now clearly avoids it.
+
+Findings to re-check (JSON):
+{findings}
+
+{blocks}"""
 
 SUGGEST_TASK = """\
 Apply the smallest fix for this review finding on {pr}, in your own worktree, then commit it
@@ -210,6 +229,18 @@ def _finding_json(f: ReviewFinding) -> dict[str, Any]:
     return f.model_dump(exclude_none=True)
 
 
+def _listed(items: list[dict[str, Any]]) -> str:
+    """Earlier findings to re-check, as JSON without their code."""
+    return json.dumps(
+        [{k: v for k, v in i.items() if k != "block"} for i in items], ensure_ascii=False
+    )
+
+
+def _blocks(items: list[dict[str, Any]]) -> str:
+    """The code of earlier findings to re-check, one fenced block each."""
+    return "\n\n".join(str(item.get("block", "")) for item in items)
+
+
 async def workflow(
     wf: Workflow, args: dict[str, Any], *, run_test: ProofTestRunner | None = None
 ) -> dict[str, Any]:
@@ -243,10 +274,16 @@ async def workflow(
         # The pull request's context first and the unit after the mark: what every unit's
         # reviewer shares is the prompt's stable part (`bot.agents.models.CACHE_MARK`).
         here = f"Files of this part: {_paths(unit)}\n\n{unit['block']}"
+        # What sets this unit apart from the run's others follows its changes, after the
+        # part of the prompt that every unit's reviewer shares.
+        here += (FOCUS if unit.get("focus") else "") + (RULE_TASK if alone(unit) else "")
         if alone(unit):
             related = [k for k in known if isinstance(k, dict) and k.get("path") in unit["paths"]]
             raised = json.dumps(related, ensure_ascii=False)[:24_000]
             here += f"\n\nFindings already raised on this pull request (JSON):\n{raised}"
+        owed = rechecks_of.get(str(unit["id"]))
+        if owed:
+            here += UNIT_RECHECK.format(findings=_listed(owed), blocks=_blocks(owed))
         return context_prompt(task, fence, context, tail=here)
 
     def alone(unit: dict[str, Any]) -> bool:
@@ -261,6 +298,16 @@ async def workflow(
         chosen = [str(blocks[p]) for p in unit["paths"] if p in paths and p in blocks]
         return "\n\n".join(chosen) if chosen else str(unit["block"])
 
+    to_recheck: list[dict[str, Any]] = [
+        item for item in review.get("recheck") or [] if isinstance(item, dict)
+    ]
+    # Each earlier finding to re-check goes with the first unit that reviews its file.
+    rechecks_of: dict[str, list[dict[str, Any]]] = {}
+    for item in to_recheck:
+        home = next((u for u in units if item.get("path") in u["paths"]), None)
+        if home is not None:
+            rechecks_of.setdefault(str(home["id"]), []).append(item)
+    rechecked: dict[str, dict[str, Any]] = {}
     cached: dict[str, Any] = review.get("cached") or {}
     done: dict[str, Any] = review.get("done") if isinstance(review.get("done"), dict) else {}
 
@@ -270,20 +317,30 @@ async def workflow(
         if isinstance(reused, list):
             wf.log(f"reused the finished review of {', '.join(unit['paths'])}")
             return most_severe([ReviewFinding.model_validate(f) for f in reused], cap)
-        task = REVIEW_TASK.format(pr=pr, focus=FOCUS if unit.get("focus") else "")
-        task += (RULE_TASK if alone(unit) else "") + language_note(args)
+        task = REVIEW_TASK.format(pr=pr) + language_note(args)
+        owed = rechecks_of.get(str(unit["id"])) or []
         result = await wf.agent(
             with_unit(task, unit),
             agent_type="reviewer",
             label=f"review {unit['id']}",
             phase="Review",
-            schema=unit_review_schema(cap),
+            # One schema for every reviewer of the run: their tools are a prefix they share.
+            schema=unit_review_schema(cap, rechecks=bool(rechecks_of)),
         )
         if not result.ok:
             wf.log(f"review of {', '.join(unit['paths'])} failed: {result.error}")
             unverified.extend(unit["paths"])
             raise UnitFailed(str(result.error))
         found = UnitReview.model_validate(result.structured).findings
+        if owed and isinstance(result.structured, dict):
+            asked = {str(item.get("fingerprint")) for item in owed}
+            for raw in result.structured.get("rechecks") or []:
+                try:
+                    verdict = RecheckVerdict.model_validate(raw)
+                except ValidationError:
+                    continue  # unanswered: the re-check call rules on it
+                if verdict.fingerprint in asked:
+                    rechecked.setdefault(verdict.fingerprint, verdict.model_dump())
         # The schema's cap again, in code: a replayed or lenient result obeys it too.
         # The repository's lint command's hits on this unit's changed lines are candidates
         # like the reviewer's own (`bot.workflows.review.evidence`): the verifier rules on them.
@@ -355,17 +412,21 @@ async def workflow(
     else:
         per_unit = await wf.pipeline(units, reviewer, verifier)
     verified = most_severe([f for found in per_unit if found for f in found], cap)
-    rechecks: list[dict[str, Any]] = []
-    to_recheck = review.get("recheck") or []
-    if to_recheck and wf.budget_reached() is None:
+    # What no unit's reviewer ruled on gets a re-check call of its own.
+    unanswered = [item for item in to_recheck if str(item.get("fingerprint")) not in rechecked]
+    rechecks: list[dict[str, Any]] = [
+        rechecked[fp]
+        for fp in (str(item.get("fingerprint")) for item in to_recheck)
+        if fp in rechecked
+    ]
+    left_unchecked = bool(unanswered)
+    if unanswered and wf.budget_reached() is None:
         wf.phase("Re-check")
-        blocks = "\n\n".join(str(item.get("block", "")) for item in to_recheck)
-        listed = [{k: v for k, v in item.items() if k != "block"} for item in to_recheck]
         checked = await wf.agent(
             context_prompt(
-                RECHECK_TASK.format(pr=pr, findings=json.dumps(listed, ensure_ascii=False)),
+                RECHECK_TASK.format(pr=pr, findings=_listed(unanswered)),
                 fence,
-                context + "\n\n" + blocks,
+                context + "\n\n" + _blocks(unanswered),
             ),
             agent_type="reviewer",
             label="re-check",
@@ -373,8 +434,9 @@ async def workflow(
             schema=RecheckReport,
         )
         if checked.ok:
-            rechecked = RecheckReport.model_validate(checked.structured)
-            rechecks = [v.model_dump() for v in rechecked.verdicts]
+            report = RecheckReport.model_validate(checked.structured)
+            rechecks += [v.model_dump() for v in report.verdicts]
+            left_unchecked = False
         else:
             wf.log(f"re-check failed: {checked.error}")
 
@@ -455,7 +517,7 @@ async def workflow(
             s.get("error") and BUDGET_REACHED in str(s["error"]) for s in suggestions.values()
         ):
             undone.insert(0, "suggested fixes")
-        if to_recheck and not rechecks:
+        if left_unchecked:
             undone.insert(0, "the re-check of earlier findings")
         out["review"]["unverified"] = [p for p in out["review"]["unverified"] if p not in left]
         out["review"]["budget"] = {

@@ -10,6 +10,10 @@ commits, which are not in this one to review), `removed` (nothing left to commen
 `too large` (a patch over `max_file_lines` changed lines), `unchanged since the last review`
 (only on a follow-up), then `over budget` (past `max_files` or `max_tokens`).
 
+A follow-up never costs more than a full review would: when its plan, sized by the push's
+delta, is estimated at least at a full review's (`review_whole`), it reviews its files' whole
+patches instead.
+
 A unit is one file, or a few small files that belong together (a module and its test, or small
 files of one directory), so one agent call sees related changes side by side. Ranking puts
 source code before configuration, tests and docs, paths that look security-sensitive first
@@ -38,6 +42,11 @@ def one_call(follow_up: bool, delta_lines: Sequence[int | None]) -> bool:
     if not follow_up or not delta_lines or any(n is None for n in delta_lines):
         return False
     return sum(n for n in delta_lines if n is not None) < ONE_CALL_LINES
+
+
+SUMMARY_TOKENS = OVERHEAD_TOKENS
+"""A full review's last call, the advisor's summary; a follow-up makes it only when a push
+brought something serious, so its estimate leaves it out."""
 
 
 UNIT_MAX_FILES = 4
@@ -425,3 +434,36 @@ def plan_review(
             continue
         skipped.append(Skipped(group[0].path, "over budget"))
     return ReviewPlan(units=tuple(units), skipped=tuple(skipped), tokens=spent)
+
+
+def follow_up_tokens(
+    plan: ReviewPlan,
+    one_call_units: Sequence[bool],
+    *,
+    rechecked: int = 0,
+    rechecked_alone: int = 0,
+) -> int:
+    """The estimated input tokens of a follow-up: its units' calls (one for a `one_call`
+    unit, by `one_call_units` in the plan's order), the re-checks its units' reviewers rule
+    on (`rechecked`: the characters of those findings and their code), and a re-check call
+    of its own for the findings no unit's reviewer reads (`rechecked_alone` characters)."""
+    units = sum(
+        u.tokens // CALLS_PER_UNIT if one else u.tokens
+        for u, one in zip(plan.units, one_call_units, strict=True)
+    )
+    alone = OVERHEAD_TOKENS + rechecked_alone // 4 if rechecked_alone else 0
+    return units + rechecked // 4 + alone
+
+
+def full_review_tokens(plan: ReviewPlan) -> int:
+    """The estimated input tokens of a full review planned as `plan`: its units' calls, then
+    the summary."""
+    return plan.tokens + SUMMARY_TOKENS
+
+
+def review_whole(follow_up: int, full: int) -> bool:
+    """Whether a follow-up reviews its files' whole patches rather than the push's delta:
+    when, in `follow_up_tokens`, it would cost at least as much as a full review of the pull
+    request (`full_review_tokens`). The whole patches cost at most what the full review's
+    units do, and the follow-up still re-checks the findings it owes."""
+    return follow_up >= full

@@ -196,8 +196,16 @@ def known_finding(state: ReviewState, cand: Candidate) -> StoredFinding | None:
 
 
 def patch_signature(patch: str) -> str:
-    """A file's patch without hunk line numbers: equal when the change itself is equal,
-    even if the base moved under it (a merge of the base branch into the PR)."""
+    """A file's patch as its added and removed lines alone: equal when the pull request's
+    own change is, even if the base moved under it (a merge of the base branch into the pull
+    request or a rebase), also when the base changed the lines next to the change."""
+    lines = [line for line in patch.split("\n") if line.startswith(("+", "-"))]
+    return hashlib.sha256("\0".join(["v2", *lines]).encode("utf-8")).hexdigest()[:20]
+
+
+def legacy_patch_signature(patch: str) -> str:
+    """The signature reviews stored before `patch_signature` left out the context lines
+    (the hunks without their line numbers), so their files still count as unchanged."""
     lines = [
         line
         for line in patch.split("\n")
@@ -206,9 +214,20 @@ def patch_signature(patch: str) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:20]
 
 
-def unchanged_files(previous: Mapping[str, str], current: Mapping[str, str]) -> frozenset[str]:
-    """Files whose patch signature is the same as at the last review."""
-    return frozenset(p for p, sig in current.items() if previous.get(p) == sig)
+def unchanged_files(
+    previous: Mapping[str, str],
+    current: Mapping[str, str],
+    *,
+    legacy: Mapping[str, str] | None = None,
+) -> frozenset[str]:
+    """Files whose patch signature is the same as at the last review (or, for a review
+    stored before, the same as its `legacy` signature)."""
+    older = legacy or {}
+    return frozenset(
+        p
+        for p, sig in current.items()
+        if previous.get(p) is not None and previous.get(p) in (sig, older.get(p))
+    )
 
 
 @dataclass(frozen=True, slots=True)

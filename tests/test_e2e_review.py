@@ -184,7 +184,7 @@ def test_a_merge_of_the_base_branch_brings_nothing_to_review(world: World) -> No
     assert "Nothing changed that needs a review" in summary["body"]
 
 
-def test_a_force_push_reviews_the_files_whose_patch_changed(world: World) -> None:
+def test_a_force_push_reviews_what_changed_in_the_files_whose_patch_changed(world: World) -> None:
     bare = world.calc.git_dir
     files = {**snapshot("head1"), **snapshot("head2")}
     files["tests/test_mean.py"] = str(files["tests/test_mean.py"]) + (
@@ -197,7 +197,9 @@ def test_a_force_push_reviews_the_files_whose_patch_changed(world: World) -> Non
     assert status == "succeeded", world.log.read_text()[-3000:]
     sent = [p for paths in world.model.reviewed_paths[reviewed_before:] for p in paths]
     assert sent == ["tests/test_mean.py"]
-    assert world.model.focused[reviewed_before:] == [False]  # the whole patch, not a delta
+    # The base is where it was, so the diff between the old head and the rewritten one is the
+    # pull request's own change: the reviewer is shown that, not the whole patch.
+    assert world.model.focused[reviewed_before:] == [True]
 
 
 def test_a_push_during_a_review_supersedes_it(world: World) -> None:

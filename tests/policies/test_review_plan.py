@@ -5,10 +5,17 @@ from __future__ import annotations
 import pytest
 
 from policies.review_plan import (
+    CALLS_PER_UNIT,
+    OVERHEAD_TOKENS,
+    SUMMARY_TOKENS,
     ChangedFile,
     PlanLimits,
+    ReviewPlan,
+    follow_up_tokens,
+    full_review_tokens,
     glob_match,
     plan_review,
+    review_whole,
     risk_of,
     skip_reason,
     tokens_for,
@@ -159,3 +166,111 @@ def test_only_a_small_follow_up_delta_is_reviewed_in_one_call() -> None:
     assert not one_call(False, [1])  # a first or full review: always two calls
     assert not one_call(True, [1, None])  # a file shown whole
     assert not one_call(True, [])
+
+
+def _follow_up_and_full(
+    delta: dict[str, int], whole: dict[str, int]
+) -> tuple[ReviewPlan, ReviewPlan]:
+    """A follow-up's plan sized by the push's deltas (changed lines per file), and a full
+    review's plan of the pull request's whole patches."""
+    follow_up = plan_review([cf(p, n) for p, n in delta.items()], PlanLimits())
+    full = plan_review([cf(p, n) for p, n in whole.items()], PlanLimits())
+    return follow_up, full
+
+
+@pytest.mark.parametrize(
+    ("delta", "whole", "one", "folded", "alone", "expected"),
+    [
+        pytest.param(
+            {"docs/a.md": 100, "docs/b.md": 30, "docs/c.md": 30, "docs/d.md": 10},
+            {"docs/a.md": 100, "docs/b.md": 30, "docs/c.md": 30, "docs/d.md": 10},
+            False,
+            0,
+            1_000,
+            True,
+            id="deltas-as-large-as-the-patches-and-a-re-check-call",
+        ),
+        pytest.param(
+            {"docs/a.md": 100, "docs/b.md": 30, "docs/c.md": 30, "docs/d.md": 10},
+            {"docs/a.md": 100, "docs/b.md": 30, "docs/c.md": 30, "docs/d.md": 10},
+            False,
+            0,
+            0,
+            False,
+            id="deltas-as-large-as-the-patches-cost-no-summary",
+        ),
+        pytest.param(
+            {"docs/a.md": 100, "docs/b.md": 30},
+            {"docs/a.md": 100, "docs/b.md": 30},
+            False,
+            8_000,
+            0,
+            True,
+            id="re-checks-its-reviewers-rule-on-cost-more-than-a-summary",
+        ),
+        pytest.param(
+            {"src/a.py": 120, "src/b.py": 200},
+            {"src/a.py": 40, "src/b.py": 140},
+            False,
+            0,
+            0,
+            True,
+            id="deltas-much-larger-than-the-patches",
+        ),
+        pytest.param(
+            {"src/a.py": 50},
+            {"src/a.py": 50, "src/b.py": 50},
+            False,
+            0,
+            4_400,
+            True,
+            id="a-re-check-call-of-its-own-tips-it-over",
+        ),
+        pytest.param(
+            {"tests/test_a.py": 12},
+            {"src/a.py": 5, "tests/test_a.py": 20, "docs/a.md": 2},
+            True,
+            400,
+            0,
+            False,
+            id="a-small-delta-in-one-call",
+        ),
+        pytest.param(
+            {"src/a.py": 150},
+            {"src/a.py": 300, "src/b.py": 200},
+            False,
+            2_000,
+            0,
+            False,
+            id="a-delta-smaller-than-the-patch",
+        ),
+    ],
+)
+def test_a_follow_up_costing_a_full_review_reviews_whole_patches(
+    delta: dict[str, int],
+    whole: dict[str, int],
+    one: bool,
+    folded: int,
+    alone: int,
+    expected: bool,
+) -> None:
+    follow_up, full = _follow_up_and_full(delta, whole)
+    tokens = follow_up_tokens(
+        follow_up, [one] * len(follow_up.units), rechecked=folded, rechecked_alone=alone
+    )
+    assert review_whole(tokens, full_review_tokens(full)) is expected
+
+
+def test_follow_up_and_full_review_estimates_count_their_calls() -> None:
+    follow_up, full = _follow_up_and_full({"a.py": 10}, {"a.py": 10, "b.py": 10})
+    (unit,) = follow_up.units
+    assert follow_up_tokens(follow_up, [False]) == unit.tokens
+    assert follow_up_tokens(follow_up, [True]) == unit.tokens // CALLS_PER_UNIT
+    # Re-checks a unit's reviewer rules on cost their text; the others a call of their own.
+    assert follow_up_tokens(follow_up, [True], rechecked=400) == unit.tokens // 2 + 100
+    assert follow_up_tokens(follow_up, [True], rechecked_alone=400) == (
+        unit.tokens // 2 + OVERHEAD_TOKENS + 100
+    )
+    # A full review always ends with the advisor's summary.
+    assert full_review_tokens(full) == full.tokens + SUMMARY_TOKENS
+    assert review_whole(5, 5) and not review_whole(4, 5)  # at least as much: whole

@@ -23,6 +23,7 @@ from policies.review_state import (
     encode_marker,
     fingerprint,
     known_finding,
+    legacy_patch_signature,
     merge_status,
     patch_signature,
     unchanged_files,
@@ -106,6 +107,23 @@ def test_patch_signature_ignores_line_numbers() -> None:
     assert patch_signature(a) == patch_signature(b)
     assert patch_signature(a) != patch_signature(a.replace("+b", "+B"))
     assert unchanged_files({"x": "1", "y": "2"}, {"x": "1", "y": "3", "z": "4"}) == {"x"}
+
+
+def test_patch_signature_holds_when_the_base_changed_lines_next_to_the_change() -> None:
+    # A merge of the base branch (or a rebase) that changed a context line: the pull
+    # request's own lines are the same, so its patch is.
+    before = "@@ -1,3 +1,4 @@\n a\n+b\n c\n d"
+    after = "@@ -1,3 +1,4 @@\n A\n+b\n c\n d"
+    assert patch_signature(before) == patch_signature(after)
+    assert patch_signature(before) != patch_signature(before.replace(" c", "-c"))
+
+
+def test_a_signature_stored_before_context_was_left_out_still_matches() -> None:
+    patch = "@@ -1,2 +1,3 @@\n a\n+b\n c"
+    stored = {"x": legacy_patch_signature(patch), "y": "0" * 20}
+    current = {"x": patch_signature(patch), "y": patch_signature(patch)}
+    legacy = {"x": legacy_patch_signature(patch), "y": legacy_patch_signature(patch)}
+    assert unchanged_files(stored, current, legacy=legacy) == {"x"}
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,10 @@ what it needs from the mirror's object database:
 - `push_changes(git_dir, old, new)`: what a push changed, when the old head is still an
   ancestor of the new one; None after a force push or a rebase (the caller then compares
   each file's pull request patch with the one reviewed before);
+- `own_changes(git_dir, old, new, old_base=, new_base=)`: what the pull request's own
+  changes became since the old head, after a push, a merge of the base branch, a rebase or a
+  force push: the files the base branch changed in between are left out (their diff would
+  show the base's changes as the pull request's);
 - `read_lines(git_dir, commit, path, start, end)`: lines of a file at a commit.
 
 Only plumbing that reads objects runs here (`merge-base`, `diff-tree` between two commits,
@@ -105,6 +109,39 @@ async def push_changes(git_dir: Path, old: str, new: str) -> tuple[FilePatch, ..
     if not await has_commit(git_dir, old) or not await is_ancestor(git_dir, old, new):
         return None
     return await diff_files(git_dir, old, new)
+
+
+async def changed_paths(git_dir: Path, old: str, new: str) -> frozenset[str]:
+    """Every path a diff from `old` to `new` touches (both names of a rename)."""
+    text = await _git_text(
+        git_dir, "diff-tree", "-r", "-z", "--no-renames", "--name-only", _check(old), _check(new)
+    )
+    return frozenset(p for p in text.split("\0") if p)
+
+
+async def own_changes(
+    git_dir: Path, old: str, new: str, *, old_base: str | None, new_base: str
+) -> tuple[FilePatch, ...] | None:
+    """What the pull request's own changes became from the head reviewed at `old` (its merge
+    base then: `old_base`) to `new` (merge base `new_base`), file by file.
+
+    Where the base branch left a file as it was between the two merge bases, the diff of the
+    file from `old` to `new` is the pull request's own change, whatever happened to the
+    branch: a push, a merge of the base branch, a rebase or a force push. A file the base
+    branch changed in between is left out: its diff would show the base's changes as the pull
+    request's (the caller shows its whole patch). None when `old` is not in the mirror; with
+    no `old_base` known, what `push_changes` says."""
+    if not old_base:
+        return await push_changes(git_dir, old, new)
+    if not await has_commit(git_dir, old):
+        return None
+    moved: frozenset[str] = frozenset()
+    if old_base != new_base:
+        if not await has_commit(git_dir, old_base):
+            return None
+        moved = await changed_paths(git_dir, old_base, new_base)
+    delta = await diff_files(git_dir, old, new)
+    return tuple(f for f in delta if f.path not in moved and (f.old_path or f.path) not in moved)
 
 
 async def read_file(

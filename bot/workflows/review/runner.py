@@ -7,9 +7,14 @@
 3. The review memory is loaded (`bot.workflows.review.memory`) and the app's threads are read: what
    people with write permission resolved, declined or 👎'd is dismissed.
 4. On a follow-up, files whose pull request patch is the same as at the last review are not
-   reviewed again; for the others the reviewer is shown what the push changed (when the last
-   reviewed head is an ancestor) or the whole patch (after a force push or rebase). Open
-   findings in changed files are re-checked. `@app review full` reviews everything again.
+   reviewed again (their own lines, whatever the base did around them); for the others the
+   reviewer is shown how the pull request's own change moved since the last reviewed head
+   (after a push, a merge of the base branch, a rebase or a force push), or the whole patch
+   where the base branch changed the file too or the last head is gone. When that delta
+   would cost at least as much as a full review (`policies.review_plan.review_whole`), the
+   files' whole patches are reviewed instead. Open findings in changed files whose code
+   changed are re-checked, by the reviewer of the unit holding their file when there is one.
+   `@app review full` reviews everything again.
 5. The `review` workflow runs on the engine (`bot.workflows.review.workflow`), resuming a superseded
    run of the same pull request so its finished read-only calls replay.
 6. The head is read again: a stale result is never posted as inline comments.
@@ -52,8 +57,11 @@ from policies.review_plan import (
     PlanLimits,
     ReviewPlan,
     changed_file,
+    follow_up_tokens,
+    full_review_tokens,
     one_call,
     plan_review,
+    review_whole,
 )
 from policies.review_state import (
     Candidate,
@@ -62,6 +70,7 @@ from policies.review_state import (
     code_hash,
     counts,
     known_finding,
+    legacy_patch_signature,
     patch_signature,
     unchanged_files,
     with_heads,
@@ -174,34 +183,55 @@ async def prepare(
     unchanged: frozenset[str] = frozenset()
     pushed: dict[str, FilePatch] = {}
     if follow_up:
-        unchanged = unchanged_files(state.patches, signatures)
+        legacy = {f.path: legacy_patch_signature(f.patch) for f in changes.files}
+        unchanged = unchanged_files(state.patches, signatures, legacy=legacy)
         if previous != head:
-            delta = await diffs.push_changes(git_dir, previous or "", head)
+            delta = await diffs.own_changes(
+                git_dir, previous or "", head, old_base=state.base, new_base=changes.merge_base
+            )
             if delta is not None:
                 pushed = {f.path: f for f in delta}
-    # A follow-up shows each file's delta, so its units are sized by the delta.
-    sized = [pushed.get(f.path, f) if f.path in pushed else f for f in changes.files]
-    plan = plan_review(_changed(sized), limits_of(config), unchanged=unchanged)
-    by_path = changes.by_path()
     author = pull.user.login if pull.user is not None else None
+    recheck: list[dict[str, Any]] = []
+    if follow_up and previous != head:
+        recheck = await _rechecks(
+            git_dir, state, head, set(signatures) - unchanged, fence, author_trusted, author
+        )
+    limits = limits_of(config)
+    # A follow-up shows each file's delta, so its units are sized by the delta; unless that
+    # costs at least as much as a full review, when its files' whole patches are reviewed.
+    plan = plan_review(
+        _changed([pushed.get(f.path, f) for f in changes.files]), limits, unchanged=unchanged
+    )
+    if pushed:
+        shown = [_delta_lines(unit.paths, pushed) for unit in plan.units]
+        folded = sum(_chars(item) for item in recheck if item["path"] in plan.paths)
+        estimate = follow_up_tokens(
+            plan,
+            [one_call(follow_up, lines) for lines in shown],
+            rechecked=folded,
+            rechecked_alone=sum(_chars(item) for item in recheck) - folded,
+        )
+        whole = full_review_tokens(plan_review(_changed(changes.files), limits))
+        if review_whole(estimate, whole):
+            log.info("the push's delta costs a full review; its files are reviewed whole")
+            pushed = {}
+            plan = plan_review(_changed(changes.files), limits, unchanged=unchanged)
+    by_path = changes.by_path()
     units: list[dict[str, Any]] = []
     for n, unit in enumerate(plan.units):
         pieces = []
-        focus = False
-        delta_lines: list[int | None] = []
         for path in unit.paths:
             patch = by_path[path]
-            shown = pushed.get(path)
-            if shown is not None and shown.hunks:
-                focus = True
+            delta_patch = pushed.get(path)
+            if delta_patch is not None and delta_patch.hunks:
                 header = f"### {path} (changed since the last review)"
-                text = shown.patch
-                delta_lines.append(shown.additions + shown.deletions)
+                text = delta_patch.patch
             else:
-                delta_lines.append(None)
                 header = f"### {path} ({patch.status}, +{patch.additions} -{patch.deletions})"
                 text = patch.patch
             pieces.append(f"{header}\n{text}")
+        delta_lines = _delta_lines(unit.paths, pushed)
         texts = [sanitize(piece, markup=False) for piece in pieces]
         body = "\n\n".join(texts)[:BLOCK_LIMIT]
         units.append(
@@ -209,7 +239,7 @@ async def prepare(
                 "id": f"u{n + 1}",
                 "key": unit_key(unit.paths, body),
                 "paths": list(unit.paths),
-                "focus": focus,
+                "focus": any(lines is not None for lines in delta_lines),
                 "one_call": one_call(follow_up, delta_lines),
                 "block": fenced("changes", body, fence, trusted=author_trusted, author=author),
                 # One block per file, for a verifier that needs only some of them.
@@ -221,34 +251,6 @@ async def prepare(
                 },
             }
         )
-    reviewed_paths = set(plan.paths)
-    recheck: list[dict[str, Any]] = []
-    if follow_up and previous != head:
-        for finding in state.findings:
-            if finding.status != "open" or finding.path in unchanged:
-                continue
-            if finding.path not in signatures and finding.path not in reviewed_paths:
-                continue  # the file left the pull request: its lines are the base's again
-            text = await diffs.read_file(git_dir, head, finding.path) or ""
-            if still_there(text, finding):
-                continue  # its code is unchanged (perhaps moved): nothing to re-check
-            line = finding.line or 1
-            code = _numbered(text, line - RECHECK_CONTEXT, line + RECHECK_CONTEXT)
-            recheck.append(
-                {
-                    "fingerprint": finding.fingerprint,
-                    "path": finding.path,
-                    "line": finding.line,
-                    "title": finding.title,
-                    "block": fenced(
-                        f"{finding.path} near line {line} at the head",
-                        sanitize(code, markup=False),
-                        fence,
-                        trusted=author_trusted,
-                        author=author,
-                    ),
-                }
-            )
     return Prepared(
         head=head,
         base=changes.merge_base,
@@ -261,6 +263,56 @@ async def prepare(
         units=units,
         recheck=recheck,
     )
+
+
+def _delta_lines(paths: Sequence[str], pushed: dict[str, FilePatch]) -> list[int | None]:
+    """The changed lines of each file's delta, None for a file shown whole."""
+    shown = [pushed.get(path) for path in paths]
+    return [d.additions + d.deletions if d is not None and d.hunks else None for d in shown]
+
+
+def _chars(item: dict[str, Any]) -> int:
+    """What an earlier finding to re-check adds to a prompt: its listing and its code."""
+    return len(str(item.get("block") or "")) + len(str(item.get("title") or "")) + 80
+
+
+async def _rechecks(
+    git_dir: Path,
+    state: ReviewState,
+    head: str,
+    changed: set[str],
+    fence: str,
+    author_trusted: bool,
+    author: str | None,
+) -> list[dict[str, Any]]:
+    """The open findings in files whose patch changed (`changed`) whose code is no longer
+    there, with the code near their line at the head: a finding whose file left the pull
+    request is not re-checked (its lines are the base's again)."""
+    recheck: list[dict[str, Any]] = []
+    for finding in state.findings:
+        if finding.status != "open" or finding.path not in changed:
+            continue
+        text = await diffs.read_file(git_dir, head, finding.path) or ""
+        if still_there(text, finding):
+            continue  # its code is unchanged (perhaps moved): nothing to re-check
+        line = finding.line or 1
+        code = _numbered(text, line - RECHECK_CONTEXT, line + RECHECK_CONTEXT)
+        recheck.append(
+            {
+                "fingerprint": finding.fingerprint,
+                "path": finding.path,
+                "line": finding.line,
+                "title": finding.title,
+                "block": fenced(
+                    f"{finding.path} near line {line} at the head",
+                    sanitize(code, markup=False),
+                    fence,
+                    trusted=author_trusted,
+                    author=author,
+                ),
+            }
+        )
+    return recheck
 
 
 @dataclass

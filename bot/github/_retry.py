@@ -26,9 +26,7 @@ githubkit builds, authenticates and checks each request; every try then passes t
   raise `RateLimited` at once when that is beyond the cap, without being sent.
 * Writes (POST, PATCH, PUT, DELETE) made with one installation's token are
   serialised and spaced at least `mutation_interval_s` apart (default 1 s), as
-  GitHub's secondary-rate-limit guidance asks: a per-installation lock plus the
-  time the previous write finished; the next write is sent no sooner than that
-  plus the interval. Reads (and GraphQL queries, sent under `call_options(spaced=False)`) are neither
+  GitHub's secondary-rate-limit guidance asks. Reads (and GraphQL queries, sent under `call_options(spaced=False)`) are neither
   serialised nor spaced. The spacing, like the quota memory, is kept per process. Before
   each try of a write, the installation's `guard` is awaited (the job's lease, see
   `bot.store.queue.fence`); what it raises ends the request unsent.
@@ -86,9 +84,8 @@ _OPTIONS: ContextVar[_CallOptions] = ContextVar("github_call_options", default=_
 @contextmanager
 def call_options(*, attempts: int | None = None, spaced: bool | None = None) -> Iterator[None]:
     """Installation requests made inside: `attempts=1` tries once on a 5xx or a lost answer
-    (rate limits are still waited for: GitHub applied nothing), for a create the caller
-    de-duplicates; `spaced=False` is a POST that only reads (a GraphQL query): neither spaced
-    nor fenced."""
+    (a create, see above; rate limits are still waited for); `spaced=False` is a POST that
+    only reads (a GraphQL query): neither spaced nor fenced."""
     outer = _OPTIONS.get()
     reset = _OPTIONS.set(
         _CallOptions(
@@ -145,13 +142,9 @@ def error_for(response: httpx.Response) -> GitHubError:
     accepted = response.headers.get("x-accepted-github-permissions")
     if status == 403 and accepted:  # a token without the permission: say which would do
         message = f"{message} (the token needs {accepted.replace('; ', ' or ')})"
-    if status == 404:
-        return NotFound(status, message, docs)
-    if status == 401:
-        return AuthError(status, message, docs)
     if status >= 500:
         return RetryableError(status, message, docs)
-    return GitHubError(status, message, docs)
+    return {404: NotFound, 401: AuthError}.get(status, GitHubError)(status, message, docs)
 
 
 def _validation_details(errors: object) -> str:
@@ -309,8 +302,7 @@ class Sender:
     async def backoff(
         self, method: str, path: str, status: int, failures: int, *, at_least: float = 0.0
     ) -> None:
-        """Sleep before try number `failures + 1`: `backoff_s` * 2^(failures-1), plus jitter,
-        and no less than `at_least` (a 503's own `retry-after`)."""
+        """Sleep before try `failures + 1`, at least `at_least` (a 503's own `retry-after`)."""
         delay = self.policy.backoff_s * 2 ** (failures - 1)
         delay = max(delay + random.uniform(0, delay / 4), at_least)
         log.warning(

@@ -130,6 +130,7 @@ def build_worker_hooks(
     review_key: bytes | None = None,
     sweeps: bool = True,
     sandbox: SandboxStatus | None = None,
+    carry_blocked: bool = False,
 ) -> WorkerHooks:
     """Repository config, permission lookup and run executor for the worker pool.
 
@@ -137,7 +138,8 @@ def build_worker_hooks(
     `bot action` gives a `TokenApp` on the job's token); `review_key` signs the review memory
     mirrored on the pull request (default: `review_state_key(settings)`); `sweeps` False leaves
     out the background sweeps and redelivery (one run in one process); `sandbox` is the
-    sandbox's probed status (default: probed here)."""
+    sandbox's probed status (default: probed here); `carry_blocked` has a BLOCKED run's comment
+    carry its record for a `decide` in another process (`RunExecutor.carry_blocked`)."""
     redactor = install_redactor(settings)
     if github is None and not has_credentials(settings):
         return WorkerHooks(
@@ -236,6 +238,7 @@ def build_worker_hooks(
         redactor=redactor,
         config_reader=read_config,
         review_key=review_key if review_key is not None else review_state_key(settings),
+        carry_blocked=carry_blocked,
         flows=FLOWS,
         agent_types=agent_types,
         run_caps=BudgetLimits(
@@ -281,11 +284,10 @@ def build_worker_hooks(
             return False  # not running in this process
         return True
 
-    background: list[Callable[[], Coroutine[Any, Any, object]]] = [
-        partial(close_when_stopped, github)
-    ]
+    background: list[Callable[[], Coroutine[Any, Any, object]]] = []
     if sweeps:
         background += [mirrors.sweep_forever, partial(sweep_forever, mirrors.root, store)]
+    background.append(partial(close_when_stopped, github))
     if sweeps and settings.redeliver_interval:  # 0 turns the sweep off
         background.append(partial(redeliver_forever, github, store, settings.redeliver_interval))
 

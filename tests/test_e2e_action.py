@@ -11,65 +11,35 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from tests.action_world import JOB_PERMISSIONS, PAYLOADS, Jobs
 from tests.e2e_world import head_files
 from tests.fakes.github import FakeGitHub, commit_files, serve_fake_github
 from tests.fakes.llm import FakeLLM, Reply, serve
 from tests.fakes.review_model import CALC_RULES, ReviewModel
 from tests.review._calc import CalcRepo, build_calc
-from tests.scripted import REPO, ModelScript, user_prompt
+from tests.scripted import ModelScript, user_prompt
 
 pytestmark = pytest.mark.slow
 
-PAYLOADS = REPO / "fixtures" / "github-payloads"
-JOB_PERMISSIONS = {
-    "contents": "write",
-    "pull_requests": "write",
-    "issues": "write",
-    "checks": "write",
-    "metadata": "read",
-}
 
+@dataclass(kw_only=True)
+class Actions(Jobs):
+    """calc's pull request #1 by alice, reviewed by `model`."""
 
-@dataclass
-class Job:
-    """What one job run left: its exit code, its log and its step summary."""
-
-    rc: int
-    log: str
-    summary: str
-
-
-@dataclass
-class Actions:
-    """The repository `octo/hello` (calc's pull request #1 by alice) and its jobs."""
-
-    root: Path
-    fake: FakeGitHub
     calc: CalcRepo
     model: ReviewModel
-    github_url: str
-    llm_url: str
-    llm: FakeLLM
-    runs: int = 0
-    token: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-
-    def repository(self) -> dict[str, Any]:
-        fr = self.fake.repos["octo/hello"]
-        return self.fake._repo_stub(fr.full_name, fr)
 
     def pull_event(self, action: str, number: int = 1, **extra: Any) -> dict[str, Any]:
         recorded = json.loads((PAYLOADS / "pull_request" / "opened.payload.json").read_text())
@@ -84,77 +54,6 @@ class Actions:
             "sender": pull["user"],
             **extra,
         }
-
-    def comment_event(self, body: str, user: str) -> dict[str, Any]:
-        recorded = json.loads((PAYLOADS / "issue_comment" / "created.payload.json").read_text())
-        fr = self.fake.repos["octo/hello"]
-        comment = self.fake.add_comment("octo", "hello", 1, body, user=user)
-        return {
-            **recorded,
-            "issue": fr.issues[1],
-            "comment": comment,
-            "repository": self.repository(),
-            "sender": comment["user"],
-        }
-
-    def environ(self, job_dir: Path, event: str, token: str | None = None) -> dict[str, str]:
-        """What GitHub gives the step: the job's variables, a fresh RUNNER_TEMP, the model."""
-        temp = job_dir / "runner-temp"
-        temp.mkdir(parents=True)
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("BOT_", "GITHUB_"))}
-        environ.update(
-            GITHUB_ACTIONS="true",
-            GITHUB_EVENT_NAME=event,
-            GITHUB_EVENT_PATH=str(job_dir / "event.json"),
-            GITHUB_TOKEN=token or self.token,
-            GITHUB_REPOSITORY="octo/hello",
-            GITHUB_API_URL=self.github_url,
-            GITHUB_SERVER_URL=self.github_url,
-            GITHUB_RUN_ID=str(9000 + self.runs),
-            GITHUB_STEP_SUMMARY=str(job_dir / "step-summary.md"),
-            RUNNER_TEMP=str(temp),
-            BOT_MODEL="fake-model",
-            BOT_LLM_BASE_URL=self.llm_url,
-            BOT_LLM_API_KEY="sk-test-action-key-0123456789",
-            BOT_GITHUB_WRITE_INTERVAL="0",
-            PYTHONPATH=str(REPO),
-        )
-        return environ
-
-    def job(
-        self,
-        event: str,
-        payload: dict[str, Any] | str | None,
-        *,
-        token: str | None = None,
-        env: dict[str, str] | None = None,
-        args: tuple[str, ...] = (),
-    ) -> Job:
-        """`bot action` as a job step: a fresh RUNNER_TEMP and step summary each time."""
-        self.runs += 1
-        job_dir = self.root / f"job-{self.runs}"
-        environ = {**self.environ(job_dir, event, token), **(env or {})}
-        temp = Path(environ["RUNNER_TEMP"])
-        summary = Path(environ["GITHUB_STEP_SUMMARY"])
-        if payload is not None:
-            text = payload if isinstance(payload, str) else json.dumps(payload)
-            Path(environ["GITHUB_EVENT_PATH"]).write_text(text)
-        done = subprocess.run(
-            [sys.executable, "-m", "bot.cli", "action", *args],
-            cwd=job_dir,
-            env=environ,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        left = list(temp.iterdir())
-        assert left == [], f"the job left {left} in RUNNER_TEMP"
-        text = summary.read_text() if summary.exists() else ""
-        return Job(done.returncode, done.stdout + done.stderr, text)
-
-    def own_comments(self) -> list[dict[str, Any]]:
-        comments = self.fake.comments_on("octo", "hello", 1)
-        return [c for c in comments if c["user"]["login"] == "github-actions[bot]"]
 
     def reviews(self) -> list[dict[str, Any]]:
         return list(self.fake.repos["octo/hello"].reviews.get(1, []))
@@ -196,7 +95,15 @@ def actions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Actions]:
     llm = FakeLLM()
     llm.respond_with(_responder(model))
     with serve_fake_github(fake) as gh_url, serve(llm) as llm_url:
-        world = Actions(root, fake, calc, model, gh_url, llm_url, llm)
+        world = Actions(
+            root=root,
+            fake=fake,
+            calc=calc,
+            model=model,
+            github_url=gh_url,
+            llm_url=llm_url,
+            llm=llm,
+        )
         world.token = fake.issue_token(42, ["hello"], dict(JOB_PERMISSIONS)).value
         yield world
 

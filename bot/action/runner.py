@@ -197,7 +197,13 @@ async def _handle(
         notes.append(f"{SANDBOX_NOTE} ({sandbox.reason})")
     try:
         hooks = build_worker_hooks(
-            settings, store, github=github, review_key=key, sweeps=False, sandbox=sandbox
+            settings,
+            store,
+            github=github,
+            review_key=key,
+            sweeps=False,
+            sandbox=sandbox,
+            carry_blocked=True,
         )
         worker = Worker(
             store,

@@ -68,6 +68,7 @@ from bot.workflows import MODEL_FREE, get_workflow
 from bot.workflows.instructions import with_instructions
 from bot.workflows.thread_context import IN_THREAD, with_thread
 from policies.budget import BudgetLimits, run_limits, stopped_summary
+from policies.carried_run import CarriedRun, carried_line
 from policies.command_rate import ANSWER, WINDOW_S, limit_reply
 from policies.config import RepoConfig, parse_repo_config
 from policies.event import Event, Skip, SkipReason
@@ -128,6 +129,7 @@ class RunExecutor:
         review_key: bytes | None = None,
         agent_types: Callable[[RepoConfig], Mapping[str, AgentType]] | None = None,
         run_caps: BudgetLimits | None = None,
+        carry_blocked: bool = False,
     ) -> None:
         self.github = github
         # The operator's caps on every run's budget (BOT_MAX_RUN_TOKENS, BOT_MAX_RUN_COST_USD,
@@ -139,6 +141,9 @@ class RunExecutor:
         # Signs the review memory mirrored in sticky summaries (`bot.workflows.review.memory`); without
         # one from the settings, a key of this process (the store stays the memory).
         self.review_key = review_key if review_key is not None else secrets.token_bytes(32)
+        self.carry_blocked = carry_blocked
+        """A BLOCKED run's comment carries its record, signed (`policies.carried_run`), for a
+        `decide` in a process that has no store of it (`bot action`)."""
         self.config_reader = config_reader
         self._configs: weakref.WeakKeyDictionary[InstallationClient, RepoConfig] = (
             weakref.WeakKeyDictionary()
@@ -578,6 +583,11 @@ class RunExecutor:
             record = await anyio.to_thread.run_sync(self.store.get_run, run_id)
             if record is not None and record.args is not None:
                 args = record.args
+        if resume_from is not None and resume_from != run_id:
+            journaled = await anyio.to_thread.run_sync(self._journaled, resume_from)
+            if not journaled:  # a run carried in from GitHub (`bot action`): no journal here
+                log.info("no journal of the run to resume; its agent calls run again")
+                resume_from = None
         config = await self.repo_config(publisher.client)
         if "language" not in args:
             args = {**args, "language": config.language}
@@ -670,6 +680,10 @@ class RunExecutor:
         `hidden` is app-written text appended to the comment unseen (a review's memory
         marker); `conclusion` overrides the check run's conclusion."""
         await self.record(run_id, PUBLISHING, outcome)
+        if self.carry_blocked and outcome.status == "blocked":
+            line = await anyio.to_thread.run_sync(self._carried, run_id)
+            if line:  # before a review's memory, which stays the comment's last line
+                hidden = f"{line}\n{hidden}" if hidden else line
         await publisher.finish(outcome, hidden=hidden, conclusion=conclusion)
         if publisher.comment_url:
             posted = json.dumps({"comment_url": publisher.comment_url})
@@ -677,6 +691,23 @@ class RunExecutor:
                 self.store.put_artifact, run_id, PUBLISHED_ARTIFACT, posted
             )
         await self.record(run_id, outcome.status, outcome)
+
+    def _carried(self, run_id: str) -> str:
+        """The signed line that carries a BLOCKED run in its comment (`policies.carried_run`)."""
+        record = self.store.get_run(run_id)
+        if record is None or record.outcome is None:
+            return ""
+        run = CarriedRun(
+            id=record.id,
+            workflow=record.workflow,
+            target_kind=record.target_kind,
+            number=record.number,
+            repo=record.repo,
+            mode=record.mode,
+            outcome=dict(record.outcome),
+            args=record.args,
+        )
+        return carried_line(run, key=self.review_key)
 
     async def repo_config(self, client: InstallationClient) -> RepoConfig:
         """The repository's `.github/bot.yml` (defaults when no reader is configured), read

@@ -41,6 +41,7 @@ class RunHost(Protocol):
     redactor: Callable[[str], str]
     clock: Callable[[], float]
     review_key: bytes
+    carry_blocked: bool
 
     @property
     def bot_login(self) -> str: ...

@@ -383,11 +383,13 @@ class Storage(FindingFates, WorkerBeats, Learnings, RefusalsTable, UiAccess, ABC
         workflow: str,
         mode: str,
         status: str = "queued",
+        run_id: str | None = None,
     ) -> RunRecord:
         """The run for (delivery, workflow); a retried job gets the run it created before.
 
         The unique key on (delivery_id, workflow) decides, so two workers racing on one
-        delivery get the same run."""
+        delivery get the same run. `run_id` keeps a known run's id (one carried in from
+        GitHub, `bot.workflows.decide.flow.carry_in`); by default a new one."""
         now = self.clock()
         with self._transaction() as db:
             db.run(
@@ -395,7 +397,7 @@ class Storage(FindingFates, WorkerBeats, Learnings, RefusalsTable, UiAccess, ABC
                 f" VALUES ({_marks(10)}, NULL, NULL, NULL, NULL, NULL, NULL)"
                 " ON CONFLICT (delivery_id, workflow) DO NOTHING",
                 (
-                    new_run_id(),
+                    run_id or new_run_id(),
                     delivery_id,
                     repo,
                     target_kind,

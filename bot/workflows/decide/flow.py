@@ -46,6 +46,7 @@ from bot.workflows.decide.handler import FollowUp, FollowUpHandler, Resumed
 from bot.workflows.fix.flow import resume_fix
 from bot.workflows.review.resume import memory_line, resume_review
 from policies.budget import stopped_summary
+from policies.carried_run import CarriedRun, read_carried
 from policies.decide import (
     Chosen,
     Question,
@@ -195,6 +196,43 @@ def _blocked_of(run: RunRecord) -> Blocked | None:
         return None
 
 
+async def carry_in(ex: RunHost, client: InstallationClient, trigger: Trigger) -> bool:
+    """Put the newest BLOCKED run its own comment carries (the app's, signed for this target:
+    `policies.carried_run`) into the store, under its own id, as the server would have kept
+    it; whether one was found. Its engine journal is not carried: the follow-up runs its
+    agent calls again rather than replaying them."""
+    comments = await client.list_issue_comments(trigger.number)
+    for comment in reversed(comments):
+        if comment.user is None or comment.user.login.lower() != ex.bot_login.lower():
+            continue
+        run = read_carried(
+            comment.body, key=ex.review_key, repo=trigger.repo_full_name, number=trigger.number
+        )
+        if run is None or run.target_kind != trigger.target_kind:
+            continue
+
+        def keep(found: CarriedRun = run) -> None:
+            if ex.store.get_run(found.id) is not None:
+                return
+            ex.store.create_run(
+                delivery_id=f"carried-{found.id}",
+                repo=found.repo,
+                target_kind=found.target_kind,
+                number=found.number,
+                workflow=found.workflow,
+                mode=found.mode,
+                run_id=found.id,
+            )
+            ex.store.update_run(found.id, status="blocked", outcome=found.outcome)
+            if found.args is not None:
+                ex.store.set_run_args(found.id, found.args)
+
+        await anyio.to_thread.run_sync(keep)
+        log.info("the BLOCKED run was carried in from its comment", extra={"blocked": run.id})
+        return True
+    return False
+
+
 def find_question(
     store: Storage, trigger: Trigger, run: RunRecord
 ) -> tuple[RunRecord, Blocked] | None:
@@ -250,6 +288,8 @@ async def answer_blocked(
 ) -> None:
     """`decide` end to end (see the module docstring); `publisher` posts the short replies."""
     found = await anyio.to_thread.run_sync(lambda: find_question(ex.store, trigger, run))
+    if found is None and ex.carry_blocked and await carry_in(ex, client, trigger):
+        found = await anyio.to_thread.run_sync(lambda: find_question(ex.store, trigger, run))
     if run.status == PUBLISHING and run.outcome is not None and found is not None:
         blocked, _ = found
         workflow = blocked_workflow(blocked)

@@ -66,7 +66,7 @@ class ContentEntry(_Lenient):
 
 
 class _Authored(_Lenient):
-    """What someone wrote on GitHub: an issue, a pull request, a comment on one, a review."""
+    """What someone wrote on GitHub: an issue, a pull request, a review, a comment."""
 
     id: int
     body: str | None = None
@@ -129,17 +129,13 @@ class PullFile(_Lenient):
     sha: str | None = None
 
 
-class ReviewComment(_Lenient):
-    id: int
+class ReviewComment(_Authored):
     body: str = ""
     path: str = ""
     line: int | None = None
     side: str | None = None
     commit_id: str = ""
-    user: User | None = None
     in_reply_to_id: int | None = None
-    author_association: str = "NONE"
-    html_url: str = ""
 
 
 class ThreadComment(_Lenient):

@@ -10,7 +10,7 @@ import pytest
 from bot.action.env import ActionEnv, ActionEnvError, read_event
 from bot.action.report import ActionReport, RunLine, write_step_summary
 from bot.action.runner import review_key
-from bot.action.workspace import origin_url
+from bot.action.workspace import origin_url, same_repository
 from bot.settings import load_settings
 
 JOB = {
@@ -130,3 +130,12 @@ def test_an_annotation_cannot_end_its_command_or_start_another() -> None:
         "title=bad%0A%3A%3Aadd-mask%3A%3Ax%2C y%3A z::100%25 wrong"
     )
     assert unposted_findings(None) == [] and unposted_findings("{") == []
+
+
+def test_a_checkout_of_another_repository_or_host_is_not_borrowed_from() -> None:
+    server = "https://github.com"
+    assert same_repository("https://github.com/Octo/Hello.git", server, "octo/hello")
+    assert same_repository("https://github.com/octo/hello", server, "octo/hello")
+    assert not same_repository("https://github.com/octo/other.git", server, "octo/hello")
+    assert not same_repository("https://evil.example/octo/hello.git", server, "octo/hello")
+    assert not same_repository("git@github.com:octo/hello.git", server, "octo/hello")

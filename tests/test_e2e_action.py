@@ -170,11 +170,16 @@ def test_a_push_in_a_new_job_reviews_only_what_changed_from_the_marker(
 
 def test_a_writer_asks_and_is_answered_a_reader_is_not(actions: Actions) -> None:
     before = len(actions.own_comments())
+    kept = actions.root / "artifacts"
     job = actions.job(
-        "issue_comment", actions.comment_event("@github-actions ask where is mean?", "maint")
+        "issue_comment",
+        actions.comment_event("@github-actions ask where is mean?", "maint"),
+        args=("--artifacts", str(kept)),
     )
     assert job.rc == 0, job.log[-4000:]
     assert len(actions.own_comments()) == before + 1
+    # Asked for, the run's store and journal are left for actions/upload-artifact.
+    assert (kept / "bot.sqlite3").is_file() and any((kept / "runs").iterdir())
 
     writes = len(actions.fake.writes())
     job = actions.job(

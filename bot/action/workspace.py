@@ -21,7 +21,7 @@ from bot.settings import Settings
 
 log = get_logger(__name__)
 
-__all__ = ["lend_workspace", "origin_url"]
+__all__ = ["lend_workspace", "origin_url", "same_repository"]
 
 _ORIGIN = re.compile(r'^\s*\[remote\s+"origin"\]\s*$')
 _SECTION = re.compile(r"^\s*\[")
@@ -56,7 +56,7 @@ def origin_url(git_dir: Path) -> str | None:
     return None
 
 
-def _same_repository(url: str, server_url: str, full_name: str) -> bool:
+def same_repository(url: str, server_url: str, full_name: str) -> bool:
     parts, server = urlsplit(url), urlsplit(server_url)
     path = parts.path.strip("/").removesuffix(".git")
     return parts.hostname == server.hostname and path.lower() == full_name.lower()
@@ -71,7 +71,7 @@ async def lend_workspace(env: ActionEnv, settings: Settings) -> str | None:
     if git_dir is None or not (git_dir / "objects").is_dir():
         return None  # no checkout: the mirror fetches, as a server's does
     url = origin_url(git_dir)
-    if url is None or not _same_repository(url, env.github_server_url, env.github_repository):
+    if url is None or not same_repository(url, env.github_server_url, env.github_repository):
         log.info("the job's checkout is of another repository; not borrowing from it")
         return None
     if (git_dir / "shallow").exists():

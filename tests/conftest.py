@@ -9,6 +9,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import psycopg
 import pytest
 from hypothesis import settings
@@ -20,6 +21,15 @@ from tests.fakes.github import take_openapi_violations
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("explore", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# anyio imports its API lazily, on first use, and under pytest that import goes through the
+# assertion rewriter (anyio is a pytest plugin), which builds and compiles an AST. Two server
+# threads of a test using, say, `anyio.open_file` for the first time at once then compile at
+# once, and CPython 3.11 can fail that with "AST constructor recursion depth mismatch". Every
+# name is resolved here, once, in the main thread.
+for _name in dir(anyio):
+    if not _name.startswith("_"):
+        getattr(anyio, _name)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
